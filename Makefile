@@ -1,0 +1,63 @@
+# Two entry points (see README): `make demo` and `make test`. Everything else is a step of them.
+SHELL := /bin/bash
+PY    ?= python3
+VENV  ?= .venv
+BIN   := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# CPU torch first, pinned: an unpinned torch pulls GBs of CUDA wheels
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+env:
+	scripts/gen-env.sh
+
+services: install env
+	scripts/services.sh up
+
+services-down:
+	scripts/services.sh down
+
+migrate: services
+	$(BIN)/python -m shared.migrate
+
+demo: migrate
+	scripts/demo.sh
+
+run-api: migrate
+	$(BIN)/python -m knowledge_service
+
+run-worker: migrate
+	$(BIN)/python -m task_service
+
+lint: install
+	$(BIN)/ruff check shared knowledge_service task_service tests bench
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/python -m pytest tests/unit -q
+
+integration: services
+	$(BIN)/python -m pytest tests/integration -q
+
+e2e: services
+	$(BIN)/python -m pytest tests/e2e -q
+
+test: services
+	$(BIN)/ruff check shared knowledge_service task_service tests bench
+	$(BIN)/mypy
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+
+bench: migrate
+	$(BIN)/python -m bench.pipeline
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,68 @@
+"""``create_app``: the FastAPI application and its lifespan (the API's composition root)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import redis.asyncio as aioredis
+from fastapi import FastAPI
+
+from knowledge_service.deps import Resources
+from knowledge_service.routes import health, router
+from shared import amqp
+from shared.db import create_pool
+from shared.errors import BrokerUnavailableError
+from shared.migrate import migrate
+from shared.settings import KnowledgeSettings
+from shared.storage import ObjectStore
+from task_service.pipeline.configured import embedder_from_settings
+
+log = logging.getLogger("knowledge_service")
+
+
+def create_app(settings: KnowledgeSettings) -> FastAPI:
+    """Build the app; resources open in the lifespan and close when it ends."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await migrate(settings.database_url)
+        pool = await create_pool(settings)
+        store = ObjectStore(settings)
+        await store.ensure_bucket()
+        redis = aioredis.from_url(
+            settings.redis_url.get_secret_value(),
+            socket_timeout=settings.redis_timeout_s,
+            socket_connect_timeout=settings.redis_timeout_s,
+        )
+        embedder = embedder_from_settings(settings)
+        connection = None
+        publisher = None
+        try:
+            connection = await amqp.connect(
+                settings.amqp_url.get_secret_value(), name="knowledge_service", heartbeat_s=settings.amqp_heartbeat_s,
+                robust=True,
+            )
+            channel = await connection.channel()
+            await amqp.declare_topology(channel, delay_ms=15_000)
+            await channel.close()
+            publisher = await amqp.Publisher.open(connection, settings.amqp_publish_timeout_s)
+        except BrokerUnavailableError as exc:
+            log.error("broker unavailable at start-up; uploads go to the outbox", extra={"error": str(exc)})
+        app.state.resources = Resources(settings, pool, store, redis, embedder, publisher)
+        try:
+            yield
+        finally:
+            if connection is not None:
+                await connection.close()
+            await redis.aclose()
+            await pool.close()
+            close = getattr(embedder, "aclose", None)
+            if close is not None:
+                await close()
+
+    app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan)
+    app.include_router(router)
+    app.include_router(health)
+    return app

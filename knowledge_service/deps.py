@@ -1,0 +1,67 @@
+"""FastAPI dependencies: resources from the lifespan, and the caller's identity."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Annotated
+
+import asyncpg
+import redis.asyncio as aioredis
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from task_service.pipeline.embed import Embedder
+
+from shared import queries
+from shared.amqp import Publisher
+from shared.settings import KnowledgeSettings
+from shared.storage import ObjectStore
+
+
+@dataclass
+class Resources:
+    """Everything the routes use; built and closed by the lifespan (the composition root)."""
+
+    settings: KnowledgeSettings
+    pool: asyncpg.Pool
+    store: ObjectStore
+    redis: aioredis.Redis
+    embedder: Embedder
+    publisher: Publisher | None
+
+
+def get_resources(request: Request) -> Resources:
+    res: Resources = request.app.state.resources
+    return res
+
+
+Res = Annotated[Resources, Depends(get_resources)]
+
+_bearer = HTTPBearer(auto_error=False)
+
+
+def token_digest(token: str) -> bytes:
+    """SHA-256 of an API token: what the database stores (never the token itself)."""
+    return hashlib.sha256(token.encode()).digest()
+
+
+async def current_user(
+    res: Res, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> int:
+    """The user id behind ``Authorization: Bearer <token>``; 401 if missing, unknown or revoked."""
+    unauthorized = HTTPException(
+        status.HTTP_401_UNAUTHORIZED, "invalid or missing bearer token", headers={"WWW-Authenticate": "Bearer"}
+    )
+    if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials:
+        raise unauthorized
+    digest = token_digest(creds.credentials)
+    async with res.pool.acquire() as conn:
+        user_id = await queries.user_for_token(conn, digest)
+    # Looked up by SHA-256 digest: an index comparison on the digest leaks nothing usable about
+    # the secret (no prefix of the token can be probed through timing).
+    if user_id is None:
+        raise unauthorized
+    return user_id
+
+
+UserId = Annotated[int, Depends(current_user)]

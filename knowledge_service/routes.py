@@ -1,0 +1,254 @@
+"""HTTP routes. Every ``/api/v1`` route authenticates and checks ownership (404 otherwise)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Annotated, Any
+
+import asyncpg
+from fastapi import APIRouter, File, HTTPException, Query, Response, UploadFile, status
+from fastapi.responses import JSONResponse
+
+from knowledge_service import schemas, service
+from knowledge_service.deps import Res, UserId
+from shared import queries
+from shared.errors import StorageUnavailableError
+from shared.fencing import Action, EnqueueRequest, RequestKind
+
+log = logging.getLogger(__name__)
+router = APIRouter(prefix="/api/v1")
+health = APIRouter()
+
+NOT_FOUND = "not found"
+
+
+def _task(r: dict[str, Any] | None) -> schemas.TaskOut | None:
+    return None if r is None else schemas.TaskOut.model_validate(r)
+
+
+def _document(r: asyncpg.Record) -> schemas.DocumentOut:
+    d = dict(r.items())
+    raw = d.pop("task")
+    d["task"] = _task(json.loads(raw) if isinstance(raw, str) else raw)
+    return schemas.DocumentOut.model_validate(d)
+
+
+async def _owned_kb(res: Res, user_id: int, kb_id: int) -> None:
+    async with res.pool.acquire() as conn:
+        if not await queries.kb_owned(conn, user_id, kb_id):
+            raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
+
+
+async def _owned_document(res: Res, user_id: int, document_id: int) -> asyncpg.Record:
+    async with res.pool.acquire() as conn:
+        row = await queries.document_owned(conn, user_id, document_id)
+    if row is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
+    return row
+
+
+async def _document_out(res: Res, user_id: int, document_id: int) -> schemas.DocumentOut:
+    async with res.pool.acquire() as conn:
+        row = await queries.get_document(conn, user_id, document_id)
+    if row is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
+    return _document(row)
+
+
+# ------------------------------------------------------------------ knowledge bases
+
+
+@router.post("/knowledge-bases", status_code=201, response_model=schemas.KnowledgeBaseOut)
+async def create_kb(body: schemas.KnowledgeBaseCreate, res: Res, user_id: UserId) -> schemas.KnowledgeBaseOut:
+    async with res.pool.acquire() as conn:
+        kb_id = await queries.create_kb(
+            conn, user_id, body.name, res.settings.embedding_model, res.settings.embedding_dim
+        )
+    return schemas.KnowledgeBaseOut(
+        kb_id=kb_id, name=body.name, embedding_model=res.settings.embedding_model,
+        embedding_dim=res.settings.embedding_dim,
+    )
+
+
+@router.get("/knowledge-bases", response_model=schemas.KnowledgeBaseList)
+async def list_kbs(res: Res, user_id: UserId) -> schemas.KnowledgeBaseList:
+    async with res.pool.acquire() as conn:
+        rows = await queries.list_kbs(conn, user_id)
+    return schemas.KnowledgeBaseList(items=[schemas.KnowledgeBaseOut.model_validate(dict(r.items())) for r in rows])
+
+
+# ------------------------------------------------------------------ documents
+
+
+async def _store(res: Res, kb_id: int, file: UploadFile) -> service.StoredObject:
+    try:
+        return await service.store_upload(res, kb_id, file)
+    except service.UploadTooLargeError as exc:
+        raise HTTPException(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, str(exc)) from exc
+    except StorageUnavailableError as exc:
+        log.error("object storage unavailable", extra={"error": str(exc)})
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "object storage unavailable") from exc
+
+
+def _filename(file: UploadFile) -> str:
+    return (file.filename or "upload").strip() or "upload"
+
+
+@router.post("/knowledge-bases/{kb_id}/documents", status_code=202, response_model=schemas.UploadAccepted)
+async def upload_document(
+    kb_id: int, file: Annotated[UploadFile, File()], res: Res, user_id: UserId
+) -> schemas.UploadAccepted:
+    await _owned_kb(res, user_id, kb_id)
+    obj = await _store(res, kb_id, file)
+    msg = await service.create_document(
+        res, user_id=user_id, kb_id=kb_id, filename=_filename(file), content_type=file.content_type, obj=obj
+    )
+    return schemas.UploadAccepted(
+        document_id=msg.document_id, task_id=msg.task_id, status="INDEXING", task_status="WAITING",
+        generation=msg.generation,
+    )
+
+
+@router.get("/knowledge-bases/{kb_id}/documents", response_model=schemas.DocumentList)
+async def list_documents(kb_id: int, res: Res, user_id: UserId) -> schemas.DocumentList:
+    await _owned_kb(res, user_id, kb_id)
+    async with res.pool.acquire() as conn:
+        rows = await queries.list_documents(conn, user_id, kb_id)
+    return schemas.DocumentList(items=[_document(r) for r in rows])
+
+
+@router.get("/documents/{document_id}", response_model=schemas.DocumentOut)
+async def get_document(document_id: int, res: Res, user_id: UserId) -> schemas.DocumentOut:
+    return await _document_out(res, user_id, document_id)
+
+
+@router.put("/documents/{document_id}/content", status_code=202, response_model=schemas.UploadAccepted)
+async def replace_content(
+    document_id: int, file: Annotated[UploadFile, File()], res: Res, user_id: UserId
+) -> schemas.UploadAccepted:
+    owned = await _owned_document(res, user_id, document_id)
+    obj = await _store(res, owned["kb_id"], file)
+    content = queries.NewContent(_filename(file), file.content_type, obj.size_bytes, obj.sha256, obj.key)
+    result = await service.request_enqueue(res, owned["task_id"], EnqueueRequest(RequestKind.NEW_CONTENT), content)
+    assert result.message is not None
+    try:
+        await res.store.remove(owned["object_key"])
+    except StorageUnavailableError:
+        log.warning("old object not removed", extra={"object_key": owned["object_key"]})
+    return schemas.UploadAccepted(
+        document_id=document_id, task_id=result.message.task_id, status="INDEXING", task_status="WAITING",
+        generation=result.message.generation,
+    )
+
+
+@router.post("/documents/{document_id}/reindex", response_model=schemas.ReindexResponse,
+             responses={202: {"model": schemas.ReindexResponse}})
+async def reindex(
+    document_id: int, res: Res, user_id: UserId, body: schemas.ReindexRequest | None = None
+) -> JSONResponse:
+    owned = await _owned_document(res, user_id, document_id)
+    req = EnqueueRequest(RequestKind.REINDEX, force=bool(body and body.force))
+    result = await service.request_enqueue(res, owned["task_id"], req)
+    out = schemas.ReindexResponse(
+        action=result.action.value, reason=result.reason, document=await _document_out(res, user_id, document_id)
+    )
+    code = 202 if result.action is Action.ISSUE else 200
+    return JSONResponse(out.model_dump(mode="json"), status_code=code)
+
+
+@router.delete("/documents/{document_id}", status_code=204)
+async def delete_document(document_id: int, res: Res, user_id: UserId) -> Response:
+    await _owned_document(res, user_id, document_id)
+    async with res.pool.acquire() as conn:
+        key = await queries.delete_document(conn, document_id)
+    if key is not None:
+        try:
+            await res.store.remove(key)
+        except StorageUnavailableError:
+            log.warning("object not removed from storage", extra={"object_key": key})
+    return Response(status_code=204)
+
+
+@router.get("/documents/{document_id}/chunks", response_model=schemas.ChunkPage)
+async def list_chunks(
+    document_id: int, res: Res, user_id: UserId,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> schemas.ChunkPage:
+    await _owned_document(res, user_id, document_id)
+    async with res.pool.acquire() as conn:
+        rows, total = await queries.list_chunks(conn, document_id, offset, limit)
+    return schemas.ChunkPage(items=[schemas.ChunkOut.model_validate(dict(r.items())) for r in rows], total=total)
+
+
+# ------------------------------------------------------------------ tasks
+
+
+@router.get("/tasks/{task_id}", response_model=schemas.TaskOut)
+async def get_task(task_id: int, res: Res, user_id: UserId) -> schemas.TaskOut:
+    async with res.pool.acquire() as conn:
+        row = await queries.get_task(conn, user_id, task_id)
+    if row is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
+    return schemas.TaskOut.model_validate(dict(row.items()))
+
+
+@router.post("/tasks/{task_id}/retry", status_code=202, response_model=schemas.TaskOut,
+             responses={409: {"description": "task not FAILED/TIMEOUT, or retry limit reached"}})
+async def retry_task(
+    task_id: int, res: Res, user_id: UserId, body: schemas.RetryRequest | None = None
+) -> schemas.TaskOut:
+    current = await get_task(task_id, res, user_id)
+    req = EnqueueRequest(RequestKind.RETRY, force=bool(body and body.force))
+    result = await service.request_enqueue(res, task_id, req)
+    if result.action is not Action.ISSUE:
+        current = await get_task(task_id, res, user_id)
+        raise HTTPException(status.HTTP_409_CONFLICT, {"reason": result.reason, "status": current.status})
+    return await get_task(task_id, res, user_id)
+
+
+# ------------------------------------------------------------------ search
+
+
+@router.post("/knowledge-bases/{kb_id}/search", response_model=schemas.SearchResponse)
+async def search(kb_id: int, body: schemas.SearchRequest, res: Res, user_id: UserId) -> schemas.SearchResponse:
+    await _owned_kb(res, user_id, kb_id)
+    vector = (await res.embedder.embed([body.query]))[0]
+    async with res.pool.acquire() as conn:
+        rows = await queries.search(conn, kb_id, vector, body.top_k)
+    return schemas.SearchResponse(results=[schemas.SearchHit.model_validate(dict(r.items())) for r in rows])
+
+
+# ------------------------------------------------------------------ health
+
+
+@health.get("/healthz", response_model=schemas.Health)
+async def healthz() -> schemas.Health:
+    return schemas.Health(status="ok")
+
+
+@health.get("/readyz", response_model=schemas.Health, responses={503: {"model": schemas.Health}})
+async def readyz(res: Res) -> JSONResponse:
+    detail: dict[str, str] = {}
+    try:
+        async with res.pool.acquire(timeout=3) as conn:
+            await conn.fetchval("SELECT 1")
+        detail["database"] = "ok"
+    except Exception as exc:
+        detail["database"] = f"unavailable: {type(exc).__name__}"
+    try:
+        await res.redis.ping()  # type: ignore[misc]
+        detail["redis"] = "ok"
+    except Exception as exc:
+        detail["redis"] = f"unavailable: {type(exc).__name__}"
+    try:
+        await res.store.ping()
+        detail["storage"] = "ok"
+    except Exception as exc:
+        detail["storage"] = f"unavailable: {type(exc).__name__}"
+    broker_ok = res.publisher is not None and res.publisher.is_open
+    detail["broker"] = "ok" if broker_ok else "unavailable"
+    ok = all(v == "ok" for v in detail.values())
+    body = schemas.Health(status="ok" if ok else "unavailable", detail=detail)
+    return JSONResponse(body.model_dump(), status_code=200 if ok else 503)

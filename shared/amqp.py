@@ -1,0 +1,142 @@
+"""RabbitMQ adapter: topology (declared idempotently by both services) and confirmed publish.
+
+Topology (final; re-declaring a queue with other arguments fails, so change it only with a
+new queue name)::
+
+    rag.index.exchange (direct, durable) --rag.index.document--> rag.index.queue
+        (quorum, x-delivery-limit 5, dead-letter → rag.index.dlx)
+    rag.index.dlx (fanout, durable) --> rag.index.dlq (quorum)
+    "" (default exchange) --rag.index.delay.<ms>ms--> rag.index.delay.<ms>ms
+        (classic durable, x-message-ttl <ms>, dead-letter → rag.index.exchange / rag.index.document)
+
+The delay queue carries deliveries whose document lock was held; its TTL is in its name so a
+changed setting declares a new queue instead of failing on the old one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import aio_pika
+import aiormq
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, AbstractQueue
+
+from shared.errors import BrokerUnavailableError
+
+EXCHANGE = "rag.index.exchange"
+QUEUE = "rag.index.queue"
+ROUTING_KEY = "rag.index.document"
+DLX = "rag.index.dlx"
+DLQ = "rag.index.dlq"
+DELIVERY_LIMIT = 5
+
+_BROKER_ERRORS: tuple[type[BaseException], ...] = (
+    aio_pika.exceptions.AMQPError,
+    aiormq.exceptions.AMQPError,
+    ConnectionError,
+    OSError,
+    TimeoutError,
+    RuntimeError,  # aiormq: "Connection closed" / channel closed while publishing
+)
+
+
+def delay_queue_name(delay_ms: int) -> str:
+    return f"rag.index.delay.{delay_ms}ms"
+
+
+async def connect(url: str, *, name: str, heartbeat_s: int, robust: bool) -> AbstractConnection:
+    """Open a connection named after its process (visible in the management console).
+
+    Raises BrokerUnavailableError.
+    """
+    try:
+        factory = aio_pika.connect_robust if robust else aio_pika.connect
+        return await factory(
+            url, client_properties={"connection_name": name}, heartbeat=heartbeat_s, timeout=15
+        )
+    except _BROKER_ERRORS as exc:
+        raise BrokerUnavailableError(f"broker unreachable: {exc}") from exc
+
+
+async def declare_topology(channel: AbstractChannel, *, delay_ms: int) -> tuple[AbstractExchange, AbstractQueue]:
+    """Declare exchanges and queues (idempotent); returns (main exchange, main queue)."""
+    exchange = await channel.declare_exchange(EXCHANGE, aio_pika.ExchangeType.DIRECT, durable=True)
+    dlx = await channel.declare_exchange(DLX, aio_pika.ExchangeType.FANOUT, durable=True)
+    dlq = await channel.declare_queue(DLQ, durable=True, arguments={"x-queue-type": "quorum"})
+    await dlq.bind(dlx)
+    queue = await channel.declare_queue(
+        QUEUE,
+        durable=True,
+        arguments={
+            "x-queue-type": "quorum",
+            "x-delivery-limit": DELIVERY_LIMIT,
+            "x-dead-letter-exchange": DLX,
+        },
+    )
+    await queue.bind(exchange, routing_key=ROUTING_KEY)
+    await channel.declare_queue(
+        delay_queue_name(delay_ms),
+        durable=True,
+        arguments={
+            "x-message-ttl": delay_ms,
+            "x-dead-letter-exchange": EXCHANGE,
+            "x-dead-letter-routing-key": ROUTING_KEY,
+        },
+    )
+    return exchange, queue
+
+
+class Publisher:
+    """Publishes persistent JSON messages with publisher confirms and ``mandatory=True``.
+
+    A broker nack, an unroutable return or a timeout raises BrokerUnavailableError: never silence.
+    """
+
+    def __init__(self, channel: AbstractChannel, timeout_s: float) -> None:
+        self._channel = channel
+        self._timeout_s = timeout_s
+
+    @classmethod
+    async def open(cls, connection: AbstractConnection, timeout_s: float) -> Publisher:
+        try:
+            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        except _BROKER_ERRORS as exc:
+            raise BrokerUnavailableError(f"cannot open publisher channel: {exc}") from exc
+        return cls(channel, timeout_s)
+
+    async def publish(
+        self,
+        body: bytes,
+        *,
+        exchange: str = EXCHANGE,
+        routing_key: str = ROUTING_KEY,
+        message_id: str | None = None,
+        headers: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Publish and wait for the broker's confirm (seconds: the publisher's timeout)."""
+        message = aio_pika.Message(
+            body,
+            content_type="application/json",
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            message_id=message_id or str(uuid.uuid4()),
+            headers=dict(headers or {}),
+        )
+        try:
+            target = (
+                self._channel.default_exchange
+                if exchange == ""
+                else await self._channel.get_exchange(exchange, ensure=False)
+            )
+            await target.publish(message, routing_key=routing_key, mandatory=True, timeout=self._timeout_s)
+        except _BROKER_ERRORS as exc:
+            raise BrokerUnavailableError(f"publish not confirmed: {type(exc).__name__}: {exc}") from exc
+
+    @property
+    def is_open(self) -> bool:
+        return not self._channel.is_closed
+
+    async def close(self) -> None:
+        if not self._channel.is_closed:
+            await self._channel.close()

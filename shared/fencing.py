@@ -1,0 +1,184 @@
+"""Claim, commit and enqueue decisions (pure; no I/O).
+
+The fencing token of a run is the pair ``(generation, attempt)``:
+
+* ``generation`` is issued by PostgreSQL (``document_info.index_generation + 1``) for a new
+  document, a retry, new content, a reindex and a stale takeover — nothing else issues one;
+* ``attempt`` is bumped by every claim of a task, so a worker paused past its Redis lock that
+  resumes with the *same* generation still holds an old attempt (Kleppmann, "How to do
+  distributed locking", 2016: the lock is for efficiency, the token for correctness).
+
+The database applies these decisions with conditional updates (``WHERE status = ANY(...) AND
+generation = $g AND attempt = $a``); these functions decide, the queries enforce.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from shared.messages import IndexMessage
+from shared.states import ACTIVE, CLAIMABLE, QUEUED, RETRYABLE, DocumentStatus, TaskStatus
+
+
+@dataclass(frozen=True)
+class TaskSnapshot:
+    """The task row joined with its document's generation and status, as read by one query."""
+
+    task_id: int
+    document_id: int
+    kb_id: int
+    user_id: int
+    status: TaskStatus
+    generation: int
+    attempt: int
+    document_generation: int
+    document_status: DocumentStatus
+    retry_count: int
+    max_retry_count: int
+    update_time: datetime
+
+
+class SkipReason(StrEnum):
+    STALE_GENERATION = "stale_generation"
+    NOT_RUNNABLE = "not_runnable"
+    LOCK_HELD_EXHAUSTED = "lock_held_exhausted"
+    TASK_MISSING = "task_missing"
+    FENCED_AT_COMMIT = "fenced_at_commit"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Go ahead: claim the task (attempt + 1) and run it."""
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Ack the delivery without work; count it under ``reason``."""
+
+    reason: SkipReason
+
+
+@dataclass(frozen=True)
+class Reject:
+    """The message contradicts the database: reject without requeue (→ dead-letter queue)."""
+
+    reason: str
+
+
+ClaimDecision = Claim | Skip | Reject
+
+
+def decide_claim(msg: IndexMessage, snap: TaskSnapshot | None) -> ClaimDecision:
+    """Decide what to do with a delivery once the document lock is held.
+
+    The worker trusts the database, not the message: IDs that disagree with the task row are
+    rejected. A generation other than the task's and the document's current one is stale.
+    """
+    if snap is None:
+        return Skip(SkipReason.TASK_MISSING)
+    if (msg.document_id, msg.kb_id, msg.user_id) != (snap.document_id, snap.kb_id, snap.user_id):
+        return Reject("message IDs disagree with the task row")
+    if msg.generation != snap.generation or msg.generation != snap.document_generation:
+        return Skip(SkipReason.STALE_GENERATION)
+    if snap.status not in CLAIMABLE:
+        return Skip(SkipReason.NOT_RUNNABLE)
+    return Claim()
+
+
+def may_commit(snap: TaskSnapshot, generation: int, attempt: int) -> bool:
+    """True if a run holding ``(generation, attempt)`` may still write its result.
+
+    Mirrors the WHERE clause of the final transaction (see ``shared.queries.commit_chunks``).
+    """
+    return (
+        snap.status is TaskStatus.RUNNING
+        and snap.generation == generation
+        and snap.document_generation == generation
+        and snap.attempt == attempt
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Enqueue-time decisions: retry, reindex, new content.
+
+
+class RequestKind(StrEnum):
+    RETRY = "retry"
+    REINDEX = "reindex"
+    NEW_CONTENT = "new_content"
+
+
+@dataclass(frozen=True)
+class EnqueueRequest:
+    kind: RequestKind
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class StaleThresholds:
+    """How long an active task may go untouched (``update_time``) before a request takes over."""
+
+    queued: timedelta = timedelta(minutes=10)
+    running: timedelta = timedelta(minutes=45)
+
+
+class Action(StrEnum):
+    ISSUE = "issue"  # new generation; task re-armed as ``new_status``; message published
+    EXISTING = "existing"  # answer with the current task, publish nothing
+    SKIP_INDEXED = "skip_indexed"  # plain reindex of an indexed document: nothing to do
+    CONFLICT = "conflict"  # refused (409)
+
+
+@dataclass(frozen=True)
+class EnqueueDecision:
+    action: Action
+    new_status: TaskStatus | None = None
+    bump_retry_count: bool = False
+    reset_retry_count: bool = False
+    takeover: bool = False
+    reason: str = ""
+
+
+def is_stale(snap: TaskSnapshot, now: datetime, thresholds: StaleThresholds) -> bool:
+    """An active task nobody has touched for longer than its threshold."""
+    if snap.status in QUEUED:
+        return now - snap.update_time > thresholds.queued
+    if snap.status is TaskStatus.RUNNING:
+        return now - snap.update_time > thresholds.running
+    return False
+
+
+def decide_enqueue(
+    snap: TaskSnapshot, request: EnqueueRequest, now: datetime, thresholds: StaleThresholds
+) -> EnqueueDecision:
+    """Decide a retry / reindex / new-content request against the document's current task.
+
+    * new content always issues a new generation (the old run becomes stale);
+    * an active task answers the request itself unless it is stale, then it is taken over;
+    * retry: only from FAILED/TIMEOUT, and past ``max_retry_count`` only with ``force``;
+    * reindex of an INDEXED document without ``force`` is skipped.
+    """
+    if request.kind is RequestKind.NEW_CONTENT:
+        return EnqueueDecision(Action.ISSUE, TaskStatus.WAITING, reset_retry_count=True)
+    if snap.status in ACTIVE:
+        if is_stale(snap, now, thresholds):
+            return EnqueueDecision(
+                Action.ISSUE, TaskStatus.WAITING, takeover=True, reset_retry_count=True,
+                reason=f"stale {snap.status} task taken over",
+            )
+        return EnqueueDecision(Action.EXISTING, reason=f"task is {snap.status}")
+    if request.kind is RequestKind.RETRY:
+        if snap.status not in RETRYABLE:
+            return EnqueueDecision(Action.CONFLICT, reason=f"task is {snap.status}, not FAILED or TIMEOUT")
+        if snap.retry_count >= snap.max_retry_count and not request.force:
+            return EnqueueDecision(
+                Action.CONFLICT,
+                reason=f"retry limit reached ({snap.retry_count}/{snap.max_retry_count}); use force",
+            )
+        return EnqueueDecision(Action.ISSUE, TaskStatus.RETRYING, bump_retry_count=True)
+    # reindex
+    if snap.document_status is DocumentStatus.INDEXED and not request.force:
+        return EnqueueDecision(Action.SKIP_INDEXED, reason="document already indexed; use force")
+    return EnqueueDecision(Action.ISSUE, TaskStatus.WAITING, reset_retry_count=True)

@@ -1,0 +1,551 @@
+"""SQL, one function per statement or per commit point (the fence lives in WHERE / RETURNING).
+
+Every function takes an open ``asyncpg`` connection; functions that form one commit point open
+their own transaction. Lock order is always ``document_info`` row, then ``index_task`` row.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import numpy as np
+
+from shared.fencing import EnqueueDecision, TaskSnapshot
+from shared.messages import IndexMessage
+from shared.states import DocumentStatus, TaskStatus
+
+EXCHANGE = "rag.index.exchange"
+ROUTING_KEY = "rag.index.document"
+
+TASK_COLUMNS = (
+    "t.id AS task_id, t.document_id, t.kb_id, t.status, t.generation, t.attempt, t.retry_count,"
+    " t.max_retry_count, t.error_code, t.error_message, t.start_time, t.end_time,"
+    " t.create_time, t.update_time"
+)
+DOCUMENT_COLUMNS = (
+    "d.id AS document_id, d.kb_id, d.filename, d.content_type, d.size_bytes, d.sha256, d.status,"
+    " d.index_generation, d.chunk_count, d.error_message, d.create_time, d.update_time"
+)
+
+# The document's task as one JSON column (avoids clashing column names in a join).
+_TASK_JSON = (
+    f"(SELECT to_jsonb(x) FROM (SELECT {TASK_COLUMNS} FROM index_task t"
+    " WHERE t.document_id = d.id) x) AS task"
+)
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    id: int
+    message_id: uuid.UUID
+    exchange: str
+    routing_key: str
+    body: bytes
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """A chunk to write: ``index`` 0..n-1, ``content`` NUL-free text, ``token_count`` tokens."""
+
+    index: int
+    content: str
+    token_count: int
+
+
+# ------------------------------------------------------------------ users, tokens, KBs
+
+
+async def create_user(conn: asyncpg.Connection, name: str) -> int:
+    return int(await conn.fetchval("INSERT INTO app_user (name) VALUES ($1) RETURNING id", name))
+
+
+async def create_token(conn: asyncpg.Connection, user_id: int, token_sha256: bytes) -> int:
+    return int(
+        await conn.fetchval(
+            "INSERT INTO api_token (user_id, token_sha256) VALUES ($1, $2) RETURNING id",
+            user_id, token_sha256,
+        )
+    )
+
+
+async def user_for_token(conn: asyncpg.Connection, token_sha256: bytes) -> int | None:
+    """The user owning an unrevoked token with this SHA-256 (an index lookup on the digest)."""
+    v = await conn.fetchval(
+        "SELECT user_id FROM api_token WHERE token_sha256 = $1 AND revoked_at IS NULL", token_sha256
+    )
+    return None if v is None else int(v)
+
+
+async def revoke_token(conn: asyncpg.Connection, token_sha256: bytes) -> bool:
+    r = await conn.fetchval(
+        "UPDATE api_token SET revoked_at = now() WHERE token_sha256 = $1 AND revoked_at IS NULL"
+        " RETURNING id",
+        token_sha256,
+    )
+    return r is not None
+
+
+async def create_kb(conn: asyncpg.Connection, user_id: int, name: str, model: str, dim: int) -> int:
+    return int(
+        await conn.fetchval(
+            "INSERT INTO knowledge_base (user_id, name, embedding_model, embedding_dim)"
+            " VALUES ($1, $2, $3, $4) RETURNING id",
+            user_id, name, model, dim,
+        )
+    )
+
+
+async def list_kbs(conn: asyncpg.Connection, user_id: int) -> list[asyncpg.Record]:
+    return list(
+        await conn.fetch(
+            "SELECT id AS kb_id, name, embedding_model, embedding_dim, create_time"
+            " FROM knowledge_base WHERE user_id = $1 ORDER BY id",
+            user_id,
+        )
+    )
+
+
+async def kb_owned(conn: asyncpg.Connection, user_id: int, kb_id: int) -> bool:
+    return bool(
+        await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM knowledge_base WHERE id = $1 AND user_id = $2)", kb_id, user_id
+        )
+    )
+
+
+# ------------------------------------------------------------------ documents and tasks (API)
+
+
+async def _insert_outbox(conn: asyncpg.Connection, msg: IndexMessage) -> OutboxRow:
+    message_id = uuid.uuid4()
+    body = msg.to_json()
+    oid = await conn.fetchval(
+        "INSERT INTO outbox (task_id, message_id, exchange, routing_key, body)"
+        " VALUES ($1, $2, $3, $4, $5::jsonb) RETURNING id",
+        msg.task_id, message_id, EXCHANGE, ROUTING_KEY, body.decode(),
+    )
+    return OutboxRow(int(oid), message_id, EXCHANGE, ROUTING_KEY, body)
+
+
+async def create_document_with_task(
+    conn: asyncpg.Connection,
+    *,
+    kb_id: int,
+    user_id: int,
+    filename: str,
+    content_type: str | None,
+    size_bytes: int,
+    sha256: str,
+    object_key: str,
+) -> tuple[IndexMessage, OutboxRow]:
+    """ONE transaction: document (INDEXING, generation 1), task (WAITING, generation 1), outbox row."""
+    async with conn.transaction():
+        doc_id = await conn.fetchval(
+            "INSERT INTO document_info (kb_id, user_id, filename, content_type, size_bytes, sha256,"
+            " object_key, status, index_generation) VALUES ($1,$2,$3,$4,$5,$6,$7,'INDEXING',1)"
+            " RETURNING id",
+            kb_id, user_id, filename, content_type, size_bytes, sha256, object_key,
+        )
+        task_id = await conn.fetchval(
+            "INSERT INTO index_task (document_id, kb_id, user_id, generation, status)"
+            " VALUES ($1, $2, $3, 1, 'WAITING') RETURNING id",
+            doc_id, kb_id, user_id,
+        )
+        msg = IndexMessage(
+            task_id=int(task_id), document_id=int(doc_id), kb_id=kb_id, user_id=user_id, generation=1
+        )
+        row = await _insert_outbox(conn, msg)
+    return msg, row
+
+
+async def count_in_flight(conn: asyncpg.Connection, user_id: int) -> int:
+    return int(
+        await conn.fetchval(
+            "SELECT count(*) FROM index_task WHERE user_id = $1"
+            " AND status IN ('WAITING','RETRYING','RUNNING')",
+            user_id,
+        )
+    )
+
+
+async def get_document(conn: asyncpg.Connection, user_id: int, document_id: int) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        f"SELECT {DOCUMENT_COLUMNS}, {_TASK_JSON} FROM document_info d WHERE d.id = $1 AND d.user_id = $2",
+        document_id, user_id,
+    )
+
+
+async def list_documents(conn: asyncpg.Connection, user_id: int, kb_id: int) -> list[asyncpg.Record]:
+    return list(
+        await conn.fetch(
+            f"SELECT {DOCUMENT_COLUMNS}, {_TASK_JSON} FROM document_info d"
+            " WHERE d.kb_id = $1 AND d.user_id = $2 ORDER BY d.id",
+            kb_id, user_id,
+        )
+    )
+
+
+async def get_task(conn: asyncpg.Connection, user_id: int, task_id: int) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        f"SELECT {TASK_COLUMNS} FROM index_task t WHERE t.id = $1 AND t.user_id = $2", task_id, user_id
+    )
+
+
+async def document_owned(conn: asyncpg.Connection, user_id: int, document_id: int) -> asyncpg.Record | None:
+    """``(id, kb_id, object_key, task_id)`` of a document the user owns, else None."""
+    return await conn.fetchrow(
+        "SELECT d.id, d.kb_id, d.object_key, t.id AS task_id FROM document_info d"
+        " LEFT JOIN index_task t ON t.document_id = d.id WHERE d.id = $1 AND d.user_id = $2",
+        document_id, user_id,
+    )
+
+
+async def delete_document(conn: asyncpg.Connection, document_id: int) -> str | None:
+    """Delete the document with its task, chunks and vectors (cascade) under its row lock.
+
+    Waits for an in-flight commit on the row; a run finishing afterwards finds no row and is
+    fenced out (nothing resurrected). Returns the object key to remove, None if already gone.
+    """
+    async with conn.transaction():
+        key = await conn.fetchval("SELECT object_key FROM document_info WHERE id = $1 FOR UPDATE", document_id)
+        if key is None:
+            return None
+        await conn.execute("DELETE FROM document_info WHERE id = $1", document_id)
+    return str(key)
+
+
+async def list_chunks(
+    conn: asyncpg.Connection, document_id: int, offset: int, limit: int
+) -> tuple[list[asyncpg.Record], int]:
+    rows = await conn.fetch(
+        "SELECT chunk_index, content, token_count FROM document_chunk WHERE document_id = $1"
+        " ORDER BY chunk_index OFFSET $2 LIMIT $3",
+        document_id, offset, limit,
+    )
+    total = await conn.fetchval("SELECT count(*) FROM document_chunk WHERE document_id = $1", document_id)
+    return list(rows), int(total)
+
+
+async def search(
+    conn: asyncpg.Connection, kb_id: int, embedding: np.ndarray, top_k: int
+) -> list[asyncpg.Record]:
+    """Top-k chunks of a KB by cosine similarity (HNSW; pgvector 0.8 iterative scan keeps the
+    kb_id filter from starving the result, see pgvector README "Iterative Index Scans")."""
+    async with conn.transaction():
+        await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        return list(
+            await conn.fetch(
+                "SELECT * FROM (SELECT d.id AS document_id, d.filename, c.chunk_index, c.content,"
+                " 1 - (v.embedding <=> $1) AS score FROM document_vector v"
+                " JOIN document_chunk c ON c.id = v.chunk_id"
+                " JOIN document_info d ON d.id = v.document_id"
+                " WHERE v.kb_id = $2 ORDER BY v.embedding <=> $1 LIMIT $3) r ORDER BY score DESC",
+                embedding, kb_id, top_k,
+            )
+        )
+
+
+async def load_task_snapshot(conn: asyncpg.Connection, task_id: int) -> TaskSnapshot | None:
+    """The task with its document's generation and status; None if the task is gone."""
+    r = await conn.fetchrow(
+        "SELECT t.id, t.document_id, t.kb_id, t.user_id, t.status, t.generation, t.attempt,"
+        " d.index_generation, d.status AS document_status, t.retry_count, t.max_retry_count,"
+        " t.update_time FROM index_task t JOIN document_info d ON d.id = t.document_id"
+        " WHERE t.id = $1",
+        task_id,
+    )
+    if r is None:
+        return None
+    return TaskSnapshot(
+        task_id=r["id"], document_id=r["document_id"], kb_id=r["kb_id"], user_id=r["user_id"],
+        status=TaskStatus(r["status"]), generation=r["generation"], attempt=r["attempt"],
+        document_generation=r["index_generation"],
+        document_status=DocumentStatus(r["document_status"]),
+        retry_count=r["retry_count"], max_retry_count=r["max_retry_count"],
+        update_time=r["update_time"],
+    )
+
+
+@dataclass(frozen=True)
+class NewContent:
+    """Replacement content already stored under a new object key."""
+
+    filename: str
+    content_type: str | None
+    size_bytes: int
+    sha256: str
+    object_key: str
+
+
+async def issue_generation(
+    conn: asyncpg.Connection, snap: TaskSnapshot, decision: EnqueueDecision,
+    content: NewContent | None = None,
+) -> tuple[IndexMessage, OutboxRow] | None:
+    """Apply an ISSUE decision in ONE transaction: bump the document's generation (the only
+    place generations are issued after creation), re-arm the task with it — conditional on the
+    status and generation the decision was made on — and write the outbox row.
+
+    Returns None (and changes nothing) if the task moved since ``snap`` was read: the caller
+    re-reads and decides again, so concurrent requests produce exactly one transition.
+    """
+    assert decision.new_status is not None
+    async with conn.transaction():
+        gen = await conn.fetchval(
+            "UPDATE document_info SET index_generation = index_generation + 1, status = 'INDEXING',"
+            " error_message = NULL, update_time = now() WHERE id = $1 RETURNING index_generation",
+            snap.document_id,
+        )
+        if gen is None:
+            return None
+        if content is not None:
+            await conn.execute(
+                "UPDATE document_info SET filename = $2, content_type = $3, size_bytes = $4,"
+                " sha256 = $5, object_key = $6 WHERE id = $1",
+                snap.document_id, content.filename, content.content_type, content.size_bytes,
+                content.sha256, content.object_key,
+            )
+        retry_expr = "0" if decision.reset_retry_count else (
+            "retry_count + 1" if decision.bump_retry_count else "retry_count"
+        )
+        task_id = await conn.fetchval(
+            f"UPDATE index_task SET generation = $2, status = $3, retry_count = {retry_expr},"
+            " error_code = NULL, error_message = NULL, start_time = NULL, end_time = NULL,"
+            " update_time = now() WHERE id = $1 AND status = $4 AND generation = $5 RETURNING id",
+            snap.task_id, gen, decision.new_status.value, snap.status.value, snap.generation,
+        )
+        if task_id is None:
+            raise _Rollback
+        msg = IndexMessage(
+            task_id=snap.task_id, document_id=snap.document_id, kb_id=snap.kb_id,
+            user_id=snap.user_id, generation=int(gen),
+        )
+        row = await _insert_outbox(conn, msg)
+    return msg, row
+
+
+class _Rollback(Exception):
+    pass
+
+
+async def try_issue_generation(
+    conn: asyncpg.Connection, snap: TaskSnapshot, decision: EnqueueDecision,
+    content: NewContent | None = None,
+) -> tuple[IndexMessage, OutboxRow] | None:
+    """:func:`issue_generation`, with a lost race reported as None (transaction rolled back)."""
+    try:
+        return await issue_generation(conn, snap, decision, content)
+    except _Rollback:
+        return None
+
+
+# ------------------------------------------------------------------ outbox
+
+
+async def mark_published(conn: asyncpg.Connection, outbox_id: int) -> None:
+    await conn.execute(
+        "UPDATE outbox SET published_at = now(), attempts = attempts + 1 WHERE id = $1"
+        " AND published_at IS NULL",
+        outbox_id,
+    )
+
+
+async def note_publish_failure(conn: asyncpg.Connection, outbox_id: int, error: str) -> None:
+    await conn.execute(
+        "UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = $1", outbox_id, error[:2000]
+    )
+
+
+async def claim_pending_outbox(
+    conn: asyncpg.Connection, grace_s: float, limit: int
+) -> list[OutboxRow]:
+    """Lock unpublished rows older than ``grace_s`` seconds (FOR UPDATE SKIP LOCKED: several relays
+    may run). Call inside a transaction; the locks hold until it ends."""
+    rows = await conn.fetch(
+        "SELECT id, message_id, exchange, routing_key, body::text AS body FROM outbox"
+        " WHERE published_at IS NULL AND create_time < now() - make_interval(secs => $1)"
+        " ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
+        grace_s, limit,
+    )
+    return [
+        OutboxRow(r["id"], r["message_id"], r["exchange"], r["routing_key"], _compact(r["body"]))
+        for r in rows
+    ]
+
+
+def _compact(body: str) -> bytes:
+    return json.dumps(json.loads(body), separators=(",", ":")).encode()
+
+
+# ------------------------------------------------------------------ worker
+
+
+async def claim_task(conn: asyncpg.Connection, task_id: int, generation: int) -> int | None:
+    """Claim: RUNNING, attempt + 1 (the claim's fencing token). None if not claimable any more."""
+    v = await conn.fetchval(
+        "UPDATE index_task SET status = 'RUNNING', attempt = attempt + 1, start_time = now(),"
+        " end_time = NULL, update_time = now() WHERE id = $1 AND generation = $2"
+        " AND status IN ('WAITING','RETRYING','RUNNING') RETURNING attempt",
+        task_id, generation,
+    )
+    return None if v is None else int(v)
+
+
+async def heartbeat(conn: asyncpg.Connection, task_id: int, generation: int, attempt: int) -> bool:
+    """Bump ``update_time`` of our RUNNING claim; False means we were fenced out."""
+    v = await conn.fetchval(
+        "UPDATE index_task SET update_time = now() WHERE id = $1 AND status = 'RUNNING'"
+        " AND generation = $2 AND attempt = $3 RETURNING id",
+        task_id, generation, attempt,
+    )
+    return v is not None
+
+
+async def document_source(conn: asyncpg.Connection, document_id: int) -> tuple[str, str] | None:
+    """``(object_key, filename)`` of a document, None if it was deleted."""
+    r = await conn.fetchrow("SELECT object_key, filename FROM document_info WHERE id = $1", document_id)
+    return None if r is None else (r["object_key"], r["filename"])
+
+
+async def claim_is_current(conn: asyncpg.Connection, task_id: int, generation: int, attempt: int) -> bool:
+    """The pre-embedding fence check: our claim is still the task's and the document's current one."""
+    return bool(
+        await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM index_task t JOIN document_info d ON d.id = t.document_id"
+            " WHERE t.id = $1 AND t.status = 'RUNNING' AND t.generation = $2 AND t.attempt = $3"
+            " AND d.index_generation = $2)",
+            task_id, generation, attempt,
+        )
+    )
+
+
+async def record_embedding_run(
+    conn: asyncpg.Connection, task_id: int, document_id: int, generation: int, attempt: int,
+    chunk_count: int, worker: str,
+) -> None:
+    await conn.execute(
+        "INSERT INTO embedding_run (task_id, document_id, generation, attempt, chunk_count, worker)"
+        " VALUES ($1, $2, $3, $4, $5, $6)",
+        task_id, document_id, generation, attempt, chunk_count, worker,
+    )
+
+
+async def record_skip(
+    conn: asyncpg.Connection, reason: str, task_id: int | None, document_id: int | None,
+    generation: int | None, worker: str,
+) -> None:
+    await conn.execute(
+        "INSERT INTO delivery_skip (reason, task_id, document_id, generation, worker)"
+        " VALUES ($1, $2, $3, $4, $5)",
+        reason, task_id, document_id, generation, worker,
+    )
+
+
+async def commit_chunks(
+    conn: asyncpg.Connection,
+    *,
+    task_id: int,
+    document_id: int,
+    kb_id: int,
+    generation: int,
+    attempt: int,
+    chunks: Sequence[ChunkRow],
+    embeddings: np.ndarray,
+) -> bool:
+    """The one fenced transaction: replace the document's chunks and vectors, task SUCCESS,
+    document INDEXED. ``embeddings`` is ``(len(chunks), 384) float32``.
+
+    Under the document row lock it re-checks the generation and our claim
+    ``(RUNNING, generation, attempt)``; if either moved, nothing is written and False is
+    returned. Readers see the old chunk set or the new one, never none (MVCC).
+    """
+    if len(chunks) != len(embeddings):
+        raise ValueError(f"{len(chunks)} chunks but {len(embeddings)} embeddings")
+    try:
+        async with conn.transaction():
+            gen = await conn.fetchval(
+                "SELECT index_generation FROM document_info WHERE id = $1 FOR UPDATE", document_id
+            )
+            if gen != generation:
+                raise _Rollback
+            ok = await conn.fetchval(
+                "UPDATE index_task SET status = 'SUCCESS', end_time = now(), update_time = now(),"
+                " error_code = NULL, error_message = NULL WHERE id = $1 AND status = 'RUNNING'"
+                " AND generation = $2 AND attempt = $3 RETURNING id",
+                task_id, generation, attempt,
+            )
+            if ok is None:
+                raise _Rollback
+            await conn.execute("DELETE FROM document_chunk WHERE document_id = $1", document_id)
+            ids = [
+                r[0]
+                for r in await conn.fetch(
+                    "SELECT nextval('document_chunk_id_seq') FROM generate_series(1, $1)", len(chunks)
+                )
+            ]
+            await conn.copy_records_to_table(
+                "document_chunk",
+                records=[
+                    (i, document_id, c.index, c.content, c.token_count) for i, c in zip(ids, chunks, strict=True)
+                ],
+                columns=["id", "document_id", "chunk_index", "content", "token_count"],
+            )
+            await conn.copy_records_to_table(
+                "document_vector",
+                records=[(i, document_id, kb_id, e) for i, e in zip(ids, embeddings, strict=True)],
+                columns=["chunk_id", "document_id", "kb_id", "embedding"],
+            )
+            await conn.execute(
+                "UPDATE document_info SET status = 'INDEXED', chunk_count = $2, error_message = NULL,"
+                " update_time = now() WHERE id = $1 AND index_generation = $3",
+                document_id, len(chunks), generation,
+            )
+    except _Rollback:
+        return False
+    return True
+
+
+async def finish_unsuccessfully(
+    conn: asyncpg.Connection,
+    *,
+    task_id: int,
+    document_id: int,
+    generation: int,
+    attempt: int,
+    status: TaskStatus,
+    error_code: str,
+    error_message: str,
+) -> bool:
+    """Task FAILED/TIMEOUT and document FAILED, fenced on our claim; False if fenced out."""
+    assert status in (TaskStatus.FAILED, TaskStatus.TIMEOUT)
+    try:
+        async with conn.transaction():
+            gen = await conn.fetchval(
+                "SELECT index_generation FROM document_info WHERE id = $1 FOR UPDATE", document_id
+            )
+            if gen != generation:
+                raise _Rollback
+            ok = await conn.fetchval(
+                "UPDATE index_task SET status = $4, error_code = $5, error_message = $6,"
+                " end_time = now(), update_time = now() WHERE id = $1 AND status = 'RUNNING'"
+                " AND generation = $2 AND attempt = $3 RETURNING id",
+                task_id, generation, attempt, status.value, error_code, error_message[:4000],
+            )
+            if ok is None:
+                raise _Rollback
+            await conn.execute(
+                "UPDATE document_info SET status = 'FAILED', error_message = $2, update_time = now()"
+                " WHERE id = $1",
+                document_id, error_message[:4000],
+            )
+    except _Rollback:
+        return False
+    return True
+
+
+def record_to_dict(r: asyncpg.Record | None) -> dict[str, Any]:
+    return {} if r is None else dict(r.items())

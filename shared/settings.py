@@ -1,0 +1,103 @@
+"""Settings, read from the environment (and ``.env``) by pydantic-settings.
+
+Settings objects are built once, in each service's composition root (FastAPI lifespan or the
+worker's ``__main__``), and passed down. Nothing here is instantiated at import time.
+Every field can be set with the upper-case env var of the same name (``KS_PORT=8001``).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.errors import ConfigurationError
+
+
+class CommonSettings(BaseSettings):
+    """Connections shared by both services."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    database_url: str = "postgresql://postgres@127.0.0.1:5432/rag"
+    db_pool_min: int = 1
+    db_pool_max: int = 10
+    db_statement_timeout_s: float = Field(60.0, description="per-statement timeout, seconds")
+    db_connect_timeout_s: float = 10.0
+
+    amqp_url: SecretStr = SecretStr("amqp://guest:guest@127.0.0.1:5672/")
+    amqp_heartbeat_s: int = 30
+    amqp_publish_timeout_s: float = 10.0
+    rabbitmq_management_url: str = "http://127.0.0.1:15672"
+
+    redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
+    redis_timeout_s: float = 5.0
+
+    s3_endpoint: str = "127.0.0.1:9000"
+    s3_access_key: SecretStr = SecretStr("")
+    s3_secret_key: SecretStr = SecretStr("")
+    s3_bucket: str = "rag-documents"
+    s3_secure: bool = False
+    s3_timeout_s: float = 30.0
+
+    embedding_provider: str = Field("sentence-transformers", description="or 'openai'")
+    embedding_model: str = "all-MiniLM-L6-v2"
+    embedding_dim: int = 384
+    embedding_batch_size: int = 64
+    embedding_base_url: str = "http://127.0.0.1:8080"
+    embedding_api_key: SecretStr | None = None
+    embedding_timeout_s: float = 60.0
+
+    log_level: str = "INFO"
+    log_json: bool = True
+
+
+class KnowledgeSettings(CommonSettings):
+    """The HTTP API (knowledge_service)."""
+
+    ks_host: str = "127.0.0.1"
+    ks_port: int = 8000
+    max_upload_bytes: int = Field(100 * 1024 * 1024, description="bytes")
+    upload_part_size: int = Field(8 * 1024 * 1024, description="S3 multipart part, bytes")
+    stale_waiting_s: float = Field(600.0, description="WAITING/RETRYING untouched this long → takeover")
+    stale_running_s: float = Field(2700.0, description="RUNNING untouched this long → takeover")
+    max_in_flight_tasks_per_user: int = 20
+    search_max_top_k: int = 50
+
+
+class WorkerSettings(CommonSettings):
+    """The indexing worker (task_service)."""
+
+    prefetch: int = Field(1, ge=1, description="AMQP basic.qos prefetch count")
+    lock_ttl_s: float = Field(120.0, description="Redis lock TTL, seconds")
+    lock_renew_s: float = Field(30.0, description="watchdog renewal period, seconds")
+    lock_retry_delay_s: float = Field(15.0, description="delay-queue TTL when the lock is held")
+    lock_retry_max_attempts: int = Field(10, description="delay-queue round trips before giving up")
+    heartbeat_s: float = Field(30.0, description="RUNNING task update_time bump period, seconds")
+    task_hard_limit_s: float = Field(1500.0, description="cancel a task running longer, seconds")
+    consumer_timeout_s: float = Field(1800.0, description="mirror of RabbitMQ consumer_timeout")
+    chunk_max_tokens: int = Field(250, le=256, description="model tokens per chunk")
+    chunk_overlap_tokens: int = Field(32, ge=0)
+    transient_retry_attempts: int = Field(4, ge=1)
+    transient_retry_initial_s: float = 0.5
+    transient_retry_max_s: float = 8.0
+    relay_interval_s: float = Field(5.0, description="outbox relay poll period, seconds")
+    relay_grace_s: float = Field(10.0, description="outbox rows younger than this are left to the inline publish")
+    worker_name: str = ""
+
+    @model_validator(mode="after")
+    def _check_consumer_timeout(self) -> WorkerSettings:
+        """Refuse settings under which RabbitMQ would close our channel mid-task.
+
+        With prefetch N, the last prefetched delivery waits up to (N-1)·T unacked before it
+        starts and T more to finish (RabbitMQ docs, "Delivery Acknowledgement Timeout").
+        """
+        if self.prefetch * self.task_hard_limit_s >= self.consumer_timeout_s:
+            raise ConfigurationError(
+                f"PREFETCH ({self.prefetch}) x TASK_HARD_LIMIT_S ({self.task_hard_limit_s:g}) must stay "
+                f"below CONSUMER_TIMEOUT_S ({self.consumer_timeout_s:g}, RabbitMQ's consumer_timeout): "
+                "lower PREFETCH or TASK_HARD_LIMIT_S, or raise consumer_timeout on the broker and "
+                "CONSUMER_TIMEOUT_S here"
+            )
+        if self.lock_renew_s >= self.lock_ttl_s:
+            raise ConfigurationError("LOCK_RENEW_S must be below LOCK_TTL_S")
+        return self

@@ -1,0 +1,120 @@
+"""Object storage adapter (the ``minio`` SDK against any S3 server); errors mapped to shared.errors.
+
+The SDK is synchronous: every call runs in a worker thread so the event loop (and the AMQP
+heartbeats it serves) never blocks on storage I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from typing import BinaryIO
+
+import urllib3
+from minio import Minio
+from minio.error import MinioException, S3Error
+
+from shared.errors import PermanentError, StorageUnavailableError
+from shared.settings import CommonSettings
+
+
+class ObjectMissingError(PermanentError):
+    error_code = "object_missing"
+
+
+def _translate(exc: Exception, what: str) -> Exception:
+    if isinstance(exc, S3Error) and exc.code in ("NoSuchKey", "NoSuchObject"):
+        return ObjectMissingError(f"{what}: object not found in storage")
+    return StorageUnavailableError(f"{what}: storage unavailable: {type(exc).__name__}: {exc}")
+
+
+_ERRORS = (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError)
+
+
+class ObjectStore:
+    """One bucket of an S3 server."""
+
+    def __init__(self, settings: CommonSettings) -> None:
+        timeout = settings.s3_timeout_s
+        http = urllib3.PoolManager(
+            timeout=urllib3.Timeout(connect=min(5.0, timeout), read=timeout),
+            retries=urllib3.Retry(total=1, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
+            maxsize=10,
+        )
+        self._client = Minio(
+            settings.s3_endpoint,
+            access_key=settings.s3_access_key.get_secret_value(),
+            secret_key=settings.s3_secret_key.get_secret_value(),
+            secure=settings.s3_secure,
+            http_client=http,
+        )
+        self.bucket = settings.s3_bucket
+
+    async def ensure_bucket(self) -> None:
+        """Create the bucket if missing. Raises StorageUnavailableError."""
+
+        def _do() -> None:
+            if not self._client.bucket_exists(self.bucket):
+                try:
+                    self._client.make_bucket(self.bucket)
+                except S3Error as exc:
+                    if exc.code not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                        raise
+
+        try:
+            await asyncio.to_thread(_do)
+        except _ERRORS as exc:
+            raise _translate(exc, "ensure bucket") from exc
+
+    async def put(self, key: str, stream: BinaryIO, length: int, part_size: int) -> None:
+        """Store ``length`` bytes (``-1``: unknown, multipart with ``part_size`` bytes per part)."""
+        try:
+            await asyncio.to_thread(
+                self._client.put_object, self.bucket, key, stream, length, part_size=part_size
+            )
+        except _ERRORS as exc:
+            raise _translate(exc, f"put {key}") from exc
+
+    async def get(self, key: str) -> bytes:
+        """The whole object. Raises StorageUnavailableError or ObjectMissingError."""
+
+        def _do() -> bytes:
+            resp = self._client.get_object(self.bucket, key)
+            try:
+                return resp.read()
+            finally:
+                resp.close()
+                resp.release_conn()
+
+        try:
+            return await asyncio.to_thread(_do)
+        except _ERRORS as exc:
+            raise _translate(exc, f"get {key}") from exc
+
+    async def remove(self, key: str) -> None:
+        try:
+            await asyncio.to_thread(self._client.remove_object, self.bucket, key)
+        except _ERRORS as exc:
+            raise _translate(exc, f"remove {key}") from exc
+
+    async def exists(self, key: str) -> bool:
+        try:
+            await asyncio.to_thread(self._client.stat_object, self.bucket, key)
+            return True
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NoSuchObject"):
+                return False
+            raise _translate(exc, f"stat {key}") from exc
+        except _ERRORS as exc:
+            raise _translate(exc, f"stat {key}") from exc
+
+    async def ping(self) -> None:
+        """Raises StorageUnavailableError unless the bucket answers."""
+        try:
+            await asyncio.to_thread(self._client.bucket_exists, self.bucket)
+        except _ERRORS as exc:
+            raise _translate(exc, "ping") from exc
+
+
+def bytes_stream(data: bytes) -> io.BytesIO:
+    return io.BytesIO(data)

@@ -1,0 +1,149 @@
+"""AMQP consumer: turns handler outcomes into ack / reject / delayed re-publish, and reconnects.
+
+Uses a plain (non-robust) connection and owns the reconnect loop: when the broker closes the
+channel or connection (restart, consumer_timeout, closed from the management console) the loop
+declares the topology and subscribes again, so the process never lives on with zero consumers
+(aio-pika #231, #334). Unacked deliveries of the old channel are requeued by the broker; acking
+them on the dead channel raises and is ignored (the fence makes the redelivery harmless).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
+
+from shared import amqp
+from shared.errors import BrokerUnavailableError
+from shared.settings import WorkerSettings
+from task_service.handler import IndexHandler, Outcome
+
+log = logging.getLogger(__name__)
+
+DELAY_HEADER = "x-rag-delay-attempts"
+
+OnConnected = Callable[[AbstractConnection], Awaitable[None]]
+
+
+def delay_attempts(message: AbstractIncomingMessage) -> int:
+    raw = (message.headers or {}).get(DELAY_HEADER, 0)
+    try:
+        return max(0, int(raw))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0
+
+
+class Consumer:
+    """Consumes ``rag.index.queue`` with manual ack and prefetch from settings."""
+
+    def __init__(self, settings: WorkerSettings, handler: IndexHandler, name: str) -> None:
+        self._s = settings
+        self._handler = handler
+        self._name = name
+        self._delay_ms = int(settings.lock_retry_delay_s * 1000)
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self.connected = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event, on_connected: OnConnected | None = None) -> None:
+        """Consume until ``stop`` is set, reconnecting with backoff after any broker failure."""
+        backoff = 1.0
+        while not stop.is_set():
+            try:
+                await self._session(stop, on_connected)
+                backoff = 1.0
+            except (BrokerUnavailableError, ConnectionError, OSError, RuntimeError) as exc:
+                log.warning("broker session ended, reconnecting", extra={"error": str(exc), "backoff_s": backoff})
+            except Exception as exc:  # aio-pika raises a zoo of types on a dying connection
+                log.warning("broker session failed, reconnecting", extra={"error": f"{type(exc).__name__}: {exc}"})
+            self.connected.clear()
+            if stop.is_set():
+                break
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=backoff)
+            except TimeoutError:
+                pass
+            backoff = min(backoff * 2, 30.0)
+
+    async def _session(self, stop: asyncio.Event, on_connected: OnConnected | None) -> None:
+        conn = await amqp.connect(
+            self._s.amqp_url.get_secret_value(), name=self._name, heartbeat_s=self._s.amqp_heartbeat_s, robust=False
+        )
+        closed = asyncio.Event()
+        conn.close_callbacks.add(lambda *_: closed.set())
+        try:
+            channel = await conn.channel()
+            channel.close_callbacks.add(lambda *_: closed.set())
+            await channel.set_qos(prefetch_count=self._s.prefetch)
+            _, queue = await amqp.declare_topology(channel, delay_ms=self._delay_ms)
+            publisher = await amqp.Publisher.open(conn, self._s.amqp_publish_timeout_s)
+
+            async def on_message(message: AbstractIncomingMessage) -> None:
+                task = asyncio.current_task()
+                assert task is not None
+                self._in_flight.add(task)  # type: ignore[arg-type]
+                try:
+                    await self._process(message, publisher)
+                finally:
+                    self._in_flight.discard(task)  # type: ignore[arg-type]
+
+            tag = await queue.consume(on_message, no_ack=False)
+            if on_connected is not None:
+                await on_connected(conn)
+            self.connected.set()
+            log.info("consuming", extra={"queue": amqp.QUEUE, "prefetch": self._s.prefetch})
+            stopper = asyncio.ensure_future(stop.wait())
+            closer = asyncio.ensure_future(closed.wait())
+            await asyncio.wait({stopper, closer}, return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            closer.cancel()
+            if stop.is_set() and not closed.is_set():
+                await queue.cancel(tag)
+                await self._drain()
+            else:
+                raise BrokerUnavailableError("channel or connection closed by the broker")
+        finally:
+            if not conn.is_closed:
+                await conn.close()
+
+    async def _drain(self, timeout_s: float = 30.0) -> None:
+        if self._in_flight:
+            await asyncio.wait(set(self._in_flight), timeout=timeout_s)
+
+    async def _process(self, message: AbstractIncomingMessage, publisher: amqp.Publisher) -> None:
+        attempts = delay_attempts(message)
+        try:
+            outcome = await self._handler.handle(message.body, delay_attempts=attempts)
+        except Exception:
+            log.exception("handler crashed; delivery returned to the queue")
+            await _settle(message.nack(requeue=True))
+            return
+        if outcome is Outcome.ACK:
+            await _settle(message.ack())
+        elif outcome is Outcome.REJECT:
+            await _settle(message.reject(requeue=False))
+        else:
+            await self._delay(message, publisher, attempts)
+
+    async def _delay(self, message: AbstractIncomingMessage, publisher: amqp.Publisher, attempts: int) -> None:
+        headers: dict[str, Any] = dict(message.headers or {})
+        headers[DELAY_HEADER] = attempts + 1
+        try:
+            await publisher.publish(
+                message.body, exchange="", routing_key=amqp.delay_queue_name(self._delay_ms), headers=headers
+            )
+        except BrokerUnavailableError:
+            log.warning("delay re-publish failed; returning delivery to the queue")
+            await _settle(message.nack(requeue=True))
+            return
+        await _settle(message.ack())
+
+
+async def _settle(op: Awaitable[Any]) -> None:
+    """Ack/nack/reject; on a dead channel the broker has requeued the delivery already."""
+    try:
+        await op
+    except Exception as exc:
+        log.warning("could not settle delivery (channel gone; it will be redelivered)", extra={"error": str(exc)})

@@ -1,0 +1,229 @@
+"""The imperative shell of the worker: one delivery in, one outcome (ack / reject / delay) out.
+
+Per delivery: decode → document lock → load task → claim decision (pure) → claim (attempt+1)
+→ download → parse → chunk → fence check → embed → fenced commit. The consumer turns the
+returned :class:`Outcome` into ack / reject / delayed re-publish; nothing here touches AMQP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol, TypeVar
+
+import asyncpg
+import redis.asyncio as aioredis
+
+from shared import queries
+from shared.db import translate_errors
+from shared.errors import (
+    FencedOut,
+    IndexingError,
+    NoTextError,
+    StaleGenerationError,
+    TransientError,
+)
+from shared.fencing import Claim, Reject, Skip, SkipReason, decide_claim
+from shared.locks import DocumentLock, LockUnavailableError
+from shared.log import bind
+from shared.messages import IndexMessage, InvalidMessageError
+from shared.retry_policy import transient_retrying
+from shared.settings import WorkerSettings
+from shared.states import TaskStatus
+from shared.storage import ObjectStore
+from task_service.lease import run_with_lease
+from task_service.pipeline.chunk import Chunk, Chunker
+from task_service.pipeline.embed import Embedder
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+
+class Outcome(StrEnum):
+    ACK = "ack"  # done: indexed, failed for good, or skipped
+    REJECT = "reject"  # reject without requeue → dead-letter queue
+    DELAY = "delay"  # re-publish to the delay queue (lock held / infrastructure down), then ack
+
+
+class Parser(Protocol):
+    def __call__(self, data: bytes, filename: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class _Run:
+    msg: IndexMessage
+    attempt: int
+
+
+class IndexHandler:
+    """Handles deliveries of ``rag.index.queue``; all collaborators are passed in."""
+
+    def __init__(
+        self,
+        *,
+        settings: WorkerSettings,
+        pool: asyncpg.Pool,
+        redis: aioredis.Redis,
+        store: ObjectStore,
+        embedder: Embedder,
+        chunker: Chunker,
+        parse: Parser,
+        worker_name: str,
+    ) -> None:
+        self._s = settings
+        self._pool = pool
+        self._redis = redis
+        self._store = store
+        self._embedder = embedder
+        self._chunker = chunker
+        self._parse = parse
+        self.worker_name = worker_name
+
+    # -------------------------------------------------------------- plumbing
+
+    def _retrying(self) -> Any:
+        s = self._s
+        return transient_retrying(s.transient_retry_attempts, s.transient_retry_initial_s, s.transient_retry_max_s)
+
+    async def _db(self, fn: Callable[..., Awaitable[R]], *args: Any, **kw: Any) -> R:
+        """Run one query function on a fresh pooled connection, retrying transient failures."""
+        async for attempt in self._retrying():
+            with attempt:
+                async with translate_errors(), self._pool.acquire() as conn:
+                    return await fn(conn, *args, **kw)
+        raise AssertionError("unreachable")
+
+    async def _skip(self, reason: str, msg: IndexMessage) -> Outcome:
+        log.info("delivery skipped", extra={"reason": reason})
+        try:
+            await self._db(queries.record_skip, reason, msg.task_id, msg.document_id, msg.generation, self.worker_name)
+        except TransientError:
+            log.warning("could not record skip")
+        return Outcome.ACK
+
+    # -------------------------------------------------------------- entry
+
+    async def handle(self, body: bytes, *, delay_attempts: int) -> Outcome:
+        """Process one delivery. ``delay_attempts``: times it already went through the delay queue."""
+        try:
+            msg = IndexMessage.from_json(body)
+        except InvalidMessageError as exc:
+            log.error("invalid message rejected", extra={"error": str(exc)[:500]})
+            return Outcome.REJECT
+        with bind(task_id=msg.task_id, document_id=msg.document_id, generation=msg.generation):
+            lock = DocumentLock(self._redis, msg.document_id, self._s.lock_ttl_s)
+            try:
+                acquired = await lock.acquire()
+            except LockUnavailableError as exc:
+                log.warning("redis unavailable, delaying delivery", extra={"error": str(exc)})
+                acquired = False
+            if not acquired:
+                if delay_attempts + 1 >= self._s.lock_retry_max_attempts:
+                    return await self._skip(SkipReason.LOCK_HELD_EXHAUSTED, msg)
+                log.info("document lock held, delaying delivery", extra={"delay_attempts": delay_attempts})
+                return Outcome.DELAY
+            try:
+                return await self._locked(msg, lock)
+            except TransientError as exc:
+                log.warning("infrastructure unavailable before claim, delaying", extra={"error": str(exc)})
+                return Outcome.DELAY
+            finally:
+                await lock.release()
+
+    async def _locked(self, msg: IndexMessage, lock: DocumentLock) -> Outcome:
+        snap = await self._db(queries.load_task_snapshot, msg.task_id)
+        decision = decide_claim(msg, snap)
+        if isinstance(decision, Skip):
+            return await self._skip(decision.reason, msg)
+        if isinstance(decision, Reject):
+            log.error("message rejected", extra={"reason": decision.reason})
+            return Outcome.REJECT
+        assert isinstance(decision, Claim)
+        attempt = await self._db(queries.claim_task, msg.task_id, msg.generation)
+        if attempt is None:
+            return await self._skip(SkipReason.NOT_RUNNABLE, msg)
+        with bind(attempt=attempt):
+            await self._run_claimed(_Run(msg, attempt), lock)
+        return Outcome.ACK
+
+    async def _run_claimed(self, run: _Run, lock: DocumentLock) -> None:
+        started = time.monotonic()
+        log.info("task claimed")
+
+        async def renew() -> None:
+            await lock.renew()
+            async with translate_errors(), self._pool.acquire() as conn:
+                alive = await queries.heartbeat(conn, run.msg.task_id, run.msg.generation, run.attempt)
+            if not alive:
+                raise StaleGenerationError("claim superseded (heartbeat fenced out)")
+
+        period = min(self._s.lock_renew_s, self._s.heartbeat_s)
+        try:
+            async with asyncio.timeout(self._s.task_hard_limit_s) as deadline:
+                n = await run_with_lease(self._pipeline(run), renew=renew, period_s=period)
+        except FencedOut as exc:
+            await self._skip(exc.error_code, run.msg)
+            return
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            await self._finish(run, TaskStatus.TIMEOUT, "timeout",
+                               f"task exceeded the hard limit of {self._s.task_hard_limit_s:g} s")
+            return
+        except IndexingError as exc:
+            await self._finish(run, TaskStatus.FAILED, exc.error_code, str(exc))
+            return
+        except Exception as exc:  # a bug or an untranslated library error: fail, don't loop
+            log.exception("task failed with an unexpected error")
+            await self._finish(run, TaskStatus.FAILED, "internal_error", f"{type(exc).__name__}: {exc}")
+            return
+        log.info("task indexed", extra={"chunks": n, "seconds": round(time.monotonic() - started, 3)})
+
+    async def _finish(self, run: _Run, status: TaskStatus, code: str, message: str) -> None:
+        log.warning("task finished unsuccessfully",
+                    extra={"status": status.value, "error_code": code, "error": message})
+        ok = await self._db(
+            queries.finish_unsuccessfully, task_id=run.msg.task_id, document_id=run.msg.document_id,
+            generation=run.msg.generation, attempt=run.attempt, status=status, error_code=code,
+            error_message=message,
+        )
+        if not ok:
+            await self._skip(SkipReason.STALE_GENERATION, run.msg)
+
+    # -------------------------------------------------------------- the pipeline
+
+    async def _pipeline(self, run: _Run) -> int:
+        msg = run.msg
+        source = await self._db(queries.document_source, msg.document_id)
+        if source is None:
+            raise StaleGenerationError("document deleted")
+        object_key, filename = source
+        data = await self._with_retries(self._store.get, object_key)
+        text = await asyncio.to_thread(self._parse, data, filename)
+        chunks: list[Chunk] = await asyncio.to_thread(self._chunker.split, text)
+        if not chunks:
+            raise NoTextError()
+        # Fence before the expensive call: a stale run never reaches the model.
+        if not await self._db(queries.claim_is_current, msg.task_id, msg.generation, run.attempt):
+            raise StaleGenerationError("generation or claim superseded before embedding")
+        await self._db(queries.record_embedding_run, msg.task_id, msg.document_id, msg.generation,
+                       run.attempt, len(chunks), self.worker_name)
+        embeddings = await self._with_retries(self._embedder.embed, [c.content for c in chunks])
+        rows = [queries.ChunkRow(c.index, c.content, c.token_count) for c in chunks]
+        committed = await self._db(
+            queries.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
+            generation=msg.generation, attempt=run.attempt, chunks=rows, embeddings=embeddings,
+        )
+        if not committed:
+            raise StaleGenerationError("fenced out at commit")
+        return len(rows)
+
+    async def _with_retries(self, fn: Callable[..., Awaitable[R]], *args: Any) -> R:
+        async for attempt in self._retrying():
+            with attempt:
+                return await fn(*args)
+        raise AssertionError("unreachable")

@@ -1,0 +1,86 @@
+"""Both services as real processes: HTTP in, database out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support import ROOT, Api, Proc, consumer_count, free_port, poll, start, test_env
+
+
+@pytest.fixture(scope="session")
+def api_url(services_env: dict[str, str], log_dir: Path) -> Iterator[str]:
+    port = free_port()
+    env = test_env({**services_env, "KS_PORT": str(port)})
+    proc = start("knowledge_service", "knowledge_service", env, log_dir)
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        assert proc.alive(), f"API exited:\n{proc.tail()}"
+        try:
+            return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    poll(ready, timeout=120, interval=0.5, what="API ready")
+    yield url
+    proc.stop()
+
+
+def _create_user(env: dict[str, str], name: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "knowledge_service.cli", "create-user", name],
+        cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+    ).stdout
+    return str(json.loads(out)["token"])
+
+
+@pytest.fixture
+def make_user(api_url: str, services_env: dict[str, str], request: pytest.FixtureRequest) -> Callable[[str], Api]:
+    counter = iter(range(1000))
+
+    def make(suffix: str = "") -> Api:
+        name = f"{request.node.name[:40]}-{suffix or next(counter)}-{free_port()}"
+        return Api(api_url, _create_user(test_env(services_env), name))
+
+    return make
+
+
+@pytest.fixture
+def api(make_user: Callable[[str], Api]) -> Api:
+    return make_user("a")
+
+
+WorkerFactory = Callable[..., Proc]
+
+
+@pytest.fixture
+def workers(services_env: dict[str, str], log_dir: Path, request: pytest.FixtureRequest) -> Iterator[WorkerFactory]:
+    """Start worker processes (``workers(**env_overrides)``); all are stopped after the test."""
+    started: list[Proc] = []
+
+    def factory(wait: bool = True, **overrides: str) -> Proc:
+        n = len(started)
+        name = f"worker-{request.node.name[:40]}-{n}"
+        env = test_env({**services_env, "WORKER_NAME": name, **{k.upper(): v for k, v in overrides.items()}})
+        before = consumer_count()
+        proc = start(name, "task_service", env, log_dir)
+        started.append(proc)
+        if wait:
+            def consuming() -> bool:
+                assert proc.alive(), f"worker exited:\n{proc.tail()}"
+                return consumer_count() > before
+
+            poll(consuming, timeout=120, interval=0.5, what="worker consuming")
+        return proc
+
+    yield factory
+    for p in started:
+        p.stop()
+    poll(lambda: consumer_count() == 0 or None, timeout=30, what="consumers gone")  # type: ignore[arg-type]

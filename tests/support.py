@@ -1,0 +1,159 @@
+"""Helpers shared by the integration and e2e tiers: isolated resources, processes, polling."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus"
+TEST_DB = "rag_test"
+VHOST = "rag_test"
+MGMT = "http://127.0.0.1:15672"
+MGMT_AUTH = ("guest", "guest")
+T = TypeVar("T")
+
+
+def poll(fn: Callable[[], T | None], *, timeout: float, interval: float = 0.2, what: str = "condition") -> T:
+    """Call ``fn`` until it returns something truthy; AssertionError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def mgmt_queue(name: str) -> dict[str, Any]:
+    r = httpx.get(f"{MGMT}/api/queues/{VHOST}/{name}", auth=MGMT_AUTH, timeout=10)
+    r.raise_for_status()
+    return dict(r.json())
+
+
+def queue_depth(name: str) -> int:
+    """Ready + unacked messages, straight from the broker (the management API's counters lag ~5 s,
+    so callers poll)."""
+    q = mgmt_queue(name)
+    return int(q.get("messages", 0))
+
+
+def consumer_count(name: str = "rag.index.queue") -> int:
+    return int(mgmt_queue(name).get("consumers", 0))
+
+
+def test_env(base: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(base)
+    return env
+
+
+@dataclass
+class Proc:
+    """A service process started by a test; stdout+stderr go to ``log``."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def stop(self, timeout: float = 30) -> None:
+        if not self.alive():
+            return
+        self.kill(signal.SIGCONT)
+        self.popen.terminate()
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(10)
+
+    def tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+def start(name: str, module: str, env: dict[str, str], log_dir: Path) -> Proc:
+    log = log_dir / f"{name}.log"
+    fh = open(log, "ab")
+    popen = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    return Proc(name, popen, log)
+
+
+class Api:
+    """A thin HTTP client for the API under test, as one user."""
+
+    def __init__(self, base_url: str, token: str) -> None:
+        self.http = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+
+    def create_kb(self, name: str = "kb") -> int:
+        r = self.http.post("/api/v1/knowledge-bases", json={"name": name})
+        assert r.status_code == 201, r.text
+        return int(r.json()["kb_id"])
+
+    def upload(self, kb_id: int, path: Path | None = None, *, name: str | None = None, data: bytes | None = None,
+               expect: int = 202) -> dict[str, Any]:
+        content = data if data is not None else path.read_bytes()  # type: ignore[union-attr]
+        r = self.http.post(
+            f"/api/v1/knowledge-bases/{kb_id}/documents",
+            files={"file": (name or path.name, content, "application/octet-stream")},  # type: ignore[union-attr]
+        )
+        assert r.status_code == expect, r.text
+        return dict(r.json())
+
+    def document(self, document_id: int) -> dict[str, Any]:
+        r = self.http.get(f"/api/v1/documents/{document_id}")
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    def wait_terminal(self, document_id: int, timeout: float = 240) -> dict[str, Any]:
+        def done() -> dict[str, Any] | None:
+            d = self.document(document_id)
+            return d if d["status"] in ("INDEXED", "FAILED") else None
+
+        return poll(done, timeout=timeout, interval=0.5, what=f"document {document_id} terminal")
+
+    def search(self, kb_id: int, query: str, top_k: int = 5) -> list[dict[str, Any]]:
+        r = self.http.post(f"/api/v1/knowledge-bases/{kb_id}/search", json={"query": query, "top_k": top_k})
+        assert r.status_code == 200, r.text
+        return list(r.json()["results"])
+
+    def chunks(self, document_id: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        while True:
+            r = self.http.get(f"/api/v1/documents/{document_id}/chunks", params={"offset": len(out), "limit": 500})
+            assert r.status_code == 200, r.text
+            page = r.json()
+            out.extend(page["items"])
+            if len(out) >= page["total"] or not page["items"]:
+                return out

@@ -1,0 +1,262 @@
+"""Embedders: the bundled MiniLM model, and the OpenAI-compatible client against a real local
+HTTP server (127.0.0.1, ephemeral port, real sockets; no mocks)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from shared.errors import (
+    ConfigurationError,
+    EmbeddingTimeoutError,
+    EmbeddingUnavailableError,
+    PermanentError,
+    TransientError,
+)
+from task_service.pipeline.embed import Embedder, OpenAIEmbedder, SentenceTransformerEmbedder, build_embedder
+
+FAKE_DIM = 8
+
+
+# ---------------------------------------------------------------- local model
+
+
+@pytest.fixture(scope="module")
+def local() -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(batch_size=16)
+
+
+@pytest.mark.asyncio
+async def test_local_model_shape_dtype_and_norm(local: SentenceTransformerEmbedder) -> None:
+    assert isinstance(local, Embedder)
+    assert (local.model_name, local.dim) == ("all-MiniLM-L6-v2", 384)
+    texts = [f"Sentence number {i} about something." for i in range(37)]  # more than one batch
+    matrix = await local.embed(texts)
+    assert matrix.shape == (37, 384) and matrix.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
+    again = await local.embed(texts[5:6])
+    np.testing.assert_allclose(again[0], matrix[5], atol=1e-5)  # batch composition does not matter
+
+
+@pytest.mark.asyncio
+async def test_local_model_semantics(local: SentenceTransformerEmbedder) -> None:
+    cat, kitten, stocks, chinese_cat = await local.embed(
+        [
+            "A cat is sleeping on the sofa.",
+            "A kitten naps on the couch.",
+            "The central bank raised interest rates again.",
+            "猫在沙发上睡觉。",
+        ]
+    )
+    assert float(cat @ kitten) > 0.6
+    assert float(cat @ kitten) > float(cat @ stocks) + 0.3
+    assert float(kitten @ stocks) < 0.2
+    assert np.isfinite(chinese_cat).all()
+
+
+@pytest.mark.asyncio
+async def test_local_model_empty_input(local: SentenceTransformerEmbedder) -> None:
+    empty = await local.embed([])
+    assert empty.shape == (0, 384) and empty.dtype == np.float32
+
+
+def test_build_embedder_local() -> None:
+    embedder = build_embedder("sentence-transformers", batch_size=8, dim=384)
+    assert isinstance(embedder, SentenceTransformerEmbedder) and embedder.batch_size == 8
+    with pytest.raises(ConfigurationError, match="768"):
+        build_embedder("sentence-transformers", dim=768)
+    with pytest.raises(ConfigurationError, match="unknown embedding provider"):
+        build_embedder("word2vec")
+
+
+# ---------------------------------------------------------------- OpenAI-compatible client
+
+
+def fake_vector(text: str) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    return [float(b) - 127.5 for b in digest[:FAKE_DIM]]
+
+
+class FakeEmbeddingServer(BaseHTTPRequestHandler):
+    """Routes by path prefix: /ok, /hang, /fail500, /busy429, /reject400, /wrongdim, /garbage."""
+
+    requests: ClassVar[list[dict[str, Any]]] = []
+    release: ClassVar[threading.Event] = threading.Event()
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        route = self.path.split("/")[1]
+        type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+        if route == "hang":
+            type(self).release.wait(timeout=10)
+            return self._send(200, {"data": []})
+        if route == "fail500":
+            return self._send(500, {"error": {"message": "model crashed"}})
+        if route == "busy429":
+            return self._send(429, {"error": {"message": "slow down"}})
+        if route == "reject400":
+            return self._send(400, {"error": {"message": "input too long"}})
+        if route == "garbage":
+            return self._send(200, "<html>proxy error</html>")
+        dim = FAKE_DIM - 1 if route == "wrongdim" else FAKE_DIM
+        rows = [
+            {"object": "embedding", "index": i, "embedding": fake_vector(t)[:dim]} for i, t in enumerate(body["input"])
+        ]
+        rows.reverse()  # the API does not promise input order; the client must sort by index
+        return self._send(200, {"object": "list", "data": rows, "model": body["model"]})
+
+    def _send(self, status: int, payload: Any) -> None:
+        raw = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+        except OSError:  # the client gave up (timeout test)
+            pass
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeEmbeddingServer)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        FakeEmbeddingServer.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def client(url: str, timeout_s: float = 5.0, batch_size: int = 3) -> OpenAIEmbedder:
+    return OpenAIEmbedder(url, "fake-model", "sk-test", FAKE_DIM, batch_size=batch_size, timeout_s=timeout_s)
+
+
+@pytest.mark.asyncio
+async def test_openai_success_batches_orders_and_normalizes(server_url: str) -> None:
+    FakeEmbeddingServer.requests.clear()
+    embedder = client(f"{server_url}/ok")
+    assert isinstance(embedder, Embedder)
+    texts = [f"text {i}" for i in range(7)]
+    try:
+        matrix = await embedder.embed(texts)
+    finally:
+        await embedder.aclose()
+    assert matrix.shape == (7, FAKE_DIM) and matrix.dtype == np.float32
+    expected = np.array([fake_vector(t) for t in texts])
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(matrix, expected, atol=1e-6)
+    assert [len(r["body"]["input"]) for r in FakeEmbeddingServer.requests] == [3, 3, 1]
+    assert {r["path"] for r in FakeEmbeddingServer.requests} == {"/ok/v1/embeddings"}
+    assert {r["auth"] for r in FakeEmbeddingServer.requests} == {"Bearer sk-test"}
+    assert {r["body"]["model"] for r in FakeEmbeddingServer.requests} == {"fake-model"}
+
+
+@pytest.mark.asyncio
+async def test_openai_accepts_a_base_url_ending_in_v1(server_url: str) -> None:
+    embedder = build_embedder(
+        "openai", base_url=f"{server_url}/ok/v1/", model="m", api_key=None, dim=FAKE_DIM, batch_size=2, timeout_s=5
+    )
+    try:
+        assert (await embedder.embed(["a", "b", "c"])).shape == (3, FAKE_DIM)
+    finally:
+        assert isinstance(embedder, OpenAIEmbedder)
+        await embedder.aclose()
+
+
+@pytest.mark.asyncio
+async def test_openai_hanging_endpoint_times_out(server_url: str) -> None:
+    embedder = client(f"{server_url}/hang", timeout_s=0.5)
+    started = time.monotonic()
+    try:
+        with pytest.raises(EmbeddingTimeoutError) as info:
+            await embedder.embed(["never answered"])
+    finally:
+        await embedder.aclose()
+    elapsed = time.monotonic() - started
+    assert 0.4 < elapsed < 2.0, elapsed
+    assert isinstance(info.value, TransientError) and info.value.error_code == "embedding_timeout"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("route", ["fail500", "busy429", "garbage"])
+async def test_openai_transient_failures(server_url: str, route: str) -> None:
+    embedder = client(f"{server_url}/{route}")
+    try:
+        with pytest.raises(EmbeddingUnavailableError) as info:
+            await embedder.embed(["x"])
+    finally:
+        await embedder.aclose()
+    assert not isinstance(info.value, EmbeddingTimeoutError)
+    assert info.value.error_code == "embedding_unavailable"
+
+
+@pytest.mark.asyncio
+async def test_openai_500_message_carries_the_server_reason(server_url: str) -> None:
+    embedder = client(f"{server_url}/fail500")
+    try:
+        with pytest.raises(EmbeddingUnavailableError, match=r"HTTP 500.*model crashed"):
+            await embedder.embed(["x"])
+    finally:
+        await embedder.aclose()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("route", "code"), [("reject400", "embedding_rejected"), ("wrongdim", "embedding_dim_mismatch")]
+)
+async def test_openai_permanent_failures(server_url: str, route: str, code: str) -> None:
+    embedder = client(f"{server_url}/{route}")
+    try:
+        with pytest.raises(PermanentError) as info:
+            await embedder.embed(["x"])
+    finally:
+        await embedder.aclose()
+    assert info.value.error_code == code
+
+
+@pytest.mark.asyncio
+async def test_openai_connection_refused_is_unavailable() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    embedder = client(f"http://127.0.0.1:{port}")
+    try:
+        with pytest.raises(EmbeddingUnavailableError) as info:
+            await embedder.embed(["x"])
+    finally:
+        await embedder.aclose()
+    assert not isinstance(info.value, EmbeddingTimeoutError)
+
+
+@pytest.mark.asyncio
+async def test_openai_empty_input_makes_no_request(server_url: str) -> None:
+    FakeEmbeddingServer.requests.clear()
+    embedder = client(f"{server_url}/ok")
+    try:
+        assert (await embedder.embed([])).shape == (0, FAKE_DIM)
+    finally:
+        await embedder.aclose()
+    assert FakeEmbeddingServer.requests == []
+
+
+@pytest.mark.parametrize("kw", [{"dim": 0}, {"batch_size": 0}, {"timeout_s": 0.0}])
+def test_openai_rejects_bad_settings(kw: dict[str, Any]) -> None:
+    args: dict[str, Any] = {"dim": 8, "batch_size": 4, "timeout_s": 1.0} | kw
+    with pytest.raises(ValueError):
+        OpenAIEmbedder("http://127.0.0.1:1", "m", None, **args)

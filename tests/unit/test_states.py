@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from shared.states import ACTIVE, TERMINAL, TRANSITIONS, TaskStatus, can_transition, sources_for
+
+T = TaskStatus
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [(T.SUCCESS, T.RUNNING), (T.FAILED, T.SUCCESS), (T.TIMEOUT, T.SUCCESS), (T.WAITING, T.SUCCESS),
+     (T.RETRYING, T.SUCCESS), (T.SUCCESS, T.FAILED), (T.WAITING, T.TIMEOUT), (T.FAILED, T.RUNNING)],
+)
+def test_forbidden_transitions(src: TaskStatus, dst: TaskStatus) -> None:
+    assert not can_transition(src, dst)
+    assert src.value not in sources_for(dst)
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [(T.WAITING, T.RUNNING), (T.RETRYING, T.RUNNING), (T.RUNNING, T.SUCCESS), (T.RUNNING, T.FAILED),
+     (T.RUNNING, T.TIMEOUT), (T.FAILED, T.RETRYING), (T.TIMEOUT, T.RETRYING), (T.SUCCESS, T.WAITING)],
+)
+def test_allowed_transitions(src: TaskStatus, dst: TaskStatus) -> None:
+    assert can_transition(src, dst)
+    assert src.value in sources_for(dst)
+
+
+def test_success_only_from_running() -> None:
+    assert sources_for(T.SUCCESS) == ["RUNNING"]
+
+
+def test_table_is_total_and_terminal_states_only_restart() -> None:
+    assert set(TRANSITIONS) == set(TaskStatus)
+    for src, dst in itertools.product(TERMINAL, TaskStatus):
+        if can_transition(src, dst):
+            assert dst not in TERMINAL and dst is not T.RUNNING
+    assert ACTIVE.isdisjoint(TERMINAL)
