@@ -21,6 +21,7 @@ from typing import Any
 
 import aio_pika
 import aiormq
+from yarl import URL
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, AbstractQueue
 
 from shared.errors import BrokerUnavailableError
@@ -51,11 +52,12 @@ async def connect(url: str, *, name: str, heartbeat_s: int, robust: bool) -> Abs
 
     Raises BrokerUnavailableError.
     """
+    # aio-pika ignores ``client_properties=`` and ``heartbeat=`` when given a URL; aiormq reads
+    # both from the URL's query string (``name``, ``heartbeat``).
+    full = URL(url).update_query(name=name, heartbeat=str(heartbeat_s))
     try:
         factory = aio_pika.connect_robust if robust else aio_pika.connect
-        return await factory(
-            url, client_properties={"connection_name": name}, heartbeat=heartbeat_s, timeout=15
-        )
+        return await factory(full, timeout=15)
     except _BROKER_ERRORS as exc:
         raise BrokerUnavailableError(f"broker unreachable: {exc}") from exc
 

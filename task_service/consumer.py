@@ -81,13 +81,12 @@ class Consumer:
             publisher = await amqp.Publisher.open(conn, self._s.amqp_publish_timeout_s)
 
             async def on_message(message: AbstractIncomingMessage) -> None:
-                task = asyncio.current_task()
-                assert task is not None
-                self._in_flight.add(task)  # type: ignore[arg-type]
-                try:
-                    await self._process(message, publisher)
-                finally:
-                    self._in_flight.discard(task)  # type: ignore[arg-type]
+                # Our own task, not aio-pika's callback task: aio-pika cancels callbacks when the
+                # channel closes, which would cut a handler off mid-write. The handler finishes;
+                # only its ack is lost, and the redelivery is fenced.
+                task = asyncio.create_task(self._process(message, publisher))
+                self._in_flight.add(task)
+                task.add_done_callback(self._in_flight.discard)
 
             tag = await queue.consume(on_message, no_ack=False)
             if on_connected is not None:

@@ -27,6 +27,7 @@ from shared.errors import (
     StaleGenerationError,
     TransientError,
 )
+from shared.faults import fault_point
 from shared.fencing import Claim, Reject, Skip, SkipReason, decide_claim
 from shared.locks import DocumentLock, LockUnavailableError
 from shared.log import bind
@@ -148,6 +149,7 @@ class IndexHandler:
             return await self._skip(SkipReason.NOT_RUNNABLE, msg)
         with bind(attempt=attempt):
             await self._run_claimed(_Run(msg, attempt), lock)
+            await fault_point("after_commit")
         return Outcome.ACK
 
     async def _run_claimed(self, run: _Run, lock: DocumentLock) -> None:
@@ -212,6 +214,7 @@ class IndexHandler:
             raise StaleGenerationError("generation or claim superseded before embedding")
         await self._db(queries.record_embedding_run, msg.task_id, msg.document_id, msg.generation,
                        run.attempt, len(chunks), self.worker_name)
+        await fault_point("during_embed")
         embeddings = await self._with_retries(self._embedder.embed, [c.content for c in chunks])
         rows = [queries.ChunkRow(c.index, c.content, c.token_count) for c in chunks]
         committed = await self._db(

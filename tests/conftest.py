@@ -1,7 +1,8 @@
 """Session-wide isolation for the integration and e2e tiers.
 
-Tests never touch the demo's data: database ``rag_test`` (recreated), RabbitMQ vhost
-``rag_test`` (recreated), Redis DB 15 (flushed), bucket ``rag-test``. Unit tests need none of it.
+Tests never touch the demo's data: each pytest session gets its own database, RabbitMQ vhost,
+bucket and Redis DB (see ``tests.support.TEST_ID``), dropped when the session ends. Unit tests
+need none of it.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import pytest
 import redis as sync_redis
 
 from shared.settings import KnowledgeSettings
-from tests.support import MGMT, MGMT_AUTH, TEST_DB, VHOST
+from tests.support import MGMT, MGMT_AUTH, REDIS_DB, TEST_DB, TEST_ID, VHOST
 
 TEST_OVERRIDES = {
     "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{TEST_DB}",
     "AMQP_URL": f"amqp://guest:guest@127.0.0.1:5672/{VHOST}",
-    "REDIS_URL": "redis://127.0.0.1:6379/15",
-    "S3_BUCKET": "rag-test",
+    "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
+    "S3_BUCKET": f"rag-test-{TEST_ID}",
     "LOG_JSON": "true",
     "LOG_LEVEL": "INFO",
 }
@@ -31,6 +32,18 @@ TEST_OVERRIDES = {
 
 def _needs_services(items: list[pytest.Item]) -> bool:
     return any("/integration/" in str(i.fspath) or "/e2e/" in str(i.fspath) for i in items)
+
+
+async def _drop_database() -> None:
+    admin = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+    try:
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            TEST_DB,
+        )
+        await admin.execute(f'DROP DATABASE IF EXISTS "{TEST_DB}"')
+    finally:
+        await admin.close()
 
 
 async def _recreate_database() -> None:
@@ -66,6 +79,27 @@ def services_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
 
     asyncio.run(migrate(TEST_OVERRIDES["DATABASE_URL"]))
     yield dict(TEST_OVERRIDES)
+    if os.environ.get("RAG_TEST_KEEP"):
+        return
+    with httpx.Client(base_url=MGMT, auth=MGMT_AUTH, timeout=30) as c:
+        c.delete(f"/api/vhosts/{VHOST}")
+    asyncio.run(_drop_database())
+    _remove_bucket(TEST_OVERRIDES["S3_BUCKET"])
+
+
+def _remove_bucket(bucket: str) -> None:
+    from minio import Minio
+    from minio.deleteobjects import DeleteObject
+
+    s = KnowledgeSettings()
+    client = Minio(s.s3_endpoint, access_key=s.s3_access_key.get_secret_value(),
+                   secret_key=s.s3_secret_key.get_secret_value(), secure=s.s3_secure)
+    if not client.bucket_exists(bucket):
+        return
+    objects = [DeleteObject(o.object_name) for o in client.list_objects(bucket, recursive=True) if o.object_name]
+    for _ in client.remove_objects(bucket, objects):
+        pass
+    client.remove_bucket(bucket)
 
 
 @pytest.fixture(scope="session")

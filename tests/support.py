@@ -17,8 +17,12 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
-TEST_DB = "rag_test"
-VHOST = "rag_test"
+# One set of resources per pytest session (several sessions may run at once); processes started
+# by the session inherit RAG_TEST_ID and so use the same ones.
+TEST_ID = os.environ.setdefault("RAG_TEST_ID", str(os.getpid()))
+TEST_DB = f"rag_test_{TEST_ID}"
+VHOST = f"rag_test_{TEST_ID}"
+REDIS_DB = 1 + int(TEST_ID) % 15
 MGMT = "http://127.0.0.1:15672"
 MGMT_AUTH = ("guest", "guest")
 T = TypeVar("T")
@@ -53,6 +57,19 @@ def queue_depth(name: str) -> int:
     so callers poll)."""
     q = mgmt_queue(name)
     return int(q.get("messages", 0))
+
+
+def consumer_names(queue: str = "rag.index.queue") -> set[str]:
+    """Client-provided connection names (``connection_name`` property) consuming ``queue``."""
+    with httpx.Client(base_url=MGMT, auth=MGMT_AUTH, timeout=10) as c:
+        conns = c.get(f"/api/vhosts/{VHOST}/connections").raise_for_status().json()
+        consumers = c.get(f"/api/consumers/{VHOST}").raise_for_status().json()
+    names = {x["name"]: str(x.get("user_provided_name") or "") for x in conns}
+    return {
+        names.get(str(x["channel_details"].get("connection_name")), "")
+        for x in consumers
+        if x["queue"]["name"] == queue
+    }
 
 
 def consumer_count(name: str = "rag.index.queue") -> int:
@@ -157,3 +174,47 @@ class Api:
             out.extend(page["items"])
             if len(out) >= page["total"] or not page["items"]:
                 return out
+
+
+def sql(dsn: str, query: str, *args: Any) -> list[dict[str, Any]]:
+    """Run one query on a fresh connection (sync tests); rows as dicts."""
+    import asyncio
+
+    import asyncpg
+
+    async def go() -> list[dict[str, Any]]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return [dict(r.items()) for r in await conn.fetch(query, *args)]
+        finally:
+            await conn.close()
+
+    return asyncio.run(go())
+
+
+def sql_value(dsn: str, query: str, *args: Any) -> Any:
+    rows = sql(dsn, query, *args)
+    return next(iter(rows[0].values())) if rows else None
+
+
+def process_state(pid: int) -> str:
+    """The kernel's one-letter state of ``pid`` (``T`` = stopped), ``X`` if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "X"
+
+
+def embedding_runs(dsn: str, document_id: int) -> int:
+    return int(sql_value(dsn, "SELECT count(*) FROM embedding_run WHERE document_id = $1", document_id))
+
+
+def skips(dsn: str, document_id: int) -> list[str]:
+    return [r["reason"] for r in sql(dsn, "SELECT reason FROM delivery_skip WHERE document_id = $1 ORDER BY id",
+                                     document_id)]
+
+
+def chunk_ids(dsn: str, document_id: int) -> list[int]:
+    return [r["id"] for r in sql(dsn, "SELECT id FROM document_chunk WHERE document_id = $1 ORDER BY chunk_index",
+                                 document_id)]

@@ -2,7 +2,11 @@
 
 Splitting uses semantic-text-splitter 0.33 (``TextSplitter.from_huggingface_tokenizer``): it
 packs the largest semantic units that fit (paragraphs, then lines, sentences, words, graphemes)
-up to ``max_tokens`` and repeats up to ``overlap_tokens`` of the previous chunk's tail. Tokens are
+up to ``max_tokens``. ``overlap_tokens`` is a maximum: where a boundary falls inside a unit (a
+long paragraph cut between sentences) the next chunk repeats whole smaller units of the previous
+chunk's tail up to that many tokens; chunks that end at a paragraph boundary usually do not
+overlap (measured on a one-paragraph novel excerpt, 120/32 tokens: 75 % of boundaries overlap,
+none by more than 32 tokens). Tokens are
 counted with the embedding model's own tokenizer WITHOUT special tokens; the default 250 leaves
 room for [CLS] and [SEP] inside all-MiniLM-L6-v2's 256-token window (``models.py``), so the
 model never truncates a chunk.

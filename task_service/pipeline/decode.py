@@ -1,7 +1,9 @@
 """Bytes → str for text-like documents (txt, html, md) without mojibake.
 
 Order: byte-order mark (UTF-8/16/32) → strict UTF-8 → the charset an HTML document declares →
-``charset-normalizer`` detection, with a preference for windows-1252 among Latin code pages.
+"mostly UTF-8" (a few stray bytes in otherwise UTF-8 text become U+FFFD instead of failing the
+whole document) → ``charset-normalizer`` detection, with a preference for windows-1252 among
+Latin code pages.
 
 Why the preference: measured with charset-normalizer 3.5.3, the corpus file
 ``fake-html-cp1252.html`` (German/French/Spanish/Swedish in cp1252) is detected as cp1250,
@@ -31,6 +33,10 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
 _CP1252_CHAOS_TOLERANCE = 0.05
+# "Mostly UTF-8": at least this many valid non-ASCII UTF-8 characters per invalid byte. Legacy
+# single-byte text almost never forms valid multi-byte UTF-8 sequences, so it does not qualify.
+_UTF8_VALID_PER_INVALID = 10
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 # WHATWG HTML "prescan a byte stream": the declaration must be in the first 1024 bytes.
 _HTML_PRESCAN_BYTES = 1024
 _META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:\-]+)""", re.I)
@@ -93,7 +99,8 @@ def decode_text(data: bytes, *, declared: str | None = None) -> str:
             return data.decode(declared)
         except (UnicodeDecodeError, LookupError):
             pass
-    return _detect(data)
+    mostly = _mostly_utf8(data)
+    return mostly if mostly is not None else _detect(data)
 
 
 def _decode_utf(payload: bytes, encoding: str) -> str:
@@ -105,6 +112,15 @@ def _decode_utf(payload: bytes, encoding: str) -> str:
         raise UndecodableTextError(
             f"text starts with a {encoding} byte-order mark but is not valid {encoding}: {exc}"
         ) from exc
+
+
+def _mostly_utf8(data: bytes) -> str | None:
+    escaped = data.decode("utf-8", errors="surrogateescape")
+    invalid = len(_ESCAPED_BYTE.findall(escaped))
+    valid_non_ascii = sum(1 for ch in escaped if ch > "\x7f") - invalid
+    if valid_non_ascii < _UTF8_VALID_PER_INVALID * invalid:
+        return None
+    return _ESCAPED_BYTE.sub("\ufffd", escaped)
 
 
 def _detect(data: bytes) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import ROOT, Api, Proc, consumer_count, free_port, poll, start, test_env
+from tests.support import ROOT, Api, Proc, consumer_count, consumer_names, free_port, poll, start, test_env
 
 
 @pytest.fixture(scope="session")
@@ -69,13 +69,12 @@ def workers(services_env: dict[str, str], log_dir: Path, request: pytest.Fixture
         n = len(started)
         name = f"worker-{request.node.name[:40]}-{n}"
         env = test_env({**services_env, "WORKER_NAME": name, **{k.upper(): v for k, v in overrides.items()}})
-        before = consumer_count()
         proc = start(name, "task_service", env, log_dir)
         started.append(proc)
         if wait:
             def consuming() -> bool:
                 assert proc.alive(), f"worker exited:\n{proc.tail()}"
-                return consumer_count() > before
+                return name in consumer_names()
 
             poll(consuming, timeout=120, interval=0.5, what="worker consuming")
         return proc

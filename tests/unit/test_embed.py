@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 
 from shared.errors import (
     ConfigurationError,
+    DependencyMissingError,
     EmbeddingTimeoutError,
     EmbeddingUnavailableError,
     PermanentError,
@@ -67,6 +69,11 @@ async def test_local_model_semantics(local: SentenceTransformerEmbedder) -> None
 async def test_local_model_empty_input(local: SentenceTransformerEmbedder) -> None:
     empty = await local.embed([])
     assert empty.shape == (0, 384) and empty.dtype == np.float32
+
+
+def test_missing_local_model_fails_loudly(tmp_path: Path) -> None:
+    with pytest.raises(DependencyMissingError):
+        SentenceTransformerEmbedder(model_path=str(tmp_path / "nowhere"))
 
 
 def test_build_embedder_local() -> None:

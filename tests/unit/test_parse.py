@@ -200,6 +200,12 @@ def test_decode_text(data: bytes, expected: str) -> None:
     assert decode_text(data) == expected
 
 
+def test_stray_bytes_in_utf8_text_do_not_reject_the_document() -> None:
+    data = ("Crème brûlée, naïve café — “quoted” " * 5).encode() + b"price 5\x80 fin. "
+    text = decode_text(data)
+    assert text.startswith("Crème brûlée, naïve café — “quoted”") and text.endswith("price 5\ufffd fin. ")
+
+
 def test_lone_surrogates_and_nul_are_removed() -> None:
     data = codecs.BOM_UTF16_LE + b"A\x00\x00\xd8B\x00\x00\x00C\x00"  # A, lone high surrogate, B, NUL, C
     assert normalize_text(decode_text(data)) == "ABC"

@@ -1,0 +1,37 @@
+"""Test-only fault injection at named points of the worker.
+
+``RAG_FAULT_POINTS="after_commit=stop,during_embed=stop"`` makes the worker SIGSTOP itself when it
+reaches that point, so a fault test can SIGKILL (or SIGCONT) it at an exact place — e.g. after
+the commit and before the ack. Unset in production: each point is then a dict lookup.
+
+Points: ``during_embed`` (embedding run recorded, model not yet called), ``after_commit``
+(chunks committed, delivery not yet acked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from functools import cache
+
+
+@cache
+def _points() -> dict[str, str]:
+    raw = os.environ.get("RAG_FAULT_POINTS", "")
+    out: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in raw.split(","))):
+        name, _, action = item.partition("=")
+        out[name] = action or "stop"
+    return out
+
+
+async def fault_point(name: str) -> None:
+    """Apply the action configured for ``name``: ``stop`` (SIGSTOP self) or ``sleep:<seconds>``."""
+    action = _points().get(name)
+    if action is None:
+        return
+    if action == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif action.startswith("sleep:"):
+        await asyncio.sleep(float(action.removeprefix("sleep:")))

@@ -1,0 +1,85 @@
+"""Builders and an async poll for the integration tier (real services; no mocks)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import asyncpg
+import numpy as np
+
+from shared import queries
+from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, decide_enqueue
+from shared.messages import IndexMessage
+from shared.queries import ChunkRow, OutboxRow
+
+T = TypeVar("T")
+DIM = 384
+
+
+async def apoll(fn: Callable[[], Awaitable[T | None]], *, deadline_s: float, interval: float = 0.05,
+                what: str = "condition") -> T:
+    """Await ``fn()`` until it returns something truthy; AssertionError after ``deadline_s`` seconds."""
+    deadline = time.monotonic() + deadline_s
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = await fn()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {deadline_s}s waiting for {what} (last: {last!r})")
+
+
+async def new_document(conn: asyncpg.Connection) -> tuple[IndexMessage, OutboxRow]:
+    """A fresh user, KB and document with its WAITING task (generation 1) and unpublished outbox row."""
+    user_id = await queries.create_user(conn, f"it-{uuid.uuid4().hex}")
+    kb_id = await queries.create_kb(conn, user_id, "kb", "all-MiniLM-L6-v2", DIM)
+    return await queries.create_document_with_task(
+        conn, kb_id=kb_id, user_id=user_id, filename="doc.txt", content_type="text/plain",
+        size_bytes=5, sha256="0" * 64, object_key=f"kb/{kb_id}/{uuid.uuid4()}",
+    )
+
+
+def chunk_set(n: int, tag: str) -> tuple[list[ChunkRow], np.ndarray]:
+    """``n`` chunks whose content starts with ``tag``, and ``(n, 384)`` unit float32 vectors."""
+    rng = np.random.default_rng()
+    vecs = rng.standard_normal((n, DIM)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return [ChunkRow(i, f"{tag} chunk {i}", i + 1) for i in range(n)], vecs
+
+
+async def commit(conn: asyncpg.Connection, msg: IndexMessage, generation: int, attempt: int,
+                 chunks: list[ChunkRow], vecs: np.ndarray) -> bool:
+    return await queries.commit_chunks(
+        conn, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
+        generation=generation, attempt=attempt, chunks=chunks, embeddings=vecs,
+    )
+
+
+async def issue(conn: asyncpg.Connection, task_id: int, kind: RequestKind, *, force: bool = False) -> IndexMessage:
+    """Decide and apply one enqueue request that must issue a new generation."""
+    snap = await queries.load_task_snapshot(conn, task_id)
+    assert snap is not None
+    decision = decide_enqueue(snap, EnqueueRequest(kind, force), datetime.now(UTC), StaleThresholds())
+    assert decision.action is Action.ISSUE, decision
+    issued = await queries.try_issue_generation(conn, snap, decision)
+    assert issued is not None
+    return issued[0]
+
+
+async def chunk_contents(conn: asyncpg.Connection, document_id: int) -> list[str]:
+    rows = await conn.fetch(
+        "SELECT content FROM document_chunk WHERE document_id = $1 ORDER BY chunk_index", document_id
+    )
+    return [r["content"] for r in rows]
+
+
+async def index_document(conn: asyncpg.Connection, msg: IndexMessage, n: int, tag: str) -> None:
+    """Claim ``msg``'s generation and commit ``n`` chunks tagged ``tag``."""
+    attempt = await queries.claim_task(conn, msg.task_id, msg.generation)
+    assert attempt is not None
+    assert await commit(conn, msg, msg.generation, attempt, *chunk_set(n, tag))
