@@ -45,7 +45,7 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
                 robust=True,
             )
             channel = await connection.channel()
-            await amqp.declare_topology(channel, delay_ms=15_000)
+            await amqp.declare_topology(channel, delay_ms=settings.delay_ms)
             await channel.close()
             publisher = await amqp.Publisher.open(connection, settings.amqp_publish_timeout_s)
         except BrokerUnavailableError as exc:

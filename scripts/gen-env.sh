@@ -3,10 +3,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -f .env ]; then echo ".env exists; keeping it"; exit 0; fi
-rand() { python3 -c 'import secrets; print(secrets.token_urlsafe(24))'; }
-access="rag$(python3 -c 'import secrets; print(secrets.token_hex(8))')"
-secret="$(rand)"
+hex() { python3 -c "import secrets; print(secrets.token_hex($1))"; }
+access="rag$(hex 8)"
+secret="$(hex 20)"
 sed -e "s|^S3_ACCESS_KEY=.*|S3_ACCESS_KEY=${access}|" \
-    -e "s|^S3_SECRET_KEY=.*|S3_SECRET_KEY=${secret}|" .env.example > .env
+    -e "s|^S3_SECRET_KEY=.*|S3_SECRET_KEY=${secret}|" \
+    -e "s|^MINIO_ROOT_USER=.*|MINIO_ROOT_USER=${access}|" \
+    -e "s|^MINIO_ROOT_PASSWORD=.*|MINIO_ROOT_PASSWORD=${secret}|" \
+    -e "s|^POSTGRES_PASSWORD=.*|POSTGRES_PASSWORD=$(hex 20)|" \
+    -e "s|^RABBITMQ_DEFAULT_USER=.*|RABBITMQ_DEFAULT_USER=rag$(hex 4)|" \
+    -e "s|^RABBITMQ_DEFAULT_PASS=.*|RABBITMQ_DEFAULT_PASS=$(hex 20)|" \
+    -e "s|^REDIS_PASSWORD=.*|REDIS_PASSWORD=$(hex 20)|" \
+    .env.example > .env
 chmod 600 .env
-echo "wrote .env with generated object-storage credentials"
+echo "wrote .env with generated credentials (object storage, and compose's database/broker/redis passwords)"

@@ -21,8 +21,8 @@ from typing import Any
 
 import aio_pika
 import aiormq
-from yarl import URL
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, AbstractQueue
+from yarl import URL
 
 from shared.errors import BrokerUnavailableError
 
@@ -63,7 +63,18 @@ async def connect(url: str, *, name: str, heartbeat_s: int, robust: bool) -> Abs
 
 
 async def declare_topology(channel: AbstractChannel, *, delay_ms: int) -> tuple[AbstractExchange, AbstractQueue]:
-    """Declare exchanges and queues (idempotent); returns (main exchange, main queue)."""
+    """Declare exchanges and queues (idempotent); returns (main exchange, main queue).
+
+    Raises BrokerUnavailableError (unreachable, access refused, or arguments that differ from
+    an existing queue's: PRECONDITION_FAILED).
+    """
+    try:
+        return await _declare(channel, delay_ms)
+    except _BROKER_ERRORS as exc:
+        raise BrokerUnavailableError(f"cannot declare topology: {type(exc).__name__}: {exc}") from exc
+
+
+async def _declare(channel: AbstractChannel, delay_ms: int) -> tuple[AbstractExchange, AbstractQueue]:
     exchange = await channel.declare_exchange(EXCHANGE, aio_pika.ExchangeType.DIRECT, durable=True)
     dlx = await channel.declare_exchange(DLX, aio_pika.ExchangeType.FANOUT, durable=True)
     dlq = await channel.declare_queue(DLQ, durable=True, arguments={"x-queue-type": "quorum"})

@@ -28,6 +28,12 @@ class CommonSettings(BaseSettings):
     amqp_heartbeat_s: int = 30
     amqp_publish_timeout_s: float = 10.0
     rabbitmq_management_url: str = "http://127.0.0.1:15672"
+    lock_retry_delay_s: float = Field(15.0, description="delay-queue TTL when the lock is held, seconds")
+
+    @property
+    def delay_ms(self) -> int:
+        """TTL of the delay queue (``rag.index.delay.<ms>ms``), milliseconds."""
+        return int(self.lock_retry_delay_s * 1000)
 
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
     redis_timeout_s: float = 5.0
@@ -70,7 +76,6 @@ class WorkerSettings(CommonSettings):
     prefetch: int = Field(1, ge=1, description="AMQP basic.qos prefetch count")
     lock_ttl_s: float = Field(120.0, description="Redis lock TTL, seconds")
     lock_renew_s: float = Field(30.0, description="watchdog renewal period, seconds")
-    lock_retry_delay_s: float = Field(15.0, description="delay-queue TTL when the lock is held")
     lock_retry_max_attempts: int = Field(10, description="delay-queue round trips before giving up")
     heartbeat_s: float = Field(30.0, description="RUNNING task update_time bump period, seconds")
     task_hard_limit_s: float = Field(1500.0, description="cancel a task running longer, seconds")

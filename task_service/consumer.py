@@ -43,7 +43,7 @@ class Consumer:
         self._s = settings
         self._handler = handler
         self._name = name
-        self._delay_ms = int(settings.lock_retry_delay_s * 1000)
+        self._delay_ms = settings.delay_ms
         self._in_flight: set[asyncio.Task[None]] = set()
         self.connected = asyncio.Event()
 

@@ -64,7 +64,7 @@ async def _main_once() -> int:
     conn = await amqp.connect(url, name="task_service.relay", heartbeat_s=30, robust=False)
     try:
         channel = await conn.channel()
-        await amqp.declare_topology(channel, delay_ms=int(settings.lock_retry_delay_s * 1000))
+        await amqp.declare_topology(channel, delay_ms=settings.delay_ms)
         publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s)
         return await relay_once(pool, publisher, grace_s=0.0, batch=10_000)
     finally:
