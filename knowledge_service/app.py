@@ -28,7 +28,7 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await migrate(settings.database_url)
-        pool = await create_pool(settings)
+        pool = await create_pool(settings, app_name="knowledge_service")
         store = ObjectStore(settings)
         await store.ensure_bucket()
         redis = aioredis.from_url(

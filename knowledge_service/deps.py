@@ -10,12 +10,12 @@ import asyncpg
 import redis.asyncio as aioredis
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from task_service.pipeline.embed import Embedder
 
 from shared import queries
 from shared.amqp import Publisher
 from shared.settings import KnowledgeSettings
 from shared.storage import ObjectStore
+from task_service.pipeline.embed import Embedder
 
 
 @dataclass

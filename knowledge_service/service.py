@@ -17,6 +17,7 @@ from typing import BinaryIO, Protocol
 from knowledge_service.deps import Resources
 from shared import queries
 from shared.errors import BrokerUnavailableError
+from shared.faults import fault_point
 from shared.fencing import Action, EnqueueRequest, StaleThresholds, decide_enqueue
 from shared.log import bind
 from shared.messages import IndexMessage
@@ -93,6 +94,7 @@ async def create_document(
         )
     with bind(task_id=msg.task_id, document_id=msg.document_id, generation=msg.generation):
         log.info("document uploaded", extra={"size_bytes": obj.size_bytes})
+        await fault_point("after_commit_before_publish")
         await publish_now(res, msg, row)
     return msg
 

@@ -32,7 +32,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await register_vector(conn)
 
 
-async def create_pool(settings: CommonSettings, *, max_size: int | None = None) -> asyncpg.Pool:
+async def create_pool(settings: CommonSettings, *, max_size: int | None = None, app_name: str = "rag") -> asyncpg.Pool:
     """Open a pool; every connection gets the pgvector codec and a statement timeout.
 
     Raises DatabaseUnavailableError when PostgreSQL cannot be reached.
@@ -46,7 +46,7 @@ async def create_pool(settings: CommonSettings, *, max_size: int | None = None) 
             init=_init_connection,
             timeout=settings.db_connect_timeout_s,
             command_timeout=settings.db_statement_timeout_s + 5,
-            server_settings={"statement_timeout": timeout_ms, "application_name": "rag"},
+            server_settings={"statement_timeout": timeout_ms, "application_name": app_name[:63]},
         )
     except _TRANSIENT as exc:
         raise DatabaseUnavailableError(f"database unreachable: {exc}") from exc

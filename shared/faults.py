@@ -4,8 +4,11 @@
 reaches that point, so a fault test can SIGKILL (or SIGCONT) it at an exact place — e.g. after
 the commit and before the ack. Unset in production: each point is then a dict lookup.
 
-Points: ``during_embed`` (embedding run recorded, model not yet called), ``after_commit``
-(chunks committed, delivery not yet acked).
+Points: ``before_download``; ``during_embed`` (embedding run recorded, model not yet called);
+``in_commit`` (inside the final transaction, chunks written, not committed); ``after_commit``
+(chunks committed, delivery not yet acked); ``before_parse``; in the API,
+``after_commit_before_publish``. Actions: ``stop`` (SIGSTOP self), ``exit`` (``os._exit(70)``,
+a crash), ``sleep:<seconds>``.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ def _points() -> dict[str, str]:
 
 
 async def fault_point(name: str) -> None:
-    """Apply the action configured for ``name``: ``stop`` (SIGSTOP self) or ``sleep:<seconds>``."""
+    """Apply the action configured for ``name`` (see the module docstring)."""
     action = _points().get(name)
     if action is None:
         return
     if action == "stop":
         os.kill(os.getpid(), signal.SIGSTOP)
+    elif action == "exit":
+        os._exit(70)
     elif action.startswith("sleep:"):
         await asyncio.sleep(float(action.removeprefix("sleep:")))

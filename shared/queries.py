@@ -15,6 +15,7 @@ from typing import Any
 import asyncpg
 import numpy as np
 
+from shared.faults import fault_point
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
 from shared.states import DocumentStatus, TaskStatus
@@ -499,6 +500,7 @@ async def commit_chunks(
                 records=[(i, document_id, kb_id, e) for i, e in zip(ids, embeddings, strict=True)],
                 columns=["chunk_id", "document_id", "kb_id", "embedding"],
             )
+            await fault_point("in_commit")
             await conn.execute(
                 "UPDATE document_info SET status = 'INDEXED', chunk_count = $2, error_message = NULL,"
                 " update_time = now() WHERE id = $1 AND index_generation = $3",
@@ -549,3 +551,97 @@ async def finish_unsuccessfully(
 
 def record_to_dict(r: asyncpg.Record | None) -> dict[str, Any]:
     return {} if r is None else dict(r.items())
+
+
+# ------------------------------------------------------------------ scanner and dead letters
+
+
+async def active_tasks_older_than(conn: asyncpg.Connection, seconds: float, limit: int) -> list[asyncpg.Record]:
+    """Active tasks untouched for ``seconds``, with the database's ``now`` (one clock)."""
+    return list(
+        await conn.fetch(
+            "SELECT id, document_id, status, generation, attempt, start_time, update_time, now() AS now"
+            " FROM index_task WHERE status IN ('WAITING','RETRYING','RUNNING')"
+            " AND (update_time < now() - make_interval(secs => $1)"
+            "      OR (status = 'RUNNING' AND start_time < now() - make_interval(secs => $1)))"
+            " ORDER BY update_time LIMIT $2",
+            seconds, limit,
+        )
+    )
+
+
+async def requeue_task(
+    conn: asyncpg.Connection, task_id: int, status: str, generation: int, seen_update_time: Any
+) -> OutboxRow | None:
+    """Write a fresh outbox row for the same generation and touch ``update_time`` — only if the
+    task is exactly as the scanner saw it (so concurrent scanners re-publish once)."""
+    async with conn.transaction():
+        r = await conn.fetchrow(
+            "UPDATE index_task SET update_time = now() WHERE id = $1 AND status = $2 AND generation = $3"
+            " AND update_time = $4 RETURNING id, document_id, kb_id, user_id, generation",
+            task_id, status, generation, seen_update_time,
+        )
+        if r is None:
+            return None
+        msg = IndexMessage(task_id=r["id"], document_id=r["document_id"], kb_id=r["kb_id"], user_id=r["user_id"],
+                           generation=r["generation"])
+        return await _insert_outbox(conn, msg)
+
+
+async def fail_dead_lettered(
+    conn: asyncpg.Connection, task_id: int, generation: int, error_code: str, error_message: str
+) -> bool:
+    """Task FAILED (document FAILED) for a dead-lettered message of the current generation."""
+    async with conn.transaction():
+        doc_id = await conn.fetchval(
+            "SELECT d.id FROM document_info d JOIN index_task t ON t.document_id = d.id"
+            " WHERE t.id = $1 AND d.index_generation = $2 FOR UPDATE OF d",
+            task_id, generation,
+        )
+        if doc_id is None:
+            return False
+        ok = await conn.fetchval(
+            "UPDATE index_task SET status = 'FAILED', error_code = $3, error_message = $4, end_time = now(),"
+            " update_time = now() WHERE id = $1 AND generation = $2"
+            " AND status IN ('WAITING','RETRYING','RUNNING') RETURNING id",
+            task_id, generation, error_code, error_message,
+        )
+        if ok is None:
+            return False
+        await conn.execute(
+            "UPDATE document_info SET status = 'FAILED', error_message = $2, update_time = now() WHERE id = $1",
+            doc_id, error_message,
+        )
+    return True
+
+
+async def record_dead_letter(
+    conn: asyncpg.Connection, *, message_id: str | None, msg: IndexMessage | None, reason: str, body: bytes,
+    headers: dict[str, Any],
+) -> int:
+    return int(
+        await conn.fetchval(
+            "INSERT INTO dead_letter (message_id, task_id, document_id, generation, reason, body, headers)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) RETURNING id",
+            message_id, msg.task_id if msg else None, msg.document_id if msg else None,
+            msg.generation if msg else None, reason, body, json.dumps(headers, default=str),
+        )
+    )
+
+
+async def list_dead_letters(conn: asyncpg.Connection, include_replayed: bool = False) -> list[asyncpg.Record]:
+    return list(
+        await conn.fetch(
+            "SELECT id, message_id, task_id, document_id, generation, reason, create_time, replayed_at"
+            " FROM dead_letter WHERE $1 OR replayed_at IS NULL ORDER BY id",
+            include_replayed,
+        )
+    )
+
+
+async def mark_dead_letter_replayed(conn: asyncpg.Connection, dead_letter_id: int) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        "UPDATE dead_letter SET replayed_at = now() WHERE id = $1 AND replayed_at IS NULL"
+        " RETURNING task_id, body",
+        dead_letter_id,
+    )

@@ -88,6 +88,9 @@ class WorkerSettings(CommonSettings):
     relay_interval_s: float = Field(5.0, description="outbox relay poll period, seconds")
     relay_grace_s: float = Field(10.0, description="outbox rows younger than this are left to the inline publish")
     worker_name: str = ""
+    scan_interval_s: float = Field(30.0, description="recovery scanner period, seconds (0 disables)")
+    running_heartbeat_timeout_s: float = Field(300.0, description="RUNNING without heartbeat → TIMEOUT")
+    requeue_after_s: float = Field(600.0, description="WAITING/RETRYING untouched → re-published")
 
     @model_validator(mode="after")
     def _check_consumer_timeout(self) -> WorkerSettings:

@@ -29,6 +29,7 @@ from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
 from task_service.pipeline.configured import embedder_from_settings
 from task_service.pipeline.parse import ensure_parsers_ready, parse_document
 from task_service.relay import relay_forever
+from task_service.scanner import scan_forever
 
 log = logging.getLogger("task_service")
 
@@ -39,7 +40,7 @@ async def run(settings: WorkerSettings) -> None:
     chunker = Chunker(load_minilm_tokenizer(), settings.chunk_max_tokens, settings.chunk_overlap_tokens)
     embedder = embedder_from_settings(settings)
     await migrate(settings.database_url)
-    pool = await create_pool(settings)
+    pool = await create_pool(settings, app_name=name)
     redis = aioredis.from_url(
         settings.redis_url.get_secret_value(),
         socket_timeout=settings.redis_timeout_s,
@@ -56,24 +57,27 @@ async def run(settings: WorkerSettings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    relay_task: asyncio.Task[None] | None = None
+    background: list[asyncio.Task[None]] = []
 
     async def on_connected(conn: AbstractConnection) -> None:
-        nonlocal relay_task
-        if relay_task is not None:
-            relay_task.cancel()
+        """(Re)start the outbox relay and the recovery scanner on the new connection."""
+        for t in background:
+            t.cancel()
+        background.clear()
         publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s)
-        relay_task = asyncio.create_task(
+        background.append(asyncio.create_task(
             relay_forever(pool, publisher, interval_s=settings.relay_interval_s,
                           grace_s=settings.relay_grace_s, stop=stop)
-        )
+        ))
+        if settings.scan_interval_s > 0:
+            background.append(asyncio.create_task(scan_forever(pool, await conn.channel(), settings, stop)))
 
     log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch})
     try:
         await Consumer(settings, handler, name).run(stop, on_connected)
     finally:
-        if relay_task is not None:
-            relay_task.cancel()
+        for t in background:
+            t.cancel()
         await pool.close()
         await redis.aclose()
         close = getattr(embedder, "aclose", None)

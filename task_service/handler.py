@@ -204,7 +204,9 @@ class IndexHandler:
         if source is None:
             raise StaleGenerationError("document deleted")
         object_key, filename = source
+        await fault_point("before_download")
         data = await self._with_retries(self._store.get, object_key)
+        await fault_point("before_parse")
         text = await asyncio.to_thread(self._parse, data, filename)
         chunks: list[Chunk] = await asyncio.to_thread(self._chunker.split, text)
         if not chunks:

@@ -33,7 +33,7 @@ Connect = Callable[[], Awaitable[asyncpg.Connection]]
 
 @pytest.fixture
 async def connect(services_env: dict[str, str]) -> AsyncIterator[Connect]:
-    """Open extra connections to ``rag_test`` (pgvector codec); all closed after the test."""
+    """Open extra connections to the test database (pgvector codec); all closed after the test."""
     opened: list[asyncpg.Connection] = []
 
     async def _connect() -> asyncpg.Connection:

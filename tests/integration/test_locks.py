@@ -1,4 +1,4 @@
-"""``shared.locks.DocumentLock`` and ``task_service.lease.run_with_lease`` against real Redis (DB 15)."""
+"""``shared.locks.DocumentLock`` and ``task_service.lease.run_with_lease`` against real Redis (session DB)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The outbox relay against real PostgreSQL and RabbitMQ (vhost ``rag_test``).
+"""The outbox relay against real PostgreSQL and RabbitMQ (the session's test vhost).
 
 Each test first publishes every row other tests left pending, then purges ``rag.index.queue``,
 so the queue holds only what the test itself relays.
@@ -16,7 +16,7 @@ import pytest
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
 from shared import amqp
-from shared.settings import KnowledgeSettings, WorkerSettings
+from shared.settings import KnowledgeSettings
 from task_service.relay import relay_once
 from tests.integration.helpers import apoll, new_document
 
@@ -34,10 +34,12 @@ async def publisher(broker: AbstractConnection, settings: KnowledgeSettings) -> 
 
 
 @pytest.fixture
-async def index_queue(broker: AbstractConnection, pool: asyncpg.Pool, publisher: amqp.Publisher) -> AbstractQueue:
+async def index_queue(
+    broker: AbstractConnection, pool: asyncpg.Pool, publisher: amqp.Publisher, settings: KnowledgeSettings
+) -> AbstractQueue:
     """``rag.index.queue``, empty, with no pending outbox row left in the database."""
     channel = await broker.channel()
-    _, queue = await amqp.declare_topology(channel, delay_ms=int(WorkerSettings().lock_retry_delay_s * 1000))
+    _, queue = await amqp.declare_topology(channel, delay_ms=settings.delay_ms)
     while await relay_once(pool, publisher, grace_s=0):
         pass
     await queue.purge()

@@ -1,4 +1,4 @@
-"""``shared.storage.ObjectStore`` against the real S3 server (bucket ``rag-test``)."""
+"""``shared.storage.ObjectStore`` against the real S3 server (the session's test bucket)."""
 
 from __future__ import annotations
 

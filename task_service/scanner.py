@@ -1,0 +1,145 @@
+"""Recovery scanner: times out dead RUNNING tasks, re-publishes forgotten queued ones, and turns
+dead-lettered messages into FAILED tasks (kept in ``dead_letter`` for the DLQ CLI).
+
+Runs every ``SCAN_INTERVAL_S`` inside each worker (conditional updates make concurrent scanners
+safe); ``python -m task_service.scanner --once`` runs one pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
+
+from shared import amqp, queries
+from shared.db import create_pool, translate_errors
+from shared.errors import TransientError
+from shared.log import bind, configure
+from shared.messages import IndexMessage, InvalidMessageError
+from shared.scan_policy import ScanAction, ScanThresholds, decide_scan
+from shared.settings import WorkerSettings
+from shared.states import TaskStatus
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ScanReport:
+    timed_out: list[int] = field(default_factory=list)
+    republished: list[int] = field(default_factory=list)
+    dead_lettered: list[int] = field(default_factory=list)
+
+
+def thresholds(s: WorkerSettings) -> ScanThresholds:
+    return ScanThresholds(
+        heartbeat_timeout=timedelta(seconds=s.running_heartbeat_timeout_s),
+        hard_limit=timedelta(seconds=s.task_hard_limit_s),
+        requeue_after=timedelta(seconds=s.requeue_after_s),
+    )
+
+
+async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport) -> None:
+    """One pass over active tasks older than the smallest threshold."""
+    oldest = min(th.heartbeat_timeout, th.hard_limit, th.requeue_after).total_seconds()
+    async with translate_errors(), pool.acquire() as conn:
+        rows = await queries.active_tasks_older_than(conn, oldest, 500)
+        for r in rows:
+            decision = decide_scan(TaskStatus(r["status"]), r["start_time"], r["update_time"], r["now"], th)
+            with bind(task_id=r["id"], document_id=r["document_id"], generation=r["generation"]):
+                if decision.action is ScanAction.TIMEOUT:
+                    if await queries.finish_unsuccessfully(
+                        conn, task_id=r["id"], document_id=r["document_id"], generation=r["generation"],
+                        attempt=r["attempt"], status=TaskStatus.TIMEOUT, error_code="timeout",
+                        error_message=f"timed out by the scanner: {decision.reason}",
+                    ):
+                        log.warning("task timed out", extra={"reason": decision.reason})
+                        report.timed_out.append(r["id"])
+                elif decision.action is ScanAction.REPUBLISH:
+                    if await queries.requeue_task(conn, r["id"], r["status"], r["generation"], r["update_time"]):
+                        log.warning("queued task re-published", extra={"reason": decision.reason})
+                        report.republished.append(r["id"])
+
+
+def _death(message: AbstractIncomingMessage) -> tuple[str, int]:
+    deaths: Any = (message.headers or {}).get("x-death") or []
+    first = deaths[0] if deaths else {}
+    return str(first.get("reason", "unknown")), int(first.get("count", 1) or 1)
+
+
+async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, report: ScanReport) -> None:
+    """Move every message of ``rag.index.dlq`` into ``dead_letter``; a delivery-limit death fails
+    its task (``delivery_limit``). Acked only after the row is committed."""
+    queue = await channel.get_queue(amqp.DLQ, ensure=False)
+    while (message := await queue.get(no_ack=False, fail=False, timeout=10)) is not None:
+        reason, count = _death(message)
+        try:
+            msg: IndexMessage | None = IndexMessage.from_json(message.body)
+        except InvalidMessageError:
+            msg = None
+        async with translate_errors(), pool.acquire() as conn:
+            dl_id = await queries.record_dead_letter(
+                conn, message_id=message.message_id, msg=msg, reason=reason, body=message.body,
+                headers={k: v for k, v in (message.headers or {}).items() if k != "x-death"},
+            )
+            if msg is not None and reason == "delivery_limit":
+                text = f"message dead-lettered after {count} failed deliveries (a worker crashed on it each time)"
+                if await queries.fail_dead_lettered(conn, msg.task_id, msg.generation, "delivery_limit", text):
+                    report.dead_lettered.append(msg.task_id)
+        log.warning("dead letter recorded", extra={"dead_letter_id": dl_id, "reason": reason})
+        await message.ack()
+
+
+async def scan_once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: ScanThresholds) -> ScanReport:
+    report = ScanReport()
+    await scan_tasks(pool, th, report)
+    if channel is not None:
+        await drain_dead_letters(pool, channel, report)
+    return report
+
+
+async def scan_forever(pool: asyncpg.Pool, channel: AbstractChannel, settings: WorkerSettings,
+                       stop: asyncio.Event) -> None:
+    """Run :func:`scan_once` every ``SCAN_INTERVAL_S`` seconds until ``stop`` is set."""
+    th = thresholds(settings)
+    while not stop.is_set():
+        try:
+            await scan_once(pool, channel, th)
+        except TransientError as exc:
+            log.warning("scan failed", extra={"error": str(exc)})
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=settings.scan_interval_s)
+        except TimeoutError:
+            pass
+
+
+async def _main_once() -> ScanReport:
+    settings = WorkerSettings()
+    configure(settings.log_level, json_lines=settings.log_json)
+    pool = await create_pool(settings, max_size=2)
+    conn = await amqp.connect(settings.amqp_url.get_secret_value(), name="task_service.scanner",
+                              heartbeat_s=30, robust=False)
+    try:
+        channel = await conn.channel()
+        await amqp.declare_topology(channel, delay_ms=settings.delay_ms)
+        return await scan_once(pool, channel, thresholds(settings))
+    finally:
+        await conn.close()
+        await pool.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--once", action="store_true", required=True, help="run one pass and exit")
+    parser.parse_args()
+    r = asyncio.run(_main_once())
+    print(f"timed out {r.timed_out}, re-published {r.republished}, dead-lettered {r.dead_lettered}")
+
+
+if __name__ == "__main__":
+    main()
