@@ -29,11 +29,16 @@ def _points() -> dict[str, str]:
     return out
 
 
+_fired: set[str] = set()
+
+
 async def fault_point(name: str) -> None:
-    """Apply the action configured for ``name`` (see the module docstring)."""
+    """Apply the action configured for ``name`` (see the module docstring), once per process:
+    a retried step after a resume must not freeze again."""
     action = _points().get(name)
-    if action is None:
+    if action is None or name in _fired:
         return
+    _fired.add(name)
     if action == "stop":
         os.kill(os.getpid(), signal.SIGSTOP)
     elif action == "exit":

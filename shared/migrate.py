@@ -45,7 +45,8 @@ async def ensure_database(dsn: str) -> None:
         if not exists:
             try:
                 await conn.execute(f'CREATE DATABASE "{dbname}"')
-            except asyncpg.exceptions.DuplicateDatabaseError:
+            except (asyncpg.exceptions.DuplicateDatabaseError, asyncpg.exceptions.UniqueViolationError):
+                # a concurrent CREATE DATABASE won the race (PostgreSQL reports either error)
                 pass
     finally:
         await conn.close()

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
 from shared import amqp
 from shared.errors import BrokerUnavailableError
@@ -95,9 +95,16 @@ class Consumer:
             log.info("consuming", extra={"queue": amqp.QUEUE, "prefetch": self._s.prefetch})
             stopper = asyncio.ensure_future(stop.wait())
             closer = asyncio.ensure_future(closed.wait())
-            await asyncio.wait({stopper, closer}, return_when=asyncio.FIRST_COMPLETED)
-            stopper.cancel()
-            closer.cancel()
+            try:
+                while not (stop.is_set() or closed.is_set()):
+                    await asyncio.wait({stopper, closer}, timeout=5, return_when=asyncio.FIRST_COMPLETED)
+                    if not closed.is_set() and not await _still_subscribed(channel, tag):
+                        # server-sent basic.cancel (queue deleted, node failover): the channel
+                        # lives on with zero consumers unless we notice (aio-pika #231, #334)
+                        raise BrokerUnavailableError("consumer cancelled by the broker")
+            finally:
+                stopper.cancel()
+                closer.cancel()
             if stop.is_set() and not closed.is_set():
                 await queue.cancel(tag)
                 await self._drain()
@@ -138,6 +145,15 @@ class Consumer:
             await _settle(message.nack(requeue=True))
             return
         await _settle(message.ack())
+
+
+async def _still_subscribed(channel: AbstractChannel, tag: str) -> bool:
+    """True while aiormq still knows our consumer tag (it drops it on a server basic.cancel)."""
+    try:
+        underlying = await channel.get_underlay_channel()
+    except Exception:
+        return False
+    return tag in getattr(underlying, "consumers", {})
 
 
 async def _settle(op: Awaitable[Any]) -> None:

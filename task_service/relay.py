@@ -14,10 +14,9 @@ import logging
 import asyncpg
 
 from shared import amqp, queries
-from shared.db import create_pool, translate_errors
+from shared.db import translate_errors
 from shared.errors import BrokerUnavailableError, TransientError
-from shared.log import configure
-from shared.settings import WorkerSettings
+from task_service.oneshot import one_shot
 
 log = logging.getLogger(__name__)
 
@@ -57,19 +56,9 @@ async def relay_forever(pool: asyncpg.Pool, publisher: amqp.Publisher, *, interv
 
 
 async def _main_once() -> int:
-    settings = WorkerSettings()
-    configure(settings.log_level, json_lines=settings.log_json)
-    pool = await create_pool(settings, max_size=2)
-    url = settings.amqp_url.get_secret_value()
-    conn = await amqp.connect(url, name="task_service.relay", heartbeat_s=30, robust=False)
-    try:
-        channel = await conn.channel()
-        await amqp.declare_topology(channel, delay_ms=settings.delay_ms)
+    async with one_shot("task_service.relay") as (settings, pool, conn, _):
         publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s)
         return await relay_once(pool, publisher, grace_s=0.0, batch=10_000)
-    finally:
-        await conn.close()
-        await pool.close()
 
 
 def main() -> None:

@@ -18,13 +18,14 @@ import asyncpg
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from shared import amqp, queries
-from shared.db import create_pool, translate_errors
+from shared.db import translate_errors
 from shared.errors import TransientError
-from shared.log import bind, configure
+from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
 from shared.scan_policy import ScanAction, ScanThresholds, decide_scan
 from shared.settings import WorkerSettings
 from shared.states import TaskStatus
+from task_service.oneshot import one_shot
 
 log = logging.getLogger(__name__)
 
@@ -119,18 +120,8 @@ async def scan_forever(pool: asyncpg.Pool, channel: AbstractChannel, settings: W
 
 
 async def _main_once() -> ScanReport:
-    settings = WorkerSettings()
-    configure(settings.log_level, json_lines=settings.log_json)
-    pool = await create_pool(settings, max_size=2)
-    conn = await amqp.connect(settings.amqp_url.get_secret_value(), name="task_service.scanner",
-                              heartbeat_s=30, robust=False)
-    try:
-        channel = await conn.channel()
-        await amqp.declare_topology(channel, delay_ms=settings.delay_ms)
+    async with one_shot("task_service.scanner") as (settings, pool, _, channel):
         return await scan_once(pool, channel, thresholds(settings))
-    finally:
-        await conn.close()
-        await pool.close()
 
 
 def main() -> None:

@@ -47,13 +47,9 @@ async def _drop_database() -> None:
 
 
 async def _recreate_database() -> None:
+    await _drop_database()
     admin = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
     try:
-        await admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-            TEST_DB,
-        )
-        await admin.execute(f'DROP DATABASE IF EXISTS "{TEST_DB}"')
         await admin.execute(f'CREATE DATABASE "{TEST_DB}"')
     finally:
         await admin.close()

@@ -76,7 +76,7 @@ def consumer_count(name: str = "rag.index.queue") -> int:
     return int(mgmt_queue(name).get("consumers", 0))
 
 
-def test_env(base: dict[str, str]) -> dict[str, str]:
+def child_env(base: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ)
     env.update(base)
     return env
@@ -204,6 +204,16 @@ def process_state(pid: int) -> str:
             return f.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "X"
+
+
+#: Worker settings for fault tests: takeovers in seconds, not minutes.
+FAST = {"lock_ttl_s": "4", "lock_renew_s": "1", "heartbeat_s": "1", "lock_retry_delay_s": "1",
+        "amqp_heartbeat_s": "2"}
+
+
+def wait_stopped(p: Proc) -> None:
+    """Until ``p`` has SIGSTOPped itself at its fault point."""
+    poll(lambda: process_state(p.pid) == "T", timeout=120, what=f"{p.name} stopped at its fault point")
 
 
 def embedding_runs(dsn: str, document_id: int) -> int:

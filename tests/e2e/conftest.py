@@ -11,13 +11,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import ROOT, Api, Proc, consumer_count, consumer_names, free_port, poll, start, test_env
+from tests.support import ROOT, Api, Proc, child_env, consumer_count, consumer_names, free_port, poll, start
 
 
 @pytest.fixture(scope="session")
 def api_url(services_env: dict[str, str], log_dir: Path) -> Iterator[str]:
     port = free_port()
-    env = test_env({**services_env, "KS_PORT": str(port)})
+    env = child_env({**services_env, "KS_PORT": str(port)})
     proc = start("knowledge_service", "knowledge_service", env, log_dir)
     url = f"http://127.0.0.1:{port}"
 
@@ -47,7 +47,7 @@ def make_user(api_url: str, services_env: dict[str, str], request: pytest.Fixtur
 
     def make(suffix: str = "") -> Api:
         name = f"{request.node.name[:40]}-{suffix or next(counter)}-{free_port()}"
-        return Api(api_url, _create_user(test_env(services_env), name))
+        return Api(api_url, _create_user(child_env(services_env), name))
 
     return make
 
@@ -68,7 +68,7 @@ def workers(services_env: dict[str, str], log_dir: Path, request: pytest.Fixture
     def factory(wait: bool = True, **overrides: str) -> Proc:
         n = len(started)
         name = f"worker-{request.node.name[:40]}-{n}"
-        env = test_env({**services_env, "WORKER_NAME": name, **{k.upper(): v for k, v in overrides.items()}})
+        env = child_env({**services_env, "WORKER_NAME": name, **{k.upper(): v for k, v in overrides.items()}})
         proc = start(name, "task_service", env, log_dir)
         started.append(proc)
         if wait:

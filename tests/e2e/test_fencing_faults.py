@@ -16,18 +16,22 @@ import pytest
 from shared.amqp import Publisher, connect
 from shared.messages import IndexMessage
 from tests.e2e.conftest import WorkerFactory
-from tests.support import Api, Proc, chunk_ids, embedding_runs, poll, process_state, skips, sql, sql_value
+from tests.support import (
+    FAST,
+    Api,
+    chunk_ids,
+    embedding_runs,
+    poll,
+    skips,
+    sql,
+    sql_value,
+    wait_stopped,
+)
 
 pytestmark = pytest.mark.e2e
 
-# Short lock/heartbeat timings so takeovers happen in seconds, not minutes.
-FAST = {"lock_ttl_s": "4", "lock_renew_s": "1", "heartbeat_s": "1", "lock_retry_delay_s": "1",
-        "amqp_heartbeat_s": "2"}
 TEXT = ("Fencing tokens keep a paused worker from overwriting newer results. " * 40 + "\n\n") * 6
 
-
-def _stopped(p: Proc) -> None:
-    poll(lambda: process_state(p.pid) == "T", timeout=120, what=f"{p.name} stopped at its fault point")
 
 
 def _task(dsn: str, document_id: int) -> dict[str, Any]:
@@ -50,7 +54,7 @@ def test_sigkill_after_commit_before_ack(api: Api, workers: WorkerFactory, servi
     a = workers(rag_fault_points="after_commit=stop", **FAST)
     kb = api.create_kb()
     doc = api.upload(kb, name="commit-then-crash.txt", data=TEXT.encode())
-    _stopped(a)
+    wait_stopped(a)
     ids = _assert_one_chunk_set(api, dsn, doc["document_id"])
     a.kill(signal.SIGKILL)
     workers(**FAST)  # the redelivery goes here
@@ -66,7 +70,7 @@ def test_sigkill_during_embedding_is_finished_by_redelivery(
     a = workers(rag_fault_points="during_embed=stop", **FAST)
     kb = api.create_kb()
     doc = api.upload(kb, name="crash-mid-embed.txt", data=TEXT.encode())
-    _stopped(a)
+    wait_stopped(a)
     assert _task(dsn, doc["document_id"])["status"] == "RUNNING"
     a.kill(signal.SIGKILL)
     workers(**FAST)
@@ -84,7 +88,7 @@ def test_worker_paused_past_its_lock_commits_nothing(
     a = workers(rag_fault_points="during_embed=stop", **FAST)
     kb = api.create_kb()
     doc = api.upload(kb, name="paused.txt", data=TEXT.encode())
-    _stopped(a)  # A holds generation 1, attempt 1, and is frozen past its 4 s lock
+    wait_stopped(a)  # A holds generation 1, attempt 1, and is frozen past its 4 s lock
     workers(**FAST)  # B: gets the redelivery once the broker drops A's connection (heartbeat)
     poll(lambda: _task(dsn, doc["document_id"])["status"] == "SUCCESS", timeout=120, what="B commits")
     b_ids = _assert_one_chunk_set(api, dsn, doc["document_id"])
@@ -132,7 +136,7 @@ def test_content_replaced_while_old_run_embeds(
     old = "Zebras migrate across the old savannah text. " * 30
     new = "Quantum lighthouses guard the replacement content. " * 30
     doc = api.upload(kb, name="v1.txt", data=old.encode())
-    _stopped(a)
+    wait_stopped(a)
     r = api.http.put(f"/api/v1/documents/{doc['document_id']}/content",
                      files={"file": ("v2.txt", new.encode(), "text/plain")})
     assert r.status_code == 202, r.text

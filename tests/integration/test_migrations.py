@@ -132,7 +132,7 @@ async def test_second_run_applies_nothing(scratch_dsn: Callable[[], str]) -> Non
 
 async def test_concurrent_runs_apply_each_file_once(scratch_dsn: Callable[[], str]) -> None:
     dsn = scratch_dsn()
-    await _create_empty(dsn)  # see the xfail below for a database that does not exist yet
+    await _create_empty(dsn)
     results = await asyncio.gather(*(migrate(dsn) for _ in range(4)))
     assert sorted(v for applied in results for v in applied) == ALL_VERSIONS
     conn = await asyncpg.connect(dsn)
@@ -142,11 +142,6 @@ async def test_concurrent_runs_apply_each_file_once(scratch_dsn: Callable[[], st
         await conn.close()
 
 
-@pytest.mark.xfail(
-    raises=asyncpg.UniqueViolationError, strict=True,
-    reason="BUG shared/migrate.py:48: concurrent CREATE DATABASE fails with UniqueViolationError "
-           "(pg_database_datname_index), not DuplicateDatabaseError, so one of the racers crashes",
-)
 async def test_concurrent_runs_on_a_missing_database(scratch_dsn: Callable[[], str]) -> None:
     for _ in range(3):
         dsn = scratch_dsn()
