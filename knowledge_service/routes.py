@@ -7,7 +7,7 @@ import logging
 from typing import Annotated, Any
 
 import asyncpg
-from fastapi import APIRouter, File, HTTPException, Query, Response, UploadFile, status
+from fastapi import APIRouter, File, HTTPException, Path, Query, Response, UploadFile, status
 from fastapi.responses import JSONResponse
 
 from knowledge_service import schemas, service
@@ -21,6 +21,8 @@ router = APIRouter(prefix="/api/v1")
 health = APIRouter()
 
 NOT_FOUND = "not found"
+#: Path IDs are BIGSERIAL: out-of-range values are a 422, not a database error.
+Id = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
 
 def _task(r: dict[str, Any] | None) -> schemas.TaskOut | None:
@@ -34,13 +36,13 @@ def _document(r: asyncpg.Record) -> schemas.DocumentOut:
     return schemas.DocumentOut.model_validate(d)
 
 
-async def _owned_kb(res: Res, user_id: int, kb_id: int) -> None:
+async def _owned_kb(res: Res, user_id: int, kb_id: Id) -> None:
     async with res.pool.acquire() as conn:
         if not await queries.kb_owned(conn, user_id, kb_id):
             raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
 
 
-async def _owned_document(res: Res, user_id: int, document_id: int) -> asyncpg.Record:
+async def _owned_document(res: Res, user_id: int, document_id: Id) -> asyncpg.Record:
     async with res.pool.acquire() as conn:
         row = await queries.document_owned(conn, user_id, document_id)
     if row is None:
@@ -48,7 +50,7 @@ async def _owned_document(res: Res, user_id: int, document_id: int) -> asyncpg.R
     return row
 
 
-async def _document_out(res: Res, user_id: int, document_id: int) -> schemas.DocumentOut:
+async def _document_out(res: Res, user_id: int, document_id: Id) -> schemas.DocumentOut:
     async with res.pool.acquire() as conn:
         row = await queries.get_document(conn, user_id, document_id)
     if row is None:
@@ -62,13 +64,9 @@ async def _document_out(res: Res, user_id: int, document_id: int) -> schemas.Doc
 @router.post("/knowledge-bases", status_code=201, response_model=schemas.KnowledgeBaseOut)
 async def create_kb(body: schemas.KnowledgeBaseCreate, res: Res, user_id: UserId) -> schemas.KnowledgeBaseOut:
     async with res.pool.acquire() as conn:
-        kb_id = await queries.create_kb(
-            conn, user_id, body.name, res.settings.embedding_model, res.settings.embedding_dim
-        )
-    return schemas.KnowledgeBaseOut(
-        kb_id=kb_id, name=body.name, embedding_model=res.settings.embedding_model,
-        embedding_dim=res.settings.embedding_dim,
-    )
+        s = res.settings
+        row = await queries.create_kb(conn, user_id, body.name, s.embedding_model, s.embedding_dim)
+    return schemas.KnowledgeBaseOut.model_validate(dict(row.items()))
 
 
 @router.get("/knowledge-bases", response_model=schemas.KnowledgeBaseList)
@@ -81,7 +79,7 @@ async def list_kbs(res: Res, user_id: UserId) -> schemas.KnowledgeBaseList:
 # ------------------------------------------------------------------ documents
 
 
-async def _store(res: Res, kb_id: int, file: UploadFile) -> service.StoredObject:
+async def _store(res: Res, kb_id: Id, file: UploadFile) -> service.StoredObject:
     try:
         return await service.store_upload(res, kb_id, file)
     except service.UploadTooLargeError as exc:
@@ -97,7 +95,7 @@ def _filename(file: UploadFile) -> str:
 
 @router.post("/knowledge-bases/{kb_id}/documents", status_code=202, response_model=schemas.UploadAccepted)
 async def upload_document(
-    kb_id: int, file: Annotated[UploadFile, File()], res: Res, user_id: UserId
+    kb_id: Id, file: Annotated[UploadFile, File()], res: Res, user_id: UserId
 ) -> schemas.UploadAccepted:
     await _owned_kb(res, user_id, kb_id)
     obj = await _store(res, kb_id, file)
@@ -111,7 +109,7 @@ async def upload_document(
 
 
 @router.get("/knowledge-bases/{kb_id}/documents", response_model=schemas.DocumentList)
-async def list_documents(kb_id: int, res: Res, user_id: UserId) -> schemas.DocumentList:
+async def list_documents(kb_id: Id, res: Res, user_id: UserId) -> schemas.DocumentList:
     await _owned_kb(res, user_id, kb_id)
     async with res.pool.acquire() as conn:
         rows = await queries.list_documents(conn, user_id, kb_id)
@@ -119,13 +117,13 @@ async def list_documents(kb_id: int, res: Res, user_id: UserId) -> schemas.Docum
 
 
 @router.get("/documents/{document_id}", response_model=schemas.DocumentOut)
-async def get_document(document_id: int, res: Res, user_id: UserId) -> schemas.DocumentOut:
+async def get_document(document_id: Id, res: Res, user_id: UserId) -> schemas.DocumentOut:
     return await _document_out(res, user_id, document_id)
 
 
 @router.put("/documents/{document_id}/content", status_code=202, response_model=schemas.UploadAccepted)
 async def replace_content(
-    document_id: int, file: Annotated[UploadFile, File()], res: Res, user_id: UserId
+    document_id: Id, file: Annotated[UploadFile, File()], res: Res, user_id: UserId
 ) -> schemas.UploadAccepted:
     owned = await _owned_document(res, user_id, document_id)
     obj = await _store(res, owned["kb_id"], file)
@@ -145,7 +143,7 @@ async def replace_content(
 @router.post("/documents/{document_id}/reindex", response_model=schemas.ReindexResponse,
              responses={202: {"model": schemas.ReindexResponse}})
 async def reindex(
-    document_id: int, res: Res, user_id: UserId, body: schemas.ReindexRequest | None = None
+    document_id: Id, res: Res, user_id: UserId, body: schemas.ReindexRequest | None = None
 ) -> JSONResponse:
     owned = await _owned_document(res, user_id, document_id)
     req = EnqueueRequest(RequestKind.REINDEX, force=bool(body and body.force))
@@ -158,7 +156,7 @@ async def reindex(
 
 
 @router.delete("/documents/{document_id}", status_code=204)
-async def delete_document(document_id: int, res: Res, user_id: UserId) -> Response:
+async def delete_document(document_id: Id, res: Res, user_id: UserId) -> Response:
     await _owned_document(res, user_id, document_id)
     async with res.pool.acquire() as conn:
         key = await queries.delete_document(conn, document_id)
@@ -172,7 +170,7 @@ async def delete_document(document_id: int, res: Res, user_id: UserId) -> Respon
 
 @router.get("/documents/{document_id}/chunks", response_model=schemas.ChunkPage)
 async def list_chunks(
-    document_id: int, res: Res, user_id: UserId,
+    document_id: Id, res: Res, user_id: UserId,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> schemas.ChunkPage:
@@ -186,7 +184,7 @@ async def list_chunks(
 
 
 @router.get("/tasks/{task_id}", response_model=schemas.TaskOut)
-async def get_task(task_id: int, res: Res, user_id: UserId) -> schemas.TaskOut:
+async def get_task(task_id: Id, res: Res, user_id: UserId) -> schemas.TaskOut:
     async with res.pool.acquire() as conn:
         row = await queries.get_task(conn, user_id, task_id)
     if row is None:
@@ -197,7 +195,7 @@ async def get_task(task_id: int, res: Res, user_id: UserId) -> schemas.TaskOut:
 @router.post("/tasks/{task_id}/retry", status_code=202, response_model=schemas.TaskOut,
              responses={409: {"description": "task not FAILED/TIMEOUT, or retry limit reached"}})
 async def retry_task(
-    task_id: int, res: Res, user_id: UserId, body: schemas.RetryRequest | None = None
+    task_id: Id, res: Res, user_id: UserId, body: schemas.RetryRequest | None = None
 ) -> schemas.TaskOut:
     current = await get_task(task_id, res, user_id)
     req = EnqueueRequest(RequestKind.RETRY, force=bool(body and body.force))
@@ -212,7 +210,7 @@ async def retry_task(
 
 
 @router.post("/knowledge-bases/{kb_id}/search", response_model=schemas.SearchResponse)
-async def search(kb_id: int, body: schemas.SearchRequest, res: Res, user_id: UserId) -> schemas.SearchResponse:
+async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: UserId) -> schemas.SearchResponse:
     await _owned_kb(res, user_id, kb_id)
     vector = (await res.embedder.embed([body.query]))[0]
     async with res.pool.acquire() as conn:

@@ -12,7 +12,8 @@ class _Strict(BaseModel):
 
 
 class KnowledgeBaseCreate(_Strict):
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$",
+                      description="no control characters; not blank")
 
 
 class KnowledgeBaseOut(BaseModel):

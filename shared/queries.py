@@ -91,14 +91,15 @@ async def revoke_token(conn: asyncpg.Connection, token_sha256: bytes) -> bool:
     return r is not None
 
 
-async def create_kb(conn: asyncpg.Connection, user_id: int, name: str, model: str, dim: int) -> int:
-    return int(
-        await conn.fetchval(
-            "INSERT INTO knowledge_base (user_id, name, embedding_model, embedding_dim)"
-            " VALUES ($1, $2, $3, $4) RETURNING id",
-            user_id, name, model, dim,
-        )
+async def create_kb(conn: asyncpg.Connection, user_id: int, name: str, model: str, dim: int) -> asyncpg.Record:
+    """The new row: ``kb_id, name, embedding_model, embedding_dim, create_time``."""
+    row = await conn.fetchrow(
+        "INSERT INTO knowledge_base (user_id, name, embedding_model, embedding_dim)"
+        " VALUES ($1, $2, $3, $4) RETURNING id AS kb_id, name, embedding_model, embedding_dim, create_time",
+        user_id, name, model, dim,
     )
+    assert row is not None
+    return row
 
 
 async def list_kbs(conn: asyncpg.Connection, user_id: int) -> list[asyncpg.Record]:
