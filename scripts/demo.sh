@@ -73,7 +73,8 @@ print(f"\nsearch: {q}")
 for i, hit in enumerate(res["results"], 1):
     text = " ".join(hit["content"].split())
     print(f"  {i}. score {hit['score']:.3f}  {hit['filename']} #{hit['chunk_index']}: {text[:160]}...")
-print(f"\nAPI docs: {url}/docs   RabbitMQ console: http://127.0.0.1:15672 (guest/guest)")
+print(f"\nAPI docs: {url}/docs   RabbitMQ console: http://127.0.0.1:15672 "
+      "(RABBITMQ_DEFAULT_USER / RABBITMQ_DEFAULT_PASS from .env)")
 print(f"token for curl: export TOKEN={user['token']}")
 PYEOF
 echo "API and worker keep running; stop them with: scripts/demo.sh stop"

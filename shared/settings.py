@@ -109,3 +109,16 @@ class WorkerSettings(CommonSettings):
         if self.lock_renew_s >= self.lock_ttl_s:
             raise ConfigurationError("LOCK_RENEW_S must be below LOCK_TTL_S")
         return self
+
+    # Parsing sandbox (task_service/pipeline/sandbox.py): limits of the parser child process.
+    parse_sandbox: bool = Field(True, description="parse in a resource-limited child process (false: in-process)")
+    parse_memory_limit_mb: int = Field(2048, ge=1024, description="child address space (RLIMIT_AS), MiB")
+    parse_cpu_limit_s: int = Field(120, ge=1, description="CPU seconds per document in the child (RLIMIT_CPU)")
+    parse_timeout_s: float = Field(180.0, gt=0, description="wall-clock seconds per document; the child is killed")
+    parse_start_timeout_s: float = Field(120.0, gt=0, description="child start-up and warm-up deadline, seconds")
+    # Structural limits checked by the parser (task_service/pipeline/limits.py).
+    docx_max_uncompressed_mb: int = Field(200, ge=1, description="DOCX (ZIP) total declared uncompressed size, MiB")
+    docx_max_entries: int = Field(10_000, ge=1, description="DOCX (ZIP) entries")
+    docx_max_inflate_ratio: float = Field(100.0, gt=1, description="DOCX (ZIP) inflate ratio, per entry and overall")
+    pdf_max_pages: int = Field(2_000, ge=1, description="PDF pages")
+    pdf_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text extracted from one PDF")

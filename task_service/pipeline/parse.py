@@ -20,7 +20,9 @@ element. Measured: 3,000 paragraphs of the novel as a 764 KB HTML file take 19.6
 97 % in ``unstructured.nlp.tokenize.sent_tokenize``). Large markup files need a parse time limit.
 
 Call ``ensure_parsers_ready()`` once at worker start-up; ``parse_document`` is synchronous and
-CPU-bound: run it with ``asyncio.to_thread``.
+CPU-bound: run it with ``asyncio.to_thread``. The worker runs it in a resource-limited child
+process (``sandbox.py``); the structural limits (ZIP bomb pre-check before unstructured sees a
+DOCX, PDF page count and text size) are checked here (``limits.py``), wherever it runs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Literal
 
 from shared.errors import NoTextError, UnsupportedTypeError
 from task_service.pipeline.decode import decode_text, sniff_html_charset
+from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
 from task_service.pipeline.markup import ensure_parsers_ready, partition_markup
 from task_service.pipeline.normalize import (
     has_visible_text,
@@ -70,7 +73,7 @@ def document_kind(filename: str) -> DocumentKind:
         ) from None
 
 
-def parse_document(data: bytes, filename: str) -> str:
+def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIMITS) -> str:
     """Return the normalized plain text of a document: NFC, ``\\n`` line ends, paragraphs
     separated by exactly one blank line, no NUL/control characters, stripped.
 
@@ -78,12 +81,15 @@ def parse_document(data: bytes, filename: str) -> str:
     Raises ``UnsupportedTypeError`` (extension), ``PdfEncryptedError`` (password PDF),
     ``CorruptDocumentError`` (unreadable PDF/DOCX), ``UndecodableTextError`` (txt/html/md bytes
     in no recognizable encoding), ``NoTextError`` (nothing visible left after normalization),
-    and ``DependencyMissingError`` (unstructured or its spaCy model not installed; docx/html/md).
+    ``DependencyMissingError`` (unstructured or its spaCy model not installed; docx/html/md),
+    and ``ParseLimitError`` when the document exceeds ``limits`` (ZIP bomb, too many PDF pages,
+    too much PDF text).
     """
     kind = document_kind(filename)
     if kind == "pdf":
-        raw = extract_pdf_text(data)
+        raw = extract_pdf_text(data, max_pages=limits.pdf_max_pages, max_text_chars=limits.pdf_max_text_chars)
     elif kind == "docx":
+        check_zip_limits(data, limits)
         raw = partition_markup("docx", data=data)
     elif kind == "html":
         raw = partition_markup("html", text=sanitize(decode_text(data, declared=sniff_html_charset(data))))

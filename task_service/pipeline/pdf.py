@@ -3,6 +3,13 @@
 "PDFium is inherently not thread-safe" (pypdfium2 5.15 README, "Incompatibility with
 Threading"), so every use in this process is serialized by ``_PDFIUM_LOCK``;
 run ``extract_pdf_text`` off the event loop (``asyncio.to_thread``), one PDF at a time.
+
+Limits (``ParseLimitError``): the page count is checked right after opening, before any page is
+loaded; the extracted text is counted page by page with ``count_chars`` *before* the page's
+text is copied out, so a page with an absurd text layer is refused before it is materialized.
+Memory used by PDFium itself (e.g. a small Flate stream inflating to gigabytes) is bounded by
+the sandbox's address-space limit, not here (PDFium aborts the process when an allocation
+fails, see ``sandbox.py``).
 """
 
 from __future__ import annotations
@@ -12,18 +19,26 @@ import threading
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from shared.errors import CorruptDocumentError, PdfEncryptedError
+from shared.errors import CorruptDocumentError, ParseLimitError, PdfEncryptedError
+from task_service.pipeline.limits import DEFAULT_LIMITS
 
 _PDFIUM_LOCK = threading.Lock()
 _ENCRYPTED_CODES = {pdfium_c.FPDF_ERR_PASSWORD, pdfium_c.FPDF_ERR_SECURITY}
 
 
-def extract_pdf_text(data: bytes) -> str:
+def extract_pdf_text(
+    data: bytes,
+    *,
+    max_pages: int = DEFAULT_LIMITS.pdf_max_pages,
+    max_text_chars: int = DEFAULT_LIMITS.pdf_max_text_chars,
+) -> str:
     """Return the text layer of a PDF, pages separated by a blank line (not yet normalized).
 
     A scanned PDF without a text layer gives whitespace only. Raises ``PdfEncryptedError``
     when the PDF needs a password (or uses an unsupported security handler) and
-    ``CorruptDocumentError`` when PDFium cannot read it (truncated, not a PDF, broken page).
+    ``CorruptDocumentError`` when PDFium cannot read it (truncated, not a PDF, broken page),
+    ``ParseLimitError`` when it has more than ``max_pages`` pages or more than
+    ``max_text_chars`` characters of text.
     """
     with _PDFIUM_LOCK:
         try:
@@ -35,22 +50,45 @@ def extract_pdf_text(data: bytes) -> str:
                 ) from exc
             raise CorruptDocumentError(f"PDF cannot be read: {exc}") from exc
         try:
-            return "\n\n".join(_page_text(pdf, index) for index in range(len(pdf)))
+            pages = len(pdf)
+            if pages > max_pages:
+                raise ParseLimitError(f"PDF has {pages:,} pages; the limit is {max_pages:,} (PDF_MAX_PAGES)")
+            texts: list[str] = []
+            used = 0
+            for index in range(pages):
+                text = _page_text(pdf, index, used, max_text_chars)
+                used += len(text)
+                texts.append(text)
+            return "\n\n".join(texts)
         except pdfium.PdfiumError as exc:
             raise CorruptDocumentError(f"PDF page cannot be read: {exc}") from exc
         finally:
             pdf.close()
 
 
-def _page_text(pdf: pdfium.PdfDocument, index: int) -> str:
+def _page_text(pdf: pdfium.PdfDocument, index: int, used: int, limit: int) -> str:
+    """The text of page ``index``. ``ParseLimitError`` when it would take the document's text
+    (``used`` characters so far) past ``limit``: checked with PDFium's character count first,
+    before the text is copied out, and again on the copied text."""
     page = pdf[index]
     try:
         textpage = page.get_textpage()
         try:
+            if used + textpage.count_chars() > limit:
+                raise _text_limit(limit, index)
             # get_text_bounded covers full Unicode; get_text_range is limited to UCS-2
             # (pypdfium2 5.x docstring of PdfTextPage.get_text_range).
-            return str(textpage.get_text_bounded())
+            text = str(textpage.get_text_bounded())
         finally:
             textpage.close()
     finally:
         page.close()
+    if used + len(text) > limit:
+        raise _text_limit(limit, index)
+    return text
+
+
+def _text_limit(limit: int, index: int) -> ParseLimitError:
+    return ParseLimitError(
+        f"PDF text exceeds the limit of {limit:,} characters at page {index + 1} (PDF_MAX_TEXT_CHARS)"
+    )

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -173,31 +173,48 @@ def test_hanging_embedding_endpoint_fails_with_embedding_timeout(
                      doc["document_id"]) == 0
 
 
-def _services(cmd: str) -> None:
-    subprocess.run(["bash", "scripts/services.sh", cmd], cwd=ROOT, check=True, capture_output=True, timeout=120)
+def _services(cmd: str, env: dict[str, str]) -> None:
+    subprocess.run(["bash", "scripts/services.sh", cmd], cwd=ROOT, env=env, check=True, capture_output=True,
+                   timeout=180)
+
+
+@pytest.fixture
+def private_s3(services_env: dict[str, str], tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A SeaweedFS S3 server of this test's own (started by scripts/services.sh with its own data
+    dir and port), so stopping it disturbs no other test, demo or checkout."""
+    env = child_env({**services_env, "RAG_DATA_DIR": str(tmp_path / "data"), "S3_ENDPOINT": f"127.0.0.1:{free_port()}"})
+    _services("up", env)
+    yield env
+    _services("down", env)
 
 
 def test_object_store_down_during_download_then_manual_retry(
-    api: Api, workers: WorkerFactory, services_env: dict[str, str]
+    make_user: Callable[[str], Api], workers: WorkerFactory, private_s3: dict[str, str], log_dir: Path
 ) -> None:
-    a = workers(rag_fault_points="before_download=stop", transient_retry_attempts="3",
-                transient_retry_initial_s="0.2", transient_retry_max_s="1", s3_timeout_s="2", **FAST)
-    kb = api.create_kb()
-    doc = api.upload(kb, name="storage.txt", data=TEXT.encode())
-    wait_stopped(a)
-    _services("down")
+    port = free_port()
+    api_proc = start("api-private-s3", "knowledge_service", {**private_s3, "KS_PORT": str(port)}, log_dir)
     try:
+        poll(lambda: _ready(f"http://127.0.0.1:{port}"), timeout=120, interval=0.5, what="API on private S3 ready")
+        api = Api(f"http://127.0.0.1:{port}", make_user("s3").http.headers["Authorization"].split()[1])
+        a = workers(rag_fault_points="before_download=stop", transient_retry_attempts="3",
+                    transient_retry_initial_s="0.2", transient_retry_max_s="1", s3_timeout_s="2",
+                    s3_endpoint=private_s3["S3_ENDPOINT"], **FAST)
+        kb = api.create_kb()
+        doc = api.upload(kb, name="storage.txt", data=TEXT.encode())
+        wait_stopped(a)
+        _services("down", private_s3)
         t0 = time.monotonic()
         a.kill(signal.SIGCONT)
         d = api.wait_terminal(doc["document_id"], timeout=120)
         _report("object store down during download", time.monotonic() - t0)
         assert d["status"] == "FAILED"
-        assert d["task"]["error_code"] == "storage_unavailable", d["task"]
-        assert d["task"]["status"] == "FAILED"
+        assert d["task"]["status"] == "FAILED" and d["task"]["error_code"] == "storage_unavailable", d["task"]
+        assert "storage unavailable" in d["error_message"]
+        _services("up", private_s3)
+        r = api.http.post(f"/api/v1/tasks/{doc['task_id']}/retry")
+        assert r.status_code == 202, r.text
+        assert r.json()["status"] == "RETRYING" and r.json()["generation"] == 2
+        d = api.wait_terminal(doc["document_id"], timeout=120)
+        assert d["status"] == "INDEXED" and d["task"]["retry_count"] == 1
     finally:
-        _services("up")
-    r = api.http.post(f"/api/v1/tasks/{doc['task_id']}/retry")
-    assert r.status_code == 202, r.text
-    assert r.json()["status"] == "RETRYING" and r.json()["generation"] == 2
-    d = api.wait_terminal(doc["document_id"], timeout=120)
-    assert d["status"] == "INDEXED" and d["task"]["retry_count"] == 1
+        api_proc.stop()

@@ -1,0 +1,106 @@
+"""Size limits checked while parsing: ZIP (DOCX) bomb pre-checks, PDF page and text limits.
+
+These are the *structural* limits, checked by the parser itself (in the sandbox child or in
+process); the *resource* limits (memory, CPU, wall clock) are enforced by ``sandbox.py``.
+Every violation raises ``ParseLimitError`` (``parse_limit``, permanent) naming the limit and
+the setting that raises it.
+
+ZIP pre-check (before unstructured / python-docx open the package), from the central
+directory only, so it costs microseconds and inflates nothing:
+
+- number of entries ≤ ``max_entries`` (default 10 000);
+- sum of the declared uncompressed sizes ≤ ``max_uncompressed_bytes`` (default 200 MiB);
+- per entry and for the whole archive, uncompressed / compressed ≤ ``max_ratio`` (default 100),
+  checked only above ``RATIO_GRACE_BYTES`` (100 KiB) of uncompressed data, as Apache POI's
+  ``ZipSecureFile`` does (``MIN_INFLATE_RATIO`` 0.01, grace size 100 KB): tiny XML parts of
+  real documents compress 30:1 (``simple.docx``'s 340 KB ``styles.xml``: 28.8:1) and a small
+  part cannot be a bomb anyway.
+
+Why the declared sizes can be trusted: Python's ``zipfile.ZipExtFile`` (used by python-docx,
+hence by unstructured) never returns more than the entry's declared ``file_size`` (it truncates
+the inflated data to ``_left = zipinfo.file_size``), so an entry that lies about its size
+yields at most the declared bytes (then a CRC error), never a bomb. Overlapping entries (the
+"non-recursive" zip bomb) are caught by the sum of declared sizes.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from shared.errors import ParseLimitError
+
+if TYPE_CHECKING:
+    from shared.settings import WorkerSettings
+
+MIB = 1024 * 1024
+RATIO_GRACE_BYTES = 100 * 1024
+
+
+@dataclass(frozen=True)
+class ParseLimits:
+    """Structural limits; picklable (sent to the sandbox child once, at its start)."""
+
+    docx_max_uncompressed_bytes: int = 200 * MIB
+    docx_max_entries: int = 10_000
+    docx_max_ratio: float = 100.0
+    pdf_max_pages: int = 2_000
+    pdf_max_text_chars: int = 50_000_000
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> ParseLimits:
+        return cls(
+            docx_max_uncompressed_bytes=s.docx_max_uncompressed_mb * MIB,
+            docx_max_entries=s.docx_max_entries,
+            docx_max_ratio=s.docx_max_inflate_ratio,
+            pdf_max_pages=s.pdf_max_pages,
+            pdf_max_text_chars=s.pdf_max_text_chars,
+        )
+
+
+DEFAULT_LIMITS = ParseLimits()
+
+
+def check_zip_limits(data: bytes, limits: ParseLimits = DEFAULT_LIMITS, *, kind: str = "DOCX") -> None:
+    """Raise ``ParseLimitError`` when the ZIP package in ``data`` exceeds ``limits``.
+
+    Bytes that are not a ZIP archive pass: the reader reports them as corrupt, as before.
+    """
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError):
+        return
+    if len(entries) > limits.docx_max_entries:
+        raise ParseLimitError(
+            f"{kind} (ZIP) has {len(entries):,} entries; the limit is {limits.docx_max_entries:,} "
+            "(DOCX_MAX_ENTRIES)"
+        )
+    total = compressed = 0
+    for entry in entries:
+        _check_ratio(entry.file_size, entry.compress_size, limits, f"{kind} entry {entry.filename!r}")
+        total += entry.file_size
+        compressed += entry.compress_size
+        if total > limits.docx_max_uncompressed_bytes:
+            raise ParseLimitError(
+                f"{kind} (ZIP) inflates to more than {_mib(limits.docx_max_uncompressed_bytes)} "
+                f"(at least {_mib(total)} declared); the limit is DOCX_MAX_UNCOMPRESSED_MB"
+            )
+    _check_ratio(total, compressed, limits, f"{kind} archive as a whole")
+
+
+def _check_ratio(size: int, compressed: int, limits: ParseLimits, what: str) -> None:
+    if size <= RATIO_GRACE_BYTES:
+        return
+    ratio = size / max(compressed, 1)
+    if ratio > limits.docx_max_ratio:
+        raise ParseLimitError(
+            f"{what} inflates {ratio:,.0f}:1 ({_mib(compressed)} → {_mib(size)}); the limit is "
+            f"{limits.docx_max_ratio:g}:1 (DOCX_MAX_INFLATE_RATIO), a likely ZIP bomb"
+        )
+
+
+def _mib(n: int) -> str:
+    return f"{n / MIB:,.1f} MiB"
