@@ -108,6 +108,38 @@ class ObjectStore:
         except _ERRORS as exc:
             raise _translate(exc, f"stat {key}") from exc
 
+    def put_stream_blocking(self, key: str, stream: BinaryIO, part_size: int, content_type: str) -> None:
+        """Store a stream of unknown length (BLOCKING: call it from a thread of its own).
+
+        Multipart upload in ``part_size`` parts, one at a time (``num_parallel_uploads=1``: the
+        SDK's parallel mode queues parts without bound, so a slow store would buffer the body).
+        At most one part is in memory. An exception raised by ``stream.read`` aborts the
+        multipart upload (nothing is left) and propagates unchanged; storage errors raise
+        StorageUnavailableError.
+        """
+        try:
+            self._client.put_object(self.bucket, key, stream, -1, content_type=content_type,
+                                    part_size=part_size, num_parallel_uploads=1)
+        except _ERRORS as exc:
+            raise _translate(exc, f"put {key}") from exc
+
+    async def get_range(self, key: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of an object from ``offset`` (fewer at its end). Raises
+        StorageUnavailableError or ObjectMissingError."""
+
+        def _do() -> bytes:
+            resp = self._client.get_object(self.bucket, key, offset=offset, length=length)
+            try:
+                return resp.read()
+            finally:
+                resp.close()
+                resp.release_conn()
+
+        try:
+            return await asyncio.to_thread(_do)
+        except _ERRORS as exc:
+            raise _translate(exc, f"get {key} [{offset}:+{length}]") from exc
+
     async def ping(self) -> None:
         """Raises StorageUnavailableError unless the bucket answers."""
         try:

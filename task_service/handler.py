@@ -23,6 +23,7 @@ from shared.db import translate_errors
 from shared.errors import (
     FencedOut,
     IndexingError,
+    LockLostError,
     NoTextError,
     StaleGenerationError,
     TransientError,
@@ -148,11 +149,14 @@ class IndexHandler:
         if attempt is None:
             return await self._skip(SkipReason.NOT_RUNNABLE, msg)
         with bind(attempt=attempt):
-            await self._run_claimed(_Run(msg, attempt), lock)
+            outcome = await self._run_claimed(_Run(msg, attempt), lock)
             await fault_point("after_commit")
-        return Outcome.ACK
+        return outcome
 
-    async def _run_claimed(self, run: _Run, lock: DocumentLock) -> None:
+    async def _run_claimed(self, run: _Run, lock: DocumentLock) -> Outcome:
+        """Run a claimed task to a terminal state. A lost lock cancels the work and sends the
+        delivery round the delay queue (the retry reclaims, or finds a newer claim and skips);
+        a superseded claim or generation is acked as skipped."""
         started = time.monotonic()
         log.info("task claimed")
 
@@ -167,23 +171,27 @@ class IndexHandler:
         try:
             async with asyncio.timeout(self._s.task_hard_limit_s) as deadline:
                 n = await run_with_lease(self._pipeline(run), renew=renew, period_s=period)
+        except LockLostError as exc:
+            await self._skip(exc.error_code, run.msg)
+            return Outcome.DELAY
         except FencedOut as exc:
             await self._skip(exc.error_code, run.msg)
-            return
+            return Outcome.ACK
         except TimeoutError:
             if not deadline.expired():
                 raise
             await self._finish(run, TaskStatus.TIMEOUT, "timeout",
                                f"task exceeded the hard limit of {self._s.task_hard_limit_s:g} s")
-            return
+            return Outcome.ACK
         except IndexingError as exc:
             await self._finish(run, TaskStatus.FAILED, exc.error_code, str(exc))
-            return
+            return Outcome.ACK
         except Exception as exc:  # a bug or an untranslated library error: fail, don't loop
             log.exception("task failed with an unexpected error")
             await self._finish(run, TaskStatus.FAILED, "internal_error", f"{type(exc).__name__}: {exc}")
-            return
+            return Outcome.ACK
         log.info("task indexed", extra={"chunks": n, "seconds": round(time.monotonic() - started, 3)})
+        return Outcome.ACK
 
     async def _finish(self, run: _Run, status: TaskStatus, code: str, message: str) -> None:
         log.warning("task finished unsuccessfully",

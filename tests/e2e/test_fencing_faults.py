@@ -171,3 +171,26 @@ def test_ten_concurrent_retries_issue_one_generation(
     assert sql_value(dsn, "SELECT count(*) FROM outbox WHERE task_id = $1", doc["task_id"]) == 2  # upload + retry
     task = _task(dsn, doc["document_id"])
     assert task["retry_count"] == 1 and task["generation"] == 2
+
+
+def test_lock_lost_mid_task_is_retried_not_left_running(
+    api: Api, workers: WorkerFactory, services_env: dict[str, str]
+) -> None:
+    """Redis loses the lock (flush, failover): the work is cancelled before its commit and the
+    delivery goes round the delay queue; the retry reclaims the task and finishes it."""
+    import redis
+
+    from shared.locks import document_lock_key
+
+    dsn = services_env["DATABASE_URL"]
+    a = workers(rag_fault_points="during_embed=stop", **FAST)
+    kb = api.create_kb()
+    doc = api.upload(kb, name="lock-lost.txt", data=TEXT.encode())
+    wait_stopped(a)
+    assert redis.Redis.from_url(services_env["REDIS_URL"]).delete(document_lock_key(doc["document_id"])) == 1
+    a.kill(signal.SIGCONT)
+    d = api.wait_terminal(doc["document_id"], timeout=120)
+    assert d["status"] == "INDEXED"
+    assert "lock_lost" in skips(dsn, doc["document_id"])
+    assert _task(dsn, doc["document_id"])["attempt"] == 2  # reclaimed by the delayed redelivery
+    _assert_one_chunk_set(api, dsn, doc["document_id"])

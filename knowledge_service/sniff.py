@@ -1,0 +1,240 @@
+"""Upload type by content (pure; no I/O): magic bytes must agree with the name and the allow-list.
+
+Allowed: pdf, docx, html, md, txt. The decision is made on the first :data:`HEAD_BYTES` of the
+file, before anything is stored:
+
+| name says            | content must be                                                  |
+|----------------------|------------------------------------------------------------------|
+| ``.pdf``             | ``%PDF-`` within the first 1024 bytes (what PDF readers accept)  |
+| ``.docx``            | a ZIP (``PK\\x03\\x04``) whose central directory lists            |
+|                      | ``word/document.xml`` (checked once the whole file is stored)    |
+| ``.html .htm .md``   | text: no NUL byte anywhere, unless it starts with a UTF-16/32    |
+| ``.markdown .txt``   | BOM; and not a PDF or ZIP                                        |
+| no extension         | any of the above, typed by content (text → txt, or html when it  |
+|                      | starts with ``<!doctype html`` / ``<html``)                      |
+| anything else        | nothing: 415                                                     |
+
+"No extension" follows the worker's rule (``document_kind``: the ``PurePosixPath`` suffix) so the
+API and the worker always agree; a suffix that does not look like an extension (``Dr. Smith``,
+``v1.2``, ``report.pdf `` with a trailing space) counts as none. The detected type is stored as a
+MIME string in ``document_info.content_type``; the worker parses by it whenever the name's
+extension does not say (:func:`parser_filename`).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from dataclasses import dataclass
+from typing import Literal
+
+from knowledge_service.filenames import extension
+
+__all__ = [
+    "ALLOWED_EXTENSIONS",
+    "HEAD_BYTES",
+    "MIME_TYPES",
+    "NeedBytesError",
+    "UnsupportedContentError",
+    "Verdict",
+    "docx_has_document",
+    "judge",
+    "parser_filename",
+]
+
+Kind = Literal["pdf", "docx", "html", "md", "txt"]
+
+#: Mirror of ``task_service.pipeline.parse.SUPPORTED_EXTENSIONS`` (a unit test keeps them equal;
+#: not imported, so the API does not load the parsers).
+ALLOWED_EXTENSIONS: dict[str, Kind] = {
+    "pdf": "pdf", "docx": "docx", "html": "html", "htm": "html", "md": "md", "markdown": "md", "txt": "txt",
+}
+MIME_TYPES: dict[Kind, str] = {
+    "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "html": "text/html",
+    "md": "text/markdown",
+    "txt": "text/plain",
+}
+_KIND_BY_MIME: dict[str, Kind] = {mime: kind for kind, mime in MIME_TYPES.items()}
+#: The canonical extension of each kind (what the worker's parser keys on).
+_EXTENSION: dict[Kind, str] = {"pdf": "pdf", "docx": "docx", "html": "html", "md": "md", "txt": "txt"}
+
+HEAD_BYTES = 8192
+_PDF_WINDOW = 1024
+_PDF_MAGIC = b"%PDF-"
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # local file header; empty archive
+_WIDE_BOMS = (b"\x00\x00\xfe\xff", b"\xff\xfe\x00\x00", b"\xfe\xff", b"\xff\xfe")  # UTF-32 before UTF-16
+_EXTENSION_LIKE = re.compile(r"[a-z0-9]{0,9}[a-z][a-z0-9]{0,9}")
+DOCX_MAIN_PART = "word/document.xml"
+#: Never read more than this much of a ZIP's end (central directory + comment) to type it.
+MAX_ZIP_DIRECTORY_BYTES = 16 * 1024 * 1024
+
+
+class UnsupportedContentError(ValueError):
+    """The file's type is not allowed, or its content disagrees with its name (→ 415)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: Kind
+    #: Text without a UTF-16/32 BOM: a NUL byte anywhere later still makes it binary (→ 415).
+    reject_nul: bool
+    #: A ZIP: the central directory must list ``word/document.xml`` (:func:`docx_has_document`).
+    check_docx: bool
+
+    @property
+    def mime(self) -> str:
+        return MIME_TYPES[self.kind]
+
+
+def name_extension(ext: str) -> Kind | None | Literal["unknown"]:
+    """The kind an extension names; None for no extension (or a suffix that is not one);
+    ``"unknown"`` for an extension outside the allow-list."""
+    if ext in ALLOWED_EXTENSIONS:
+        return ALLOWED_EXTENSIONS[ext]
+    return "unknown" if _EXTENSION_LIKE.fullmatch(ext) else None
+
+
+def _looks_pdf(head: bytes, anywhere: bool) -> bool:
+    return head.startswith(_PDF_MAGIC) or (anywhere and _PDF_MAGIC in head[:_PDF_WINDOW])
+
+
+def _wide_bom(head: bytes) -> bool:
+    return head.startswith(_WIDE_BOMS)
+
+
+def _looks_html(head: bytes) -> bool:
+    for bom, codec in ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+                       (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"), (b"\xef\xbb\xbf", "utf-8")):
+        if head.startswith(bom):
+            text = head[len(bom):].decode(codec, errors="ignore")
+            break
+    else:
+        text = head.decode("latin-1")
+    start = text.lstrip()[:16].lower()
+    return start.startswith(("<!doctype html", "<html"))
+
+
+def _describe(head: bytes) -> str:
+    if _looks_pdf(head, anywhere=False):
+        return "a PDF"
+    if head.startswith(_ZIP_MAGIC):
+        return "a ZIP archive"
+    if b"\x00" in head and not _wide_bom(head):
+        return "binary data"
+    return "text"
+
+
+def _allowed() -> str:
+    return ", ".join(_EXTENSION.values())
+
+
+def judge(ext: str, head: bytes) -> Verdict:
+    """Decide the type of an upload from its name's extension (:func:`extension`) and its
+    first :data:`HEAD_BYTES` (fewer only when the file is shorter).
+
+    Raises :class:`UnsupportedContentError` (→ 415) with a readable reason.
+    """
+    named = name_extension(ext)
+    if named == "unknown":
+        raise UnsupportedContentError(f"file type .{ext} is not allowed; allowed: {_allowed()}")
+    seen = _describe(head)
+    if named == "pdf":
+        if not _looks_pdf(head, anywhere=True):
+            raise UnsupportedContentError(f"the name says PDF but the content is {seen}, not a PDF")
+        return Verdict("pdf", reject_nul=False, check_docx=False)
+    if named == "docx":
+        if not head.startswith(_ZIP_MAGIC):
+            raise UnsupportedContentError(f"the name says DOCX but the content is {seen}, not a DOCX (ZIP) file")
+        return Verdict("docx", reject_nul=False, check_docx=True)
+    if named is not None:  # html, md, txt
+        if seen != "text":
+            raise UnsupportedContentError(f"the name says .{ext} (text) but the content is {seen}")
+        return Verdict(named, reject_nul=not _wide_bom(head), check_docx=False)
+    # No extension: by content alone.
+    if seen == "a PDF":
+        return Verdict("pdf", reject_nul=False, check_docx=False)
+    if seen == "a ZIP archive":
+        return Verdict("docx", reject_nul=False, check_docx=True)
+    if seen == "text":
+        kind: Kind = "html" if _looks_html(head) else "txt"
+        return Verdict(kind, reject_nul=not _wide_bom(head), check_docx=False)
+    raise UnsupportedContentError(f"the content is {seen}, not one of: {_allowed()}")
+
+
+# ------------------------------------------------------------------ DOCX (ZIP central directory)
+
+
+class NeedBytesError(Exception):
+    """:func:`docx_has_document` needs the file from ``offset`` on (it only had the tail)."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(f"need bytes from offset {offset}")
+        self.offset = offset
+
+
+class _TailFile(io.RawIOBase):
+    """A read-only, seekable view of a ``size``-byte file of which only the last bytes are known."""
+
+    def __init__(self, size: int, tail: bytes) -> None:
+        super().__init__()
+        self._size, self._tail, self._start, self._pos = size, tail, size - len(tail), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        if base + offset < 0:
+            raise OSError("seek before start of file")
+        self._pos = base + offset
+        return self._pos
+
+    def read(self, size: int = -1) -> bytes:
+        end = self._size if size is None or size < 0 else min(self._size, self._pos + size)
+        if end - self._pos > MAX_ZIP_DIRECTORY_BYTES:
+            raise zipfile.BadZipFile("ZIP central directory too large")
+        if self._pos < self._start and end > self._pos:
+            raise NeedBytesError(self._pos)
+        out = self._tail[self._pos - self._start:end - self._start] if end > self._pos else b""
+        self._pos += len(out)
+        return out
+
+
+def docx_has_document(size: int, tail: bytes) -> bool:
+    """Whether a ``size``-byte ZIP whose last ``len(tail)`` bytes are ``tail`` lists
+    ``word/document.xml`` in its central directory (only the directory is read; nothing is
+    decompressed). False for anything that is not a readable ZIP.
+
+    Raises :class:`NeedBytesError` when the directory starts before ``tail``: call again with the
+    file from ``exc.offset`` on (if ``size - exc.offset`` is at most :data:`MAX_ZIP_DIRECTORY_BYTES`;
+    a larger directory is not a DOCX this service indexes).
+    """
+    try:
+        with zipfile.ZipFile(_TailFile(size, tail)) as archive:
+            return DOCX_MAIN_PART in archive.namelist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError, KeyError):
+        return False
+
+
+# ------------------------------------------------------------------ the worker's side
+
+
+def parser_filename(filename: str, content_type: str | None) -> str:
+    """The name to hand the worker's parser (which picks the reader by extension): the stored
+    name when its extension is an allowed one (the API checked that it agrees with the content),
+    else ``document.<ext>`` for the type detected at upload (``content_type``). Older rows whose
+    content type is not one of ours keep their name (→ ``unsupported_type`` as before).
+    """
+    if extension(filename) in ALLOWED_EXTENSIONS:
+        return filename
+    kind = _KIND_BY_MIME.get((content_type or "").split(";", 1)[0].strip().lower())
+    return filename if kind is None else f"document.{_EXTENSION[kind]}"
