@@ -13,11 +13,11 @@ from knowledge_service.deps import Resources
 from knowledge_service.routes import health, router
 from shared import amqp
 from shared.db import create_pool
+from shared.embedding.configured import embedder_from_settings
 from shared.errors import BrokerUnavailableError
 from shared.migrate import migrate
 from shared.settings import KnowledgeSettings
 from shared.storage import ObjectStore
-from task_service.pipeline.configured import embedder_from_settings
 
 log = logging.getLogger("knowledge_service")
 

@@ -13,9 +13,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from shared import queries
 from shared.amqp import Publisher
+from shared.embedding import Embedder
 from shared.settings import KnowledgeSettings
 from shared.storage import ObjectStore
-from task_service.pipeline.embed import Embedder
 
 
 @dataclass

@@ -89,7 +89,7 @@ class Verdict:
         return MIME_TYPES[self.kind]
 
 
-def name_extension(ext: str) -> Kind | None | Literal["unknown"]:
+def name_extension(ext: str) -> Kind | Literal["unknown"] | None:
     """The kind an extension names; None for no extension (or a suffix that is not one);
     ``"unknown"`` for an extension outside the allow-list."""
     if ext in ALLOWED_EXTENSIONS:
@@ -141,18 +141,8 @@ def judge(ext: str, head: bytes) -> Verdict:
     if named == "unknown":
         raise UnsupportedContentError(f"file type .{ext} is not allowed; allowed: {_allowed()}")
     seen = _describe(head)
-    if named == "pdf":
-        if not _looks_pdf(head, anywhere=True):
-            raise UnsupportedContentError(f"the name says PDF but the content is {seen}, not a PDF")
-        return Verdict("pdf", reject_nul=False, check_docx=False)
-    if named == "docx":
-        if not head.startswith(_ZIP_MAGIC):
-            raise UnsupportedContentError(f"the name says DOCX but the content is {seen}, not a DOCX (ZIP) file")
-        return Verdict("docx", reject_nul=False, check_docx=True)
-    if named is not None:  # html, md, txt
-        if seen != "text":
-            raise UnsupportedContentError(f"the name says .{ext} (text) but the content is {seen}")
-        return Verdict(named, reject_nul=not _wide_bom(head), check_docx=False)
+    if named is not None:
+        return _judge_named(named, ext, head, seen)
     # No extension: by content alone.
     if seen == "a PDF":
         return Verdict("pdf", reject_nul=False, check_docx=False)
@@ -162,6 +152,21 @@ def judge(ext: str, head: bytes) -> Verdict:
         kind: Kind = "html" if _looks_html(head) else "txt"
         return Verdict(kind, reject_nul=not _wide_bom(head), check_docx=False)
     raise UnsupportedContentError(f"the content is {seen}, not one of: {_allowed()}")
+
+
+def _judge_named(named: Kind, ext: str, head: bytes, seen: str) -> Verdict:
+    """The name's extension is an allowed one: the content must agree with it."""
+    if named == "pdf":
+        if not _looks_pdf(head, anywhere=True):
+            raise UnsupportedContentError(f"the name says PDF but the content is {seen}, not a PDF")
+        return Verdict("pdf", reject_nul=False, check_docx=False)
+    if named == "docx":
+        if not head.startswith(_ZIP_MAGIC):
+            raise UnsupportedContentError(f"the name says DOCX but the content is {seen}, not a DOCX (ZIP) file")
+        return Verdict("docx", reject_nul=False, check_docx=True)
+    if seen != "text":  # html, md, txt
+        raise UnsupportedContentError(f"the name says .{ext} (text) but the content is {seen}")
+    return Verdict(named, reject_nul=not _wide_bom(head), check_docx=False)
 
 
 # ------------------------------------------------------------------ DOCX (ZIP central directory)

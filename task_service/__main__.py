@@ -18,6 +18,7 @@ from aio_pika.abc import AbstractConnection
 
 from shared import amqp
 from shared.db import create_pool
+from shared.embedding.configured import embedder_from_settings
 from shared.errors import ConfigurationError
 from shared.log import configure
 from shared.migrate import migrate
@@ -26,7 +27,6 @@ from shared.storage import ObjectStore
 from task_service.consumer import Consumer
 from task_service.handler import IndexHandler
 from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
-from task_service.pipeline.configured import embedder_from_settings
 from task_service.pipeline.parse import ensure_parsers_ready, parse_document
 from task_service.relay import relay_forever
 from task_service.scanner import scan_forever

@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 
 from shared import queries
 from shared.db import translate_errors
+from shared.embedding import Embedder
 from shared.errors import (
     FencedOut,
     IndexingError,
@@ -39,7 +40,6 @@ from shared.states import TaskStatus
 from shared.storage import ObjectStore
 from task_service.lease import run_with_lease
 from task_service.pipeline.chunk import Chunk, Chunker
-from task_service.pipeline.embed import Embedder
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from semantic_text_splitter import TextSplitter
 from tokenizers import Tokenizer
 
+from shared.embedding.models import MINILM_REQUIREMENT, minilm_model_dir
 from shared.errors import DependencyMissingError
-from task_service.pipeline.models import MINILM_REQUIREMENT, minilm_model_dir
 
 DEFAULT_MAX_TOKENS = 250
 DEFAULT_OVERLAP_TOKENS = 32

@@ -6,8 +6,9 @@ Shape: one long-lived child per worker, a fresh interpreter started with ``subpr
 of the worker's threads, event loop, sockets or pools is inherited, and unlike
 ``multiprocessing``'s spawn/forkserver it never re-imports the parent's ``__main__`` and starts
 no resource-tracker process), serving requests over a socketpair wrapped in a
-``multiprocessing.connection.Connection``. Importing unstructured + spaCy and warming them takes ≈3-4 s,
-so the child does it once (``ensure_parsers_ready``) and then parses any number of documents.
+``multiprocessing.connection.Connection``. Importing unstructured + spaCy and warming them
+takes ≈3-4 s, so the child does it once (``ensure_parsers_ready``) and then parses any number
+of documents.
 It is replaced only after a limit hit, a crash or memory growth. ``start()`` does not wait for
 the warm-up: it overlaps the rest of the worker's start-up (tokenizer, model, migrations,
 connections), and the first document waits for it (``start_timeout_s``) if needed.
@@ -221,7 +222,8 @@ class SandboxedParser:
             child.conn.send(filename)
             child.conn.send_bytes(data)
         except OSError:  # the child died while idle or while reading the document
-            raise self._died(child) from None
+            if not child.conn.poll():  # ... unless it answered first (MemoryError while reading)
+                raise self._died(child) from None
         ready = wait([child.conn], self.limits.timeout_s)  # data, or EOF when the child dies
         if not ready:
             self._replace(child, "wall-clock limit")

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
+from shared.embedding import models
+from shared.embedding.models import minilm_model_dir
 from shared.errors import DependencyMissingError
-from task_service.pipeline import models
 from task_service.pipeline.chunk import Chunk, Chunker, load_minilm_tokenizer
-from task_service.pipeline.models import minilm_model_dir
 
 CORPUS = Path(__file__).parents[3] / "shared" / "corpus"
 NOVEL = CORPUS / "book-war-and-peace-1225p.txt"

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
+from shared.embedding import Embedder, OpenAIEmbedder, SentenceTransformerEmbedder, build_embedder
 from shared.errors import (
     ConfigurationError,
     DependencyMissingError,
@@ -24,7 +25,6 @@ from shared.errors import (
     PermanentError,
     TransientError,
 )
-from task_service.pipeline.embed import Embedder, OpenAIEmbedder, SentenceTransformerEmbedder, build_embedder
 
 FAKE_DIM = 8
 

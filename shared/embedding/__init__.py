@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from shared.embedding.local import SentenceTransformerEmbedder
+from shared.embedding.openai_compat import OpenAIEmbedder
+from shared.embedding.vectors import FloatMatrix
 from shared.errors import ConfigurationError
-from task_service.pipeline.embed_local import SentenceTransformerEmbedder
-from task_service.pipeline.embed_openai import OpenAIEmbedder
-from task_service.pipeline.vectors import FloatMatrix
 
 __all__ = ["PROVIDERS", "Embedder", "OpenAIEmbedder", "SentenceTransformerEmbedder", "build_embedder"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from shared.embedding import Embedder, build_embedder
 from shared.settings import CommonSettings
-from task_service.pipeline.embed import Embedder, build_embedder
 
 
 def embedder_from_settings(settings: CommonSettings) -> Embedder:

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from shared.embedding.models import MINILM_MODEL_NAME, minilm_model_dir
+from shared.embedding.vectors import FloatMatrix, empty_matrix, l2_normalize
 from shared.errors import DependencyMissingError, EmbeddingUnavailableError
-from task_service.pipeline.models import MINILM_MODEL_NAME, minilm_model_dir
-from task_service.pipeline.vectors import FloatMatrix, empty_matrix, l2_normalize
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

@@ -26,8 +26,8 @@ from typing import Any
 import httpx
 import numpy as np
 
+from shared.embedding.vectors import FloatMatrix, empty_matrix, l2_normalize
 from shared.errors import EmbeddingTimeoutError, EmbeddingUnavailableError, PermanentError
-from task_service.pipeline.vectors import FloatMatrix, empty_matrix, l2_normalize
 
 _RETRYABLE_4XX = {408, 429}
 _DETAIL_CHARS = 300  # how much of an error body goes into the message
