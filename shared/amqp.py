@@ -32,6 +32,12 @@ ROUTING_KEY = "rag.index.document"
 DLX = "rag.index.dlx"
 DLQ = "rag.index.dlq"
 DELIVERY_LIMIT = 5
+#: Failed deliveries carried across delay re-publishes: a re-published message is a new message
+#: to RabbitMQ, whose x-delivery-count starts again at 0, so without this a message that crashes
+#: workers while its (dead) holder's lock lingers would escape the quorum queue's delivery limit.
+CARRIED_HEADER = "x-rag-failed-deliveries"
+#: Set when the worker dead-letters a message itself (a limit the broker cannot see).
+DEAD_REASON_HEADER = "x-rag-dead-reason"
 
 _BROKER_ERRORS: tuple[type[BaseException], ...] = (
     aio_pika.exceptions.AMQPError,

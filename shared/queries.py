@@ -407,10 +407,15 @@ async def heartbeat(conn: asyncpg.Connection, task_id: int, generation: int, att
     return v is not None
 
 
-async def document_source(conn: asyncpg.Connection, document_id: int) -> tuple[str, str] | None:
-    """``(object_key, filename)`` of a document, None if it was deleted."""
-    r = await conn.fetchrow("SELECT object_key, filename FROM document_info WHERE id = $1", document_id)
-    return None if r is None else (r["object_key"], r["filename"])
+async def document_source(conn: asyncpg.Connection, document_id: int) -> tuple[str, str, str | None] | None:
+    """``(object_key, filename, content_type)`` of a document, None if it was deleted.
+
+    ``content_type`` is the type the API detected from the bytes (older rows: the client's header).
+    """
+    r = await conn.fetchrow(
+        "SELECT object_key, filename, content_type FROM document_info WHERE id = $1", document_id
+    )
+    return None if r is None else (r["object_key"], r["filename"], r["content_type"])
 
 
 async def claim_is_current(conn: asyncpg.Connection, task_id: int, generation: int, attempt: int) -> bool:
@@ -640,9 +645,28 @@ async def list_dead_letters(conn: asyncpg.Connection, include_replayed: bool = F
     )
 
 
-async def mark_dead_letter_replayed(conn: asyncpg.Connection, dead_letter_id: int) -> asyncpg.Record | None:
+async def pending_dead_letter(conn: asyncpg.Connection, dead_letter_id: int) -> asyncpg.Record | None:
     return await conn.fetchrow(
-        "UPDATE dead_letter SET replayed_at = now() WHERE id = $1 AND replayed_at IS NULL"
-        " RETURNING task_id, body",
-        dead_letter_id,
+        "SELECT task_id, body FROM dead_letter WHERE id = $1 AND replayed_at IS NULL", dead_letter_id
     )
+
+
+async def mark_dead_letter_replayed(conn: asyncpg.Connection, dead_letter_id: int) -> bool:
+    return bool(await conn.fetchval(
+        "UPDATE dead_letter SET replayed_at = now() WHERE id = $1 AND replayed_at IS NULL RETURNING id",
+        dead_letter_id,
+    ))
+
+
+async def reserve_in_flight_slot(conn: asyncpg.Connection, user_id: int, limit: int) -> bool:
+    """Inside the caller's transaction: whether one more in-flight task (WAITING, RETRYING,
+    RUNNING) fits under the user's ``limit``.
+
+    Takes a transaction-scoped advisory lock on the user first, so concurrent uploads / retries of
+    one user are serialized until the caller commits the new task: two of them cannot both take
+    the last slot.
+    """
+    if not conn.is_in_transaction():
+        raise RuntimeError("reserve_in_flight_slot must run inside the transaction that creates the work")
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('rag:in-flight-user', $1))", user_id)
+    return await count_in_flight(conn, user_id) < limit

@@ -24,16 +24,27 @@ from task_service.handler import IndexHandler, Outcome
 log = logging.getLogger(__name__)
 
 DELAY_HEADER = "x-rag-delay-attempts"
+CARRIED_HEADER = amqp.CARRIED_HEADER
+DEAD_REASON_HEADER = amqp.DEAD_REASON_HEADER
 
 OnConnected = Callable[[AbstractConnection], Awaitable[None]]
 
 
-def delay_attempts(message: AbstractIncomingMessage) -> int:
-    raw = (message.headers or {}).get(DELAY_HEADER, 0)
+def _int_header(message: AbstractIncomingMessage, name: str) -> int:
+    raw = (message.headers or {}).get(name, 0)
     try:
         return max(0, int(raw))  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return 0
+
+
+def delay_attempts(message: AbstractIncomingMessage) -> int:
+    return _int_header(message, DELAY_HEADER)
+
+
+def failed_deliveries(message: AbstractIncomingMessage) -> int:
+    """Deliveries of this request that ended without a settle (worker crash), across re-publishes."""
+    return _int_header(message, CARRIED_HEADER) + _int_header(message, "x-delivery-count")
 
 
 class Consumer:
@@ -120,6 +131,9 @@ class Consumer:
 
     async def _process(self, message: AbstractIncomingMessage, publisher: amqp.Publisher) -> None:
         attempts = delay_attempts(message)
+        if failed_deliveries(message) > amqp.DELIVERY_LIMIT:
+            await self._dead_letter(message, publisher, "delivery_limit")
+            return
         try:
             outcome = await self._handler.handle(message.body, delay_attempts=attempts)
         except Exception:
@@ -133,9 +147,20 @@ class Consumer:
         else:
             await self._delay(message, publisher, attempts)
 
+    async def _dead_letter(self, message: AbstractIncomingMessage, publisher: amqp.Publisher, reason: str) -> None:
+        """Our own dead-lettering, for limits the broker cannot see (counts carried in headers)."""
+        log.error("delivery limit reached across re-publishes; dead-lettering",
+                  extra={"failed_deliveries": failed_deliveries(message)})
+        if await _dead_letter_copy(message, publisher, reason):
+            await _settle(message.ack())
+        else:
+            await _settle(message.reject(requeue=False))  # the broker dead-letters it (reason: rejected)
+
     async def _delay(self, message: AbstractIncomingMessage, publisher: amqp.Publisher, attempts: int) -> None:
         headers: dict[str, Any] = dict(message.headers or {})
         headers[DELAY_HEADER] = attempts + 1
+        headers[CARRIED_HEADER] = failed_deliveries(message)
+        headers.pop("x-delivery-count", None)
         try:
             await publisher.publish(
                 message.body, exchange="", routing_key=amqp.delay_queue_name(self._delay_ms), headers=headers
@@ -145,6 +170,16 @@ class Consumer:
             await _settle(message.nack(requeue=True))
             return
         await _settle(message.ack())
+
+
+async def _dead_letter_copy(message: AbstractIncomingMessage, publisher: amqp.Publisher, reason: str) -> bool:
+    headers: dict[str, Any] = {**(message.headers or {}), DEAD_REASON_HEADER: reason,
+                               CARRIED_HEADER: failed_deliveries(message)}
+    try:
+        await publisher.publish(message.body, exchange=amqp.DLX, routing_key=amqp.ROUTING_KEY, headers=headers)
+    except BrokerUnavailableError:
+        return False
+    return True
 
 
 async def _still_subscribed(channel: AbstractChannel, tag: str) -> bool:

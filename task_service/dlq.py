@@ -31,7 +31,7 @@ async def list_dead(dsn: str, include_replayed: bool) -> list[dict[str, object]]
 async def replay(settings: WorkerSettings, dead_letter_id: int) -> dict[str, object]:
     conn = await asyncpg.connect(settings.database_url)
     try:
-        row = await queries.mark_dead_letter_replayed(conn, dead_letter_id)
+        row = await queries.pending_dead_letter(conn, dead_letter_id)
         if row is None:
             return {"replayed": False, "detail": "no such pending dead letter"}
         if row["task_id"] is None:
@@ -47,6 +47,7 @@ async def replay(settings: WorkerSettings, dead_letter_id: int) -> dict[str, obj
         if issued is None:
             return {"replayed": False, "detail": "task changed concurrently; try again"}
         msg, out = issued
+        await queries.mark_dead_letter_replayed(conn, dead_letter_id)
         broker = await amqp.connect(settings.amqp_url.get_secret_value(), name="task_service.dlq",
                                     heartbeat_s=30, robust=False)
         try:

@@ -67,10 +67,14 @@ async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport)
                         report.republished.append(r["id"])
 
 
-def _death(message: AbstractIncomingMessage) -> tuple[str, int]:
-    deaths: Any = (message.headers or {}).get("x-death") or []
-    first = deaths[0] if deaths else {}
-    return str(first.get("reason", "unknown")), int(first.get("count", 1) or 1)
+def _death_reason(message: AbstractIncomingMessage) -> str:
+    """Why the message was dead-lettered: our own header (limits counted across re-publishes),
+    else the broker's ``x-death`` reason (``rejected``, ``delivery_limit``, ``expired``, ...)."""
+    headers = message.headers or {}
+    if headers.get(amqp.DEAD_REASON_HEADER):
+        return str(headers[amqp.DEAD_REASON_HEADER])
+    deaths: Any = headers.get("x-death") or []
+    return str(deaths[0].get("reason", "unknown")) if deaths else "unknown"
 
 
 async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, report: ScanReport) -> None:
@@ -78,7 +82,7 @@ async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, repor
     its task (``delivery_limit``). Acked only after the row is committed."""
     queue = await channel.get_queue(amqp.DLQ, ensure=False)
     while (message := await queue.get(no_ack=False, fail=False, timeout=10)) is not None:
-        reason, count = _death(message)
+        reason = _death_reason(message)
         try:
             msg: IndexMessage | None = IndexMessage.from_json(message.body)
         except InvalidMessageError:
@@ -89,7 +93,8 @@ async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, repor
                 headers={k: v for k, v in (message.headers or {}).items() if k != "x-death"},
             )
             if msg is not None and reason == "delivery_limit":
-                text = f"message dead-lettered after {count} failed deliveries (a worker crashed on it each time)"
+                text = (f"message dead-lettered after more than {amqp.DELIVERY_LIMIT} failed deliveries "
+                        "(a worker crashed or was killed on it each time)")
                 if await queries.fail_dead_lettered(conn, msg.task_id, msg.generation, "delivery_limit", text):
                     report.dead_lettered.append(msg.task_id)
         log.warning("dead letter recorded", extra={"dead_letter_id": dl_id, "reason": reason})

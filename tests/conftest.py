@@ -15,9 +15,10 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
+import redis as sync_redis
 
 from shared.settings import KnowledgeSettings
-from tests.support import MGMT, MGMT_AUTH, REDIS_DB, TEST_DB, TEST_ID, VHOST
+from tests.support import MGMT, MGMT_AUTH, REDIS_DB, TEST_DB, TEST_ID, VHOST, release_redis_db
 
 TEST_OVERRIDES = {
     "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{TEST_DB}",
@@ -69,8 +70,7 @@ def services_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     os.environ.update(TEST_OVERRIDES)
     asyncio.run(_recreate_database())
     _recreate_vhost()
-    # Redis is not flushed: another pytest session may share this DB number (locks are per
-    # document id and expire by TTL; a lost lock only delays a delivery).
+    sync_redis.Redis.from_url(TEST_OVERRIDES["REDIS_URL"]).flushdb()  # this session's own DB (claimed)
     from shared.migrate import migrate
 
     asyncio.run(migrate(TEST_OVERRIDES["DATABASE_URL"]))
@@ -81,6 +81,7 @@ def services_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
         c.delete(f"/api/vhosts/{VHOST}")
     asyncio.run(_drop_database())
     _remove_bucket(TEST_OVERRIDES["S3_BUCKET"])
+    release_redis_db(REDIS_DB)
 
 
 def _remove_bucket(bucket: str) -> None:

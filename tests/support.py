@@ -22,7 +22,36 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 TEST_ID = os.environ.setdefault("RAG_TEST_ID", str(os.getpid()))
 TEST_DB = f"rag_test_{TEST_ID}"
 VHOST = f"rag_test_{TEST_ID}"
-REDIS_DB = 1 + int(TEST_ID) % 15
+
+
+
+def _claim_redis_db() -> int:
+    """A Redis DB (1-15) no other live pytest session holds: lock keys are per document id, and
+    ids restart at 1 in every session's database. Claimed in DB 0 for 3 h, inherited by children."""
+    if "RAG_TEST_REDIS_DB" in os.environ:
+        return int(os.environ["RAG_TEST_REDIS_DB"])
+    import redis
+
+    r = redis.Redis(host="127.0.0.1", port=6379, db=0)
+    start = int(TEST_ID) % 15
+    for i in range(15):
+        db = 1 + (start + i) % 15
+        if r.set(f"rag-test:redis-db:{db}", TEST_ID, nx=True, ex=3 * 3600) or \
+                r.get(f"rag-test:redis-db:{db}") == TEST_ID.encode():
+            os.environ["RAG_TEST_REDIS_DB"] = str(db)
+            return db
+    return 1 + start  # all claimed: share one (locks only delay each other)
+
+
+def release_redis_db(db: int) -> None:
+    import redis
+
+    r = redis.Redis(host="127.0.0.1", port=6379, db=0)
+    if r.get(f"rag-test:redis-db:{db}") == TEST_ID.encode():
+        r.delete(f"rag-test:redis-db:{db}")
+
+
+REDIS_DB = _claim_redis_db()
 MGMT = "http://127.0.0.1:15672"
 MGMT_AUTH = ("guest", "guest")
 T = TypeVar("T")
@@ -65,11 +94,12 @@ def consumer_names(queue: str = "rag.index.queue") -> set[str]:
         conns = c.get(f"/api/vhosts/{VHOST}/connections").raise_for_status().json()
         consumers = c.get(f"/api/consumers/{VHOST}").raise_for_status().json()
     names = {x["name"]: str(x.get("user_provided_name") or "") for x in conns}
-    return {
-        names.get(str(x["channel_details"].get("connection_name")), "")
-        for x in consumers
-        if x["queue"]["name"] == queue
-    }
+    out = set()
+    for x in consumers:
+        details = x.get("channel_details") or {}  # briefly [] while a channel opens
+        if isinstance(details, dict) and x.get("queue", {}).get("name") == queue:
+            out.add(names.get(str(details.get("connection_name")), ""))
+    return out
 
 
 def consumer_count(name: str = "rag.index.queue") -> int:
