@@ -27,7 +27,8 @@ from shared.storage import ObjectStore
 from task_service.consumer import Consumer
 from task_service.handler import IndexHandler
 from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
-from task_service.pipeline.parse import ensure_parsers_ready, parse_document
+from task_service.pipeline.parse import ensure_parsers_ready
+from task_service.pipeline.sandbox import SandboxedParser, parser_from_settings
 from task_service.relay import relay_forever
 from task_service.scanner import scan_forever
 
@@ -36,7 +37,12 @@ log = logging.getLogger("task_service")
 
 async def run(settings: WorkerSettings) -> None:
     name = settings.worker_name or f"task_service@{socket.gethostname()}:{os.getpid()}"
-    ensure_parsers_ready()
+    parser = parser_from_settings(settings)
+    if isinstance(parser, SandboxedParser):
+        # parsers load and warm in the sandbox child; a missing model fails here, not mid-task
+        await asyncio.to_thread(parser.start, wait_ready=True)
+    else:
+        ensure_parsers_ready()
     chunker = Chunker(load_minilm_tokenizer(), settings.chunk_max_tokens, settings.chunk_overlap_tokens)
     embedder = embedder_from_settings(settings)
     await migrate(settings.database_url)
@@ -50,7 +56,7 @@ async def run(settings: WorkerSettings) -> None:
     await store.ensure_bucket()
     handler = IndexHandler(
         settings=settings, pool=pool, redis=redis, store=store, embedder=embedder,
-        chunker=chunker, parse=parse_document, worker_name=name,
+        chunker=chunker, parse=parser, worker_name=name,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -162,7 +162,7 @@ class SandboxedParser:
 
     def __init__(
         self,
-        limits: SandboxLimits = SandboxLimits(),
+        limits: SandboxLimits = SandboxLimits(),  # frozen dataclass: an immutable default
         parse_limits: ParseLimits = DEFAULT_LIMITS,
         *,
         start: bool = True,
@@ -186,7 +186,7 @@ class SandboxedParser:
                 self._wait_ready(child)
 
     def close(self) -> None:
-        """Stop the child (it is a daemon process, so interpreter exit stops it too)."""
+        """Stop the child (at interpreter exit it is killed anyway, and it exits on EOF)."""
         with self._lock:
             if self._child is not None:
                 self._stop(self._child)
@@ -207,23 +207,38 @@ class SandboxedParser:
 
     def __call__(self, data: bytes, filename: str) -> str:
         with self._lock:
-            child = self._current()
-            self._wait_ready(child)
-            reply = self._request(child, data, filename)
-        kind = reply[0]
-        if kind == "ok":
+            reply = self._request(data, filename)
+        if reply[0] == "ok":
             return str(reply[1])
         raise _rebuild(str(reply[1]), reply[2], str(reply[3]))
 
-    def _request(self, child: _Child, data: bytes, filename: str) -> tuple[Any, ...]:
+    def _request(self, data: bytes, filename: str) -> tuple[Any, ...]:
         """Send one document, wait for the reply within the wall-clock limit; on a limit hit,
-        replace the child and raise ``ParseLimitError``."""
+        replace the child and raise ``ParseLimitError`` (caller holds the lock)."""
+        for _ in range(2):
+            child = self._current()
+            self._wait_ready(child)
+            if self._send(child, data, filename):
+                break
+            # Dead before it read the request (killed while idle, e.g. by the OOM killer): not
+            # this document's doing, so it goes to a fresh child once.
+            self._replace(child, "found dead when a document was sent")
+        else:
+            raise ParserUnavailableError("parser process died twice before reading the document")
+        return self._receive(child)
+
+    @staticmethod
+    def _send(child: _Child, data: bytes, filename: str) -> bool:
+        """False when the child was gone before it answered anything."""
         try:
             child.conn.send(filename)
             child.conn.send_bytes(data)
-        except OSError:  # the child died while idle or while reading the document
-            if not child.conn.poll():  # ... unless it answered first (MemoryError while reading)
-                raise self._died(child) from None
+        except OSError:
+            # It may have answered first (MemoryError while reading the document), then exited.
+            return child.conn.poll() and not _eof(child.conn)
+        return True
+
+    def _receive(self, child: _Child) -> tuple[Any, ...]:
         ready = wait([child.conn], self.limits.timeout_s)  # data, or EOF when the child dies
         if not ready:
             self._replace(child, "wall-clock limit")
@@ -283,7 +298,7 @@ class SandboxedParser:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH")) if p)
         try:
             process = subprocess.Popen(
-                [sys.executable, "-c", _CHILD_CODE, str(theirs.fileno())],
+                [sys.executable, "-c", _CHILD_CODE, str(theirs.fileno()), str(os.getpid())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env, cwd=_PROJECT_ROOT,
             )
         finally:
@@ -339,6 +354,15 @@ class SandboxedParser:
         child.conn.close()
 
 
+def _eof(conn: Connection) -> bool:
+    """True when the only thing left to read on ``conn`` is end-of-file."""
+    try:
+        with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as peek:  # a dup
+            return not peek.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return True
+
+
 def _rebuild(name: str, code: str | None, message: str) -> Exception:
     """The worker-side exception for an error the child reported as (class name, code, message)."""
     cls = getattr(errors, name, None)
@@ -364,10 +388,33 @@ def _signal_name(number: int) -> str:
 
 
 def child_main() -> None:
-    """Entry point of the child process (``sys.argv[1]`` = the file descriptor of its socket)."""
+    """Entry point of the child process: ``argv[1]`` = the file descriptor of its socket,
+    ``argv[2]`` = the worker's pid."""
     conn = Connection(int(sys.argv[1]))
-    limits, parse_limits = conn.recv()
-    _serve(conn, limits, parse_limits)
+    _die_with_parent(int(sys.argv[2]))
+    try:
+        limits, parse_limits = conn.recv()
+        _serve(conn, limits, parse_limits)
+    except (EOFError, OSError):  # the worker went away mid-conversation: nobody to answer
+        pass
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: get SIGKILL when the worker dies (e.g. SIGKILLed mid-parse), instead of parsing on
+    as an orphan until the CPU limit. The signal follows the worker *thread* that started us,
+    which is the main thread or an ``asyncio.to_thread`` pool thread, both alive until the
+    worker shuts down. Elsewhere the child still exits on EOF, once it next reads."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the prctl
+        os._exit(0)
 
 
 def _serve(conn: Connection, limits: SandboxLimits, parse_limits: ParseLimits) -> None:
@@ -393,13 +440,14 @@ def _serve(conn: Connection, limits: SandboxLimits, parse_limits: ParseLimits) -
         return
     conn.send(("ready", time.monotonic() - started, _vm_size()))
     while True:
-        try:
-            filename = conn.recv()
-        except (EOFError, OSError):  # the worker is gone or closed the pipe
-            return
+        filename = conn.recv()  # EOFError when the worker is gone or closed the socket
         _arm_cpu_limit(limits.cpu_s)
         reply = _parse_one(conn, filename, parse_limits, parse_document)
-        conn.send((*reply, _vm_size()))
+        try:
+            conn.send((*reply, _vm_size()))  # pickled whole before the first byte is written
+        except MemoryError:  # no room to pickle a huge text
+            reply = ("memory",)
+            conn.send((*reply, _vm_size()))
         if reply[0] == "memory":
             return  # a process that hit MemoryError is not trusted with the next document
 
