@@ -17,7 +17,7 @@ import re
 import unicodedata
 from pathlib import PurePosixPath
 
-__all__ = ["FALLBACK_NAME", "MAX_NAME_BYTES", "clean_filename", "decode_form_filename", "extension"]
+__all__ = ["FALLBACK_NAME", "MAX_NAME_BYTES", "clean_filename", "decode_form_filename"]
 
 MAX_NAME_BYTES = 255
 FALLBACK_NAME = "upload"
@@ -74,7 +74,3 @@ def clean_filename(raw: str | None) -> str:
     return (_truncate_utf8(stem, budget).rstrip() or FALLBACK_NAME) + suffix
 
 
-def extension(name: str) -> str:
-    """The lower-case extension the worker's parser would see (``document_kind``'s rule:
-    ``PurePosixPath`` suffix after ``\\`` → ``/``), without the dot; ``""`` if none."""
-    return PurePosixPath(name.replace("\\", "/")).suffix.lower().lstrip(".")

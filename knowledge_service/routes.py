@@ -7,10 +7,10 @@ import logging
 from typing import Annotated, Any
 
 import asyncpg
-from fastapi import APIRouter, File, HTTPException, Path, Query, Response, UploadFile, status
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from knowledge_service import schemas, service
+from knowledge_service import schemas, service, upload
 from knowledge_service.deps import Res, UserId
 from shared import queries
 from shared.errors import StorageUnavailableError
@@ -79,29 +79,31 @@ async def list_kbs(res: Res, user_id: UserId) -> schemas.KnowledgeBaseList:
 # ------------------------------------------------------------------ documents
 
 
-async def _store(res: Res, kb_id: Id, file: UploadFile) -> service.StoredObject:
+async def _receive(request: Request, res: Res, kb_id: int) -> service.StoredObject:
+    """Stream the ``file`` part into storage (see :mod:`knowledge_service.upload`); a refusal is a
+    JSON error and leaves nothing stored."""
     try:
-        return await service.store_upload(res, kb_id, file)
-    except service.UploadTooLargeError as exc:
-        raise HTTPException(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, str(exc)) from exc
+        got = await upload.receive_upload(request, res.store, kb_id=kb_id, limit=res.settings.max_upload_bytes,
+                                          part_size=res.settings.upload_part_size)
+    except upload.UploadRejectedError as exc:
+        log.info("upload refused", extra={"status": exc.status_code, "reason": str(exc)})
+        # Close the connection: the rest of the body is not read (nor drained for ever).
+        raise HTTPException(exc.status_code, exc.detail, headers={"Connection": "close"}) from exc
     except StorageUnavailableError as exc:
         log.error("object storage unavailable", extra={"error": str(exc)})
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "object storage unavailable") from exc
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "object storage unavailable",
+                            headers={"Connection": "close"}) from exc
+    return service.StoredObject(got.key, got.size_bytes, got.sha256, got.filename, got.content_type)
 
 
-def _filename(file: UploadFile) -> str:
-    return (file.filename or "upload").strip() or "upload"
-
-
-@router.post("/knowledge-bases/{kb_id}/documents", status_code=202, response_model=schemas.UploadAccepted)
-async def upload_document(
-    kb_id: Id, file: Annotated[UploadFile, File()], res: Res, user_id: UserId
-) -> schemas.UploadAccepted:
+@router.post("/knowledge-bases/{kb_id}/documents", status_code=202, response_model=schemas.UploadAccepted,
+             openapi_extra=upload.OPENAPI_BODY, responses=upload.OPENAPI_ERRORS)
+async def upload_document(kb_id: Id, request: Request, res: Res, user_id: UserId) -> schemas.UploadAccepted:
+    """Multipart ``file``: typed by content (pdf, docx, html, md, txt), streamed to storage."""
     await _owned_kb(res, user_id, kb_id)
-    obj = await _store(res, kb_id, file)
-    msg = await service.create_document(
-        res, user_id=user_id, kb_id=kb_id, filename=_filename(file), content_type=file.content_type, obj=obj
-    )
+    await service.check_in_flight(res, user_id)
+    obj = await _receive(request, res, kb_id)
+    msg = await service.create_document(res, user_id=user_id, kb_id=kb_id, obj=obj)
     return schemas.UploadAccepted(
         document_id=msg.document_id, task_id=msg.task_id, status="INDEXING", task_status="WAITING",
         generation=msg.generation,
@@ -121,22 +123,22 @@ async def get_document(document_id: Id, res: Res, user_id: UserId) -> schemas.Do
     return await _document_out(res, user_id, document_id)
 
 
-@router.put("/documents/{document_id}/content", status_code=202, response_model=schemas.UploadAccepted)
-async def replace_content(
-    document_id: Id, file: Annotated[UploadFile, File()], res: Res, user_id: UserId
-) -> schemas.UploadAccepted:
+@router.put("/documents/{document_id}/content", status_code=202, response_model=schemas.UploadAccepted,
+            openapi_extra=upload.OPENAPI_BODY, responses=upload.OPENAPI_ERRORS)
+async def replace_content(document_id: Id, request: Request, res: Res, user_id: UserId) -> schemas.UploadAccepted:
+    """Multipart ``file`` replaces the content: a new generation; the old run is fenced out."""
     owned = await _owned_document(res, user_id, document_id)
-    obj = await _store(res, owned["kb_id"], file)
-    content = queries.NewContent(_filename(file), file.content_type, obj.size_bytes, obj.sha256, obj.key)
-    result = await service.request_enqueue(res, owned["task_id"], EnqueueRequest(RequestKind.NEW_CONTENT), content)
-    assert result.message is not None
+    await service.check_in_flight(res, user_id, owned["task_id"])
+    obj = await _receive(request, res, owned["kb_id"])
+    content = queries.NewContent(obj.filename, obj.content_type, obj.size_bytes, obj.sha256, obj.key)
+    msg = await service.replace_content(res, owned["task_id"], content)
     try:
         await res.store.remove(owned["object_key"])
     except StorageUnavailableError:
         log.warning("old object not removed", extra={"object_key": owned["object_key"]})
     return schemas.UploadAccepted(
-        document_id=document_id, task_id=result.message.task_id, status="INDEXING", task_status="WAITING",
-        generation=result.message.generation,
+        document_id=document_id, task_id=msg.task_id, status="INDEXING", task_status="WAITING",
+        generation=msg.generation,
     )
 
 

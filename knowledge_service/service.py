@@ -6,66 +6,87 @@ fast path; if that publish fails the outbox relay publishes later, so nothing is
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import tempfile
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import BinaryIO, Protocol
+
+import asyncpg
+from fastapi import HTTPException, status
 
 from knowledge_service.deps import Resources
 from shared import queries
-from shared.errors import BrokerUnavailableError
+from shared.errors import BrokerUnavailableError, StorageUnavailableError
 from shared.faults import fault_point
-from shared.fencing import Action, EnqueueRequest, StaleThresholds, decide_enqueue
+from shared.fencing import (
+    Action,
+    EnqueueDecision,
+    EnqueueRequest,
+    RequestKind,
+    StaleThresholds,
+    TaskSnapshot,
+    decide_enqueue,
+)
 from shared.log import bind
 from shared.messages import IndexMessage
 from shared.queries import OutboxRow
+from shared.states import ACTIVE
 
 log = logging.getLogger(__name__)
 
 
-class UploadTooLargeError(Exception):
-    """The body exceeded ``max_upload_bytes``."""
+class InFlightLimitError(HTTPException):
+    """The user already has ``max_in_flight_tasks_per_user`` tasks WAITING/RETRYING/RUNNING.
+
+    An HTTPException (429 + Retry-After) so every route that creates work answers it the same
+    way without its own handler.
+    """
+
+    def __init__(self, limit: int, retry_after_s: int, *, close_connection: bool = False) -> None:
+        headers = {"Retry-After": str(retry_after_s)}
+        if close_connection:  # refused before an upload body was read: do not drain it
+            headers["Connection"] = "close"
+        super().__init__(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            f"too many tasks in flight (limit {limit} per user); retry when some have finished",
+            headers=headers,
+        )
 
 
-class Readable(Protocol):
-    async def read(self, size: int = -1) -> bytes: ...
+def _in_flight_error(res: Resources, *, close_connection: bool = False) -> InFlightLimitError:
+    return InFlightLimitError(res.settings.max_in_flight_tasks_per_user, res.settings.in_flight_retry_after_s,
+                              close_connection=close_connection)
 
 
 @dataclass(frozen=True)
 class StoredObject:
+    """An upload in storage: generated key, size, SHA-256, cleaned name, detected MIME type."""
+
     key: str
     size_bytes: int
     sha256: str
+    filename: str
+    content_type: str
 
 
-async def _spool(source: Readable, limit: int) -> tuple[BinaryIO, int, str]:
-    """Copy the upload to a temp file (in 1 MiB pieces), hashing and counting; 413 past ``limit``."""
-    out = tempfile.TemporaryFile()
-    digest = hashlib.sha256()
-    size = 0
-    while piece := await source.read(1024 * 1024):
-        size += len(piece)
-        if size > limit:
-            out.close()
-            raise UploadTooLargeError(f"upload exceeds {limit} bytes")
-        digest.update(piece)
-        out.write(piece)
-    out.seek(0)
-    return out, size, digest.hexdigest()
+async def check_in_flight(res: Resources, user_id: int, task_id: int | None = None) -> None:
+    """Cheap early refusal, before an upload body is read: 429 if the user is at the cap (and
+    ``task_id``, when given, is not itself in flight — re-arming it would add no work).
+    The authoritative check is made again in the transaction that creates the work."""
+    async with res.pool.acquire() as conn:
+        if task_id is not None:
+            snap = await queries.load_task_snapshot(conn, task_id)
+            if snap is not None and snap.status in ACTIVE:
+                return
+        if await queries.count_in_flight(conn, user_id) >= res.settings.max_in_flight_tasks_per_user:
+            raise _in_flight_error(res, close_connection=True)
 
 
-async def store_upload(res: Resources, kb_id: int, source: Readable) -> StoredObject:
-    """Stream the body to object storage under a generated key ``kb/{kb_id}/{uuid}``."""
-    spooled, size, sha = await _spool(source, res.settings.max_upload_bytes)
-    key = f"kb/{kb_id}/{uuid.uuid4()}"
+async def discard_object(res: Resources, key: str) -> None:
+    """Best-effort removal of an object no row refers to (a refused or failed upload)."""
     try:
-        await res.store.put(key, spooled, size, res.settings.upload_part_size)
-    finally:
-        spooled.close()
-    return StoredObject(key, size, sha)
+        await res.store.remove(key)
+    except StorageUnavailableError:
+        log.warning("orphan object not removed from storage", extra={"object_key": key})
 
 
 async def publish_now(res: Resources, msg: IndexMessage, row: OutboxRow) -> bool:
@@ -84,14 +105,20 @@ async def publish_now(res: Resources, msg: IndexMessage, row: OutboxRow) -> bool
     return True
 
 
-async def create_document(
-    res: Resources, *, user_id: int, kb_id: int, filename: str, content_type: str | None, obj: StoredObject
-) -> IndexMessage:
-    async with res.pool.acquire() as conn:
-        msg, row = await queries.create_document_with_task(
-            conn, kb_id=kb_id, user_id=user_id, filename=filename, content_type=content_type,
-            size_bytes=obj.size_bytes, sha256=obj.sha256, object_key=obj.key,
-        )
+async def create_document(res: Resources, *, user_id: int, kb_id: int, obj: StoredObject) -> IndexMessage:
+    """Rows for a stored upload, within the user's in-flight cap (429 otherwise). The object
+    is removed when no row ends up referring to it."""
+    try:
+        async with res.pool.acquire() as conn, conn.transaction():
+            if not await queries.reserve_in_flight_slot(conn, user_id, res.settings.max_in_flight_tasks_per_user):
+                raise _in_flight_error(res)
+            msg, row = await queries.create_document_with_task(
+                conn, kb_id=kb_id, user_id=user_id, filename=obj.filename, content_type=obj.content_type,
+                size_bytes=obj.size_bytes, sha256=obj.sha256, object_key=obj.key,
+            )
+    except BaseException:
+        await discard_object(res, obj.key)
+        raise
     with bind(task_id=msg.task_id, document_id=msg.document_id, generation=msg.generation):
         log.info("document uploaded", extra={"size_bytes": obj.size_bytes})
         await fault_point("after_commit_before_publish")
@@ -129,7 +156,7 @@ async def request_enqueue(
             decision = decide_enqueue(snap, request, datetime.now(UTC), thresholds(res))
             if decision.action is not Action.ISSUE:
                 return EnqueueResult(decision.action, decision.reason, None)
-            issued = await queries.try_issue_generation(conn, snap, decision, content)
+            issued = await _issue_within_cap(res, conn, snap, decision, content)
         if issued is None:
             continue
         msg, row = issued
@@ -138,3 +165,29 @@ async def request_enqueue(
             await publish_now(res, msg, row)
         return EnqueueResult(Action.ISSUE, decision.reason, msg)
     raise RuntimeError("task kept changing under concurrent requests")
+
+
+async def replace_content(res: Resources, task_id: int, content: queries.NewContent) -> IndexMessage:
+    """New content (already stored under ``content.object_key``) → new generation; the new
+    object is removed if the request fails (e.g. 429)."""
+    try:
+        result = await request_enqueue(res, task_id, EnqueueRequest(RequestKind.NEW_CONTENT), content)
+    except BaseException:
+        await discard_object(res, content.object_key)
+        raise
+    assert result.message is not None, "new content always issues a generation"
+    return result.message
+
+
+async def _issue_within_cap(
+    res: Resources, conn: asyncpg.Connection, snap: TaskSnapshot, decision: EnqueueDecision,
+    content: queries.NewContent | None,
+) -> tuple[IndexMessage, OutboxRow] | None:
+    """Apply an ISSUE decision; re-arming a task that is not in flight adds work, so it must fit
+    under the user's in-flight cap (checked in the same transaction; 429 otherwise)."""
+    if snap.status in ACTIVE:  # already counted: a takeover or new content adds no task
+        return await queries.try_issue_generation(conn, snap, decision, content)
+    async with conn.transaction():
+        if not await queries.reserve_in_flight_slot(conn, snap.user_id, res.settings.max_in_flight_tasks_per_user):
+            raise _in_flight_error(res)
+        return await queries.try_issue_generation(conn, snap, decision, content)

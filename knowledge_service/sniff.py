@@ -29,7 +29,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import Literal
 
-from knowledge_service.filenames import extension
+from shared.doc_types import _EXTENSION, ALLOWED_EXTENSIONS, MIME_TYPES, Kind, parser_filename
 
 __all__ = [
     "ALLOWED_EXTENSIONS",
@@ -42,24 +42,6 @@ __all__ = [
     "judge",
     "parser_filename",
 ]
-
-Kind = Literal["pdf", "docx", "html", "md", "txt"]
-
-#: Mirror of ``task_service.pipeline.parse.SUPPORTED_EXTENSIONS`` (a unit test keeps them equal;
-#: not imported, so the API does not load the parsers).
-ALLOWED_EXTENSIONS: dict[str, Kind] = {
-    "pdf": "pdf", "docx": "docx", "html": "html", "htm": "html", "md": "md", "markdown": "md", "txt": "txt",
-}
-MIME_TYPES: dict[Kind, str] = {
-    "pdf": "application/pdf",
-    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    "html": "text/html",
-    "md": "text/markdown",
-    "txt": "text/plain",
-}
-_KIND_BY_MIME: dict[str, Kind] = {mime: kind for kind, mime in MIME_TYPES.items()}
-#: The canonical extension of each kind (what the worker's parser keys on).
-_EXTENSION: dict[Kind, str] = {"pdf": "pdf", "docx": "docx", "html": "html", "md": "md", "txt": "txt"}
 
 HEAD_BYTES = 8192
 _PDF_WINDOW = 1024
@@ -233,13 +215,3 @@ def docx_has_document(size: int, tail: bytes) -> bool:
 # ------------------------------------------------------------------ the worker's side
 
 
-def parser_filename(filename: str, content_type: str | None) -> str:
-    """The name to hand the worker's parser (which picks the reader by extension): the stored
-    name when its extension is an allowed one (the API checked that it agrees with the content),
-    else ``document.<ext>`` for the type detected at upload (``content_type``). Older rows whose
-    content type is not one of ours keep their name (→ ``unsupported_type`` as before).
-    """
-    if extension(filename) in ALLOWED_EXTENSIONS:
-        return filename
-    kind = _KIND_BY_MIME.get((content_type or "").split(";", 1)[0].strip().lower())
-    return filename if kind is None else f"document.{_EXTENSION[kind]}"

@@ -28,14 +28,15 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
 from knowledge_service import sniff
-from knowledge_service.filenames import clean_filename, decode_form_filename, extension
+from knowledge_service.filenames import clean_filename, decode_form_filename
+from shared.doc_types import extension
 from shared.errors import StorageUnavailableError
 from shared.storage import ObjectStore
 
@@ -56,6 +57,41 @@ MAX_PART_HEADER_BYTES = 16 * 1024
 FILE_FIELD = "file"
 
 
+#: The request body the upload routes document (they read the raw stream, so FastAPI cannot
+#: derive it from their parameters).
+OPENAPI_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": [FILE_FIELD],
+                    "properties": {
+                        FILE_FIELD: {
+                            "type": "string", "format": "binary",
+                            "description": "pdf, docx, html, md or txt (typed by content); at most MAX_UPLOAD_BYTES",
+                        },
+                    },
+                }
+            }
+        },
+    }
+}
+_ERROR_BODY = {"application/json": {"schema": {
+    "type": "object", "required": ["detail"], "properties": {"detail": {"type": "string"}},
+}}}
+#: The refusals the upload routes document (``{"detail": "..."}``).
+OPENAPI_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "malformed multipart body", "content": _ERROR_BODY},
+    413: {"description": "file larger than MAX_UPLOAD_BYTES (nothing stored)", "content": _ERROR_BODY},
+    415: {"description": "type not allowed, or content disagrees with the name (nothing stored)",
+          "content": _ERROR_BODY},
+    429: {"description": "too many tasks in flight for this user; see Retry-After", "content": _ERROR_BODY},
+    503: {"description": "object storage unavailable", "content": _ERROR_BODY},
+}
+
+
 class UploadRejectedError(Exception):
     """The upload is refused; ``status_code`` and ``detail`` are the HTTP answer."""
 
@@ -68,6 +104,11 @@ class UploadRejectedError(Exception):
 
 class UploadTooLargeError(UploadRejectedError):
     status_code = 413
+
+
+def too_large(limit: int) -> str:
+    """The 413 detail (the same whether the header, the body or the file part gave it away)."""
+    return f"upload exceeds the limit of {limit} bytes"
 
 
 class UnsupportedUploadError(UploadRejectedError):
@@ -249,7 +290,7 @@ class _FileSink:
 
     async def feed(self, data: bytes) -> None:
         if self.size + len(data) > self._limit:
-            raise UploadTooLargeError(f"file exceeds the upload limit of {self._limit} bytes")
+            raise UploadTooLargeError(too_large(self._limit))
         offset = self.size
         self.size += len(data)
         self._sha.update(data)
@@ -402,7 +443,7 @@ def _boundary(content_type: str | None) -> bytes:
 
 def _check_declared_length(header: str | None, body_limit: int, limit: int) -> None:
     if header is not None and header.strip().isdigit() and int(header) > body_limit:
-        raise UploadTooLargeError(f"request body of {int(header)} bytes exceeds the upload limit of {limit} bytes")
+        raise UploadTooLargeError(too_large(limit))
 
 
 async def receive_upload(request: Request, store: ObjectStore, *, kb_id: int, limit: int,
@@ -440,7 +481,7 @@ class _Receiver:
     async def write(self, chunk: bytes) -> None:
         self._received += len(chunk)
         if self._received > self._limit + MULTIPART_OVERHEAD:
-            raise UploadTooLargeError(f"request body exceeds the upload limit of {self._limit} bytes")
+            raise UploadTooLargeError(too_large(self._limit))
         try:
             self._parser.write(chunk)
         except FormParserError as exc:

@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 
 from shared import queries
 from shared.db import translate_errors
+from shared.doc_types import parser_filename
 from shared.embedding import Embedder
 from shared.errors import (
     FencedOut,
@@ -211,11 +212,13 @@ class IndexHandler:
         source = await self._db(queries.document_source, msg.document_id)
         if source is None:
             raise StaleGenerationError("document deleted")
-        object_key, filename = source
+        object_key, filename, content_type = source
+        # The API typed the bytes at upload: a name without an allowed extension parses as that type.
+
         await fault_point("before_download")
         data = await self._with_retries(self._store.get, object_key)
         await fault_point("before_parse")
-        text = await asyncio.to_thread(self._parse, data, filename)
+        text = await asyncio.to_thread(self._parse, data, parser_filename(filename, content_type))
         chunks: list[Chunk] = await asyncio.to_thread(self._chunker.split, text)
         if not chunks:
             raise NoTextError()

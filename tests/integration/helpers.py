@@ -37,7 +37,7 @@ async def apoll(fn: Callable[[], Awaitable[T | None]], *, deadline_s: float, int
 async def new_document(conn: asyncpg.Connection) -> tuple[IndexMessage, OutboxRow]:
     """A fresh user, KB and document with its WAITING task (generation 1) and unpublished outbox row."""
     user_id = await queries.create_user(conn, f"it-{uuid.uuid4().hex}")
-    kb_id = await queries.create_kb(conn, user_id, "kb", "all-MiniLM-L6-v2", DIM)
+    kb_id = int((await queries.create_kb(conn, user_id, "kb", "all-MiniLM-L6-v2", DIM))["kb_id"])
     return await queries.create_document_with_task(
         conn, kb_id=kb_id, user_id=user_id, filename="doc.txt", content_type="text/plain",
         size_bytes=5, sha256="0" * 64, object_key=f"kb/{kb_id}/{uuid.uuid4()}",

@@ -1,0 +1,376 @@
+"""Upload hardening, pure parts (no network): file names, type sniffing, the DOCX directory check,
+and the streaming multipart receiver against an in-memory store."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+import unicodedata
+import zipfile
+from typing import Any, BinaryIO, cast
+
+import httpx
+import pytest
+from starlette.requests import Request
+
+from knowledge_service import sniff, upload
+from knowledge_service.filenames import clean_filename, decode_form_filename
+from shared.doc_types import extension
+from shared.storage import ObjectStore
+
+DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+# ------------------------------------------------------------------ file names
+
+
+@pytest.mark.parametrize(("raw", "clean"), [
+    ("报告[2023]#1 50%+.pdf", "报告[2023]#1 50%+.pdf"),
+    ("a|b?.txt", "a|b?.txt"),
+    ("../../etc/passwd", "../../etc/passwd"),
+    ("nul\x00byte.txt", "nulbyte.txt"),
+    ("tab\tand\r\nnewline\x7f.md", "tabandnewline.md"),
+    ("  spaced.txt  ", "spaced.txt"),
+    ("evil\u202egnp.exe", "evilgnp.exe"),
+    ("line\u2028sep.txt", "linesep.txt"),
+    ("", "upload"),
+    ("\x00\x01 \t", "upload"),
+    (None, "upload"),
+])
+def test_clean_filename(raw: str | None, clean: str) -> None:
+    assert clean_filename(raw) == clean
+
+
+def test_clean_filename_is_nfc() -> None:
+    decomposed = "cafe\u0301.txt"
+    assert clean_filename(decomposed) == "café.txt"
+    assert unicodedata.is_normalized("NFC", clean_filename("e\x00\u0301.txt"))
+
+
+def test_long_name_is_capped_at_255_bytes_keeping_the_extension() -> None:
+    name = "x" * 296 + ".pdf"
+    assert len(name.encode()) == 300
+    out = clean_filename(name)
+    assert len(out.encode()) == 255 and out.endswith(".pdf") and out.startswith("xxx")
+
+
+def test_long_multibyte_name_is_cut_on_a_character_boundary() -> None:
+    out = clean_filename("报" * 120 + ".docx")  # 365 bytes
+    assert len(out.encode()) <= 255 and out.endswith(".docx")
+    assert set(out[:-5]) == {"报"}
+
+
+def test_long_suffix_is_not_kept_whole() -> None:
+    out = clean_filename("a." + "b" * 400)
+    assert len(out.encode()) <= 255 and out.startswith("a.bbb")
+
+
+@pytest.mark.parametrize(("raw", "text"), [
+    (b"a%22quoted%22.txt", 'a"quoted".txt'),
+    (b"nul%00.txt", "nul\x00.txt"),  # httpx escapes C0 controls; clean_filename removes it
+    (b"50%+ 100%20.pdf", "50%+ 100%20.pdf"),  # not one of the form escapes: as given
+    ("报告.pdf".encode(), "报告.pdf"),
+    (b"caf\xe9.txt", "café.txt"),  # not UTF-8: read as Latin-1
+])
+def test_decode_form_filename(raw: bytes, text: str) -> None:
+    assert decode_form_filename(raw) == text
+
+
+@pytest.mark.parametrize(("name", "ext"), [
+    ("a.PDF", "pdf"), ("../../etc/passwd", ""), ("dir.d/file", ""), (".bashrc", ""), ("a.tar.gz", "gz"),
+    ("C:\\x\\y.docx", "docx"), ("report.pdf ", "pdf "),
+])
+def test_extension_follows_the_parsers_rule(name: str, ext: str) -> None:
+    assert extension(name) == ext
+
+
+def test_allowed_extensions_mirror_the_parser() -> None:
+    from task_service.pipeline.parse import SUPPORTED_EXTENSIONS
+
+    assert sniff.ALLOWED_EXTENSIONS == SUPPORTED_EXTENSIONS
+
+
+# ------------------------------------------------------------------ sniffing
+
+PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\n" + b"\x00\x01" * 10
+
+
+def _zip(names: list[str]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for n in names:
+            z.writestr(n, f"<x>{n}</x>" * 50)
+    return buf.getvalue()
+
+
+DOCX = _zip(["[Content_Types].xml", "word/document.xml", "word/styles.xml"])
+
+
+@pytest.mark.parametrize(("name", "head", "kind"), [
+    ("a.pdf", PDF, "pdf"),
+    ("a.pdf", b"garbage before header\n" + PDF, "pdf"),  # %PDF- within the first 1024 bytes
+    ("a.docx", DOCX, "docx"),
+    ("a.txt", b"plain text", "txt"),
+    ("a.txt", b"", "txt"),  # empty: accepted, the worker answers no_text
+    ("a.md", b"# Title\n", "md"),
+    ("a.markdown", b"# Title\n", "md"),
+    ("a.htm", b"<p>hi</p>", "html"),
+    ("a.txt", "\ufeffUTF-16 text".encode("utf-16"), "txt"),  # BOM + NULs: text
+    ("a.txt", "UTF-32".encode("utf-32"), "txt"),
+    ("../../etc/passwd", b"root:x:0:0:root:/root:/bin/bash\n", "txt"),
+    ("no-extension", b"  <!DOCTYPE html><html><body>x</body></html>", "html"),
+    ("no-extension", PDF, "pdf"),
+    ("no-extension", DOCX, "docx"),
+    ("Dr. Smith notes", b"not an extension", "txt"),
+    ("v1.2", b"digits are no extension", "txt"),
+    ("report.pdf ", PDF, "pdf"),
+])
+def test_judge_accepts(name: str, head: bytes, kind: str) -> None:
+    verdict = sniff.judge(extension(clean_filename(name)), head)
+    assert verdict.kind == kind
+    assert verdict.mime == sniff.MIME_TYPES[verdict.kind]
+    assert verdict.check_docx == (kind == "docx")
+
+
+@pytest.mark.parametrize(("name", "head", "reason"), [
+    ("fake.pdf", b"this is not a pdf at all", "not a PDF"),
+    ("empty.pdf", b"", "not a PDF"),
+    ("late.pdf", b" " * 2000 + PDF, "not a PDF"),
+    ("a.docx", PDF, "not a DOCX"),
+    ("a.docx", b"plain", "not a DOCX"),
+    ("binary.txt", b"abc\x00def", "binary data"),
+    ("pdf-in-disguise.txt", PDF, "a PDF"),
+    ("zip-in-disguise.md", DOCX, "a ZIP archive"),
+    ("page.html", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary data"),
+    ("tool.exe", b"MZ\x90\x00", ".exe is not allowed"),
+    ("archive.zip", DOCX, ".zip is not allowed"),
+    ("sheet.xlsx", DOCX, ".xlsx is not allowed"),
+    ("no-extension", b"\x7fELF\x02\x01\x01\x00", "binary data"),
+])
+def test_judge_refuses(name: str, head: bytes, reason: str) -> None:
+    with pytest.raises(sniff.UnsupportedContentError, match=reason.replace(".", r"\.")):
+        sniff.judge(extension(name), head)
+
+
+def test_text_without_a_wide_bom_refuses_later_nul_bytes() -> None:
+    assert sniff.judge("txt", b"ascii").reject_nul
+    assert not sniff.judge("txt", "wide".encode("utf-16")).reject_nul
+    assert not sniff.judge("pdf", PDF).reject_nul
+
+
+def test_docx_directory_check() -> None:
+    assert sniff.docx_has_document(len(DOCX), DOCX)
+    odt_like = _zip(["mimetype", "content.xml"])
+    assert not sniff.docx_has_document(len(odt_like), odt_like)
+    assert not sniff.docx_has_document(20, b"PK\x03\x04" + b"\x00" * 16)
+    truncated = DOCX[: len(DOCX) // 2]
+    assert not sniff.docx_has_document(len(truncated), truncated)
+
+
+def test_docx_check_asks_for_a_directory_outside_the_tail() -> None:
+    big = _zip([f"word/media/image{i}.xml" for i in range(300)] + ["word/document.xml"])
+    with pytest.raises(sniff.NeedBytesError) as need:
+        sniff.docx_has_document(len(big), big[-200:])
+    assert 0 < need.value.offset < len(big) - 200
+    assert sniff.docx_has_document(len(big), big[need.value.offset:])
+
+
+@pytest.mark.parametrize(("filename", "content_type", "parse_as"), [
+    ("../../etc/passwd", "text/plain", "document.txt"),
+    ("page", "text/html", "document.html"),
+    ("Dr. Smith notes", "text/plain", "document.txt"),
+    ("scan", "application/pdf", "document.pdf"),
+    ("memo", DOCX_MIME, "document.docx"),
+    ("report.pdf", "application/pdf", "report.pdf"),
+    ("notes.md", "text/markdown", "notes.md"),
+    ("legacy", "application/octet-stream", "legacy"),  # older rows: the client's header, as before
+    ("legacy", None, "legacy"),
+])
+def test_parser_filename(filename: str, content_type: str | None, parse_as: str) -> None:
+    assert sniff.parser_filename(filename, content_type) == parse_as
+
+
+# ------------------------------------------------------------------ streaming receiver (in-memory store)
+
+
+class MemoryStore:
+    """The slice of ObjectStore the receiver uses; ``put_stream_blocking`` reads like the SDK."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.objects: dict[str, bytes] = {}
+        self.content_types: dict[str, str] = {}
+        self.reads: list[int] = []
+        self.aborted = 0
+        self.fail_after = fail_after
+        self.lock = threading.Lock()
+
+    def put_stream_blocking(self, key: str, stream: BinaryIO, part_size: int, content_type: str) -> None:
+        data = bytearray()
+        try:
+            while piece := stream.read(part_size + 1):
+                self.reads.append(len(piece))
+                data += piece
+                if self.fail_after is not None and len(data) > self.fail_after:
+                    from shared.errors import StorageUnavailableError
+
+                    raise StorageUnavailableError("put: storage went away")
+        except upload.UploadAbortedError:
+            with self.lock:
+                self.aborted += 1
+            raise
+        with self.lock:
+            self.objects[key] = bytes(data)
+            self.content_types[key] = content_type
+
+    async def remove(self, key: str) -> None:
+        self.objects.pop(key, None)
+
+    async def get_range(self, key: str, offset: int, length: int) -> bytes:
+        return self.objects[key][offset:offset + length]
+
+
+def _multipart(parts: list[tuple[str, str | None, bytes]], boundary: str = "b0undary") -> bytes:
+    out = b""
+    for name, filename, data in parts:
+        disp = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename is not None else "")
+        out += f"--{boundary}\r\nContent-Disposition: {disp}\r\nContent-Type: application/octet-stream\r\n\r\n".encode()
+        out += data + b"\r\n"
+    return out + f"--{boundary}--\r\n".encode()
+
+
+def _request(body: bytes, *, chunk: int = 65536, content_type: str = "multipart/form-data; boundary=b0undary",
+             declare_length: bool = True) -> Request:
+    pieces = [body[i:i + chunk] for i in range(0, len(body), chunk)] or [b""]
+    headers = [(b"content-type", content_type.encode())]
+    if declare_length:
+        headers.append((b"content-length", str(len(body)).encode()))
+    it = iter(range(len(pieces)))
+
+    async def receive() -> dict[str, Any]:
+        i = next(it, None)
+        if i is None:
+            return {"type": "http.disconnect"}
+        return {"type": "http.request", "body": pieces[i], "more_body": i < len(pieces) - 1}
+
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": headers, "query_string": b""}
+    return Request(scope, receive)
+
+
+async def _receive(store: MemoryStore, body: bytes, *, limit: int = 1_000_000, part_size: int = 5 * 2**20,
+                   **kw: Any) -> upload.ReceivedFile:
+    return await upload.receive_upload(_request(body, **kw), cast(ObjectStore, store), kb_id=7, limit=limit,
+                                       part_size=part_size)
+
+
+async def test_receives_and_hashes_the_file_part() -> None:
+    store = MemoryStore()
+    data = b"hello streaming world\n" * 5000
+    body = _multipart([("note", None, b"ignored"), ("file", "../../etc/passwd", data)])
+    got = await _receive(store, body, chunk=1000)
+    assert (got.size_bytes, got.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+    assert got.filename == "../../etc/passwd" and got.content_type == "text/plain"
+    assert got.key.startswith("kb/7/") and store.objects == {got.key: data}
+    assert store.content_types[got.key] == "text/plain"
+
+
+async def test_storage_reads_whole_parts() -> None:
+    store = MemoryStore()
+    data = b"0123456789abcdef" * (2 * 2**20 // 16) + b"tail"  # 2 MiB + 4
+    got = await _receive(store, _multipart([("file", "big.txt", data)]), limit=3 * 2**20, part_size=2**20)
+    assert store.objects[got.key] == data
+    assert store.reads[:2] == [2**20 + 1, 2**20 + 1]  # the SDK gets a part per read, not 64 KiB pieces
+
+
+async def test_declared_length_over_the_limit_is_refused_before_reading() -> None:
+    store = MemoryStore()
+    body = _multipart([("file", "big.txt", b"x" * 2000)])
+    request = _request(body)
+    request.scope["headers"] = [(b"content-type", b"multipart/form-data; boundary=b0undary"),
+                                (b"content-length", b"99999999")]
+
+    async def never() -> dict[str, Any]:
+        raise AssertionError("the body must not be read")
+
+    request._receive = never  # type: ignore[method-assign]
+    with pytest.raises(upload.UploadTooLargeError):
+        await upload.receive_upload(request, cast(ObjectStore, store), kb_id=1, limit=1000, part_size=5 * 2**20)
+    assert store.objects == {}
+
+
+async def test_oversize_mid_stream_aborts_and_leaves_nothing() -> None:
+    store = MemoryStore()
+    body = _multipart([("file", "big.txt", b"y" * 300_000)])
+    with pytest.raises(upload.UploadTooLargeError):
+        await _receive(store, body, limit=100_000, declare_length=False, chunk=4096)
+    assert store.objects == {} and store.aborted == 1
+
+
+async def test_fake_pdf_is_refused_without_touching_storage() -> None:
+    store = MemoryStore()
+    with pytest.raises(upload.UnsupportedUploadError, match="not a PDF"):
+        await _receive(store, _multipart([("file", "fake.pdf", b"I am text pretending to be a PDF" * 1000)]))
+    assert store.objects == {} and store.reads == []
+
+
+async def test_nul_after_the_head_refuses_text_and_removes_the_object() -> None:
+    store = MemoryStore()
+    data = b"a" * (sniff.HEAD_BYTES * 3) + b"\x00" + b"b" * 100
+    with pytest.raises(upload.UnsupportedUploadError, match="NUL byte at offset 24576"):
+        await _receive(store, _multipart([("file", "late-binary.txt", data)]), chunk=4096)
+    assert store.objects == {}
+
+
+async def test_zip_without_word_document_is_refused_after_upload_and_removed() -> None:
+    store = MemoryStore()
+    with pytest.raises(upload.UnsupportedUploadError, match=r"word/document\.xml"):
+        await _receive(store, _multipart([("file", "fake.docx", _zip(["content.xml"]))]))
+    assert store.objects == {}
+    got = await _receive(store, _multipart([("file", "real.docx", DOCX)]))
+    assert store.content_types[got.key] == DOCX_MIME
+
+
+@pytest.mark.parametrize(("body", "kw", "error"), [
+    (_multipart([("other", None, b"x")]), {}, upload.MissingFileError),
+    (_multipart([("file", "a.txt", b"x"), ("file", "b.txt", b"y")]), {}, upload.MalformedUploadError),
+    (_multipart([("file", "a.txt", b"x")])[:-20], {}, upload.MalformedUploadError),  # no closing boundary
+    (b'{"file": "x"}', {"content_type": "application/json"}, upload.UnsupportedUploadError),
+    (b"--x\r\n", {"content_type": "multipart/form-data"}, upload.MalformedUploadError),  # no boundary
+    (b"--b0undary\r\nContent-Disposition: " + b"x" * 20000 + b"\r\n\r\n", {}, upload.MalformedUploadError),
+])
+async def test_malformed_requests(body: bytes, kw: dict[str, Any], error: type[Exception]) -> None:
+    store = MemoryStore()
+    with pytest.raises(error):
+        await _receive(store, body, **kw)
+    assert store.objects == {}
+
+
+async def test_storage_failure_mid_stream_surfaces_and_leaves_nothing() -> None:
+    from shared.errors import StorageUnavailableError
+
+    store = MemoryStore(fail_after=10)
+    with pytest.raises(StorageUnavailableError):
+        await _receive(store, _multipart([("file", "a.txt", b"z" * 3 * 2**20)]), limit=4 * 2**20,
+                       part_size=2**20, chunk=65536)
+    assert store.objects == {}
+
+
+async def test_file_part_without_filename_is_typed_by_content() -> None:
+    store = MemoryStore()
+    got = await _receive(store, _multipart([("file", None, PDF)]))
+    assert (got.filename, got.content_type) == ("upload", "application/pdf")
+
+
+async def test_odd_names_survive_httpx_encoding() -> None:
+    """The exact bytes httpx puts on the wire for the names the issue lists."""
+    store = MemoryStore()
+    names = ["报告[2023]#1 50%+.pdf", "a|b?.txt", "../../etc/passwd", "n" * 296 + ".txt", "nul\x00in-name.txt",
+             'quote"d.txt']
+    for name in names:
+        req = httpx.Request("POST", "http://x/", files={"file": (name, PDF if name.endswith(".pdf") else b"text")})
+        body = req.read()
+        got = await upload.receive_upload(
+            _request(body, content_type=req.headers["content-type"]), cast(ObjectStore, store), kb_id=1,
+            limit=10_000, part_size=5 * 2**20)
+        assert got.filename == clean_filename(name), name
+    assert [clean_filename(n) for n in names[-2:]] == ["nulin-name.txt", 'quote"d.txt']
+
