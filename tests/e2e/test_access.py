@@ -129,3 +129,26 @@ def test_schemathesis_finds_no_server_errors_or_schema_violations(api_url: str, 
         capture_output=True, text=True, timeout=900, cwd=tmp_path,  # its cache stays out of the repo
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+
+def test_revoked_token_is_refused(api_url: str, services_env: dict[str, str]) -> None:
+    import json
+    import sys
+
+    from tests.support import ROOT, child_env
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "knowledge_service.cli", *args], cwd=ROOT,
+                              env=child_env(services_env), capture_output=True, text=True, timeout=60)
+
+    token = json.loads(cli("create-user", "revocable").stdout)["token"]
+    headers = {"Authorization": f"Bearer {token}"}
+    assert httpx.get(f"{api_url}/api/v1/knowledge-bases", headers=headers).status_code == 200
+    dsn = services_env["DATABASE_URL"]
+    assert sql_value(dsn, "SELECT count(*) FROM api_token t WHERE t::text LIKE '%' || $1 || '%'", token) == 0, \
+        "the token is never stored in clear"
+    assert sql_value(dsn, "SELECT count(*) FROM api_token WHERE token_sha256 = sha256(convert_to($1, 'UTF8'))",
+                     token) == 1, "only its SHA-256"
+    assert cli("revoke-token", token).returncode == 0
+    assert httpx.get(f"{api_url}/api/v1/knowledge-bases", headers=headers).status_code == 401
+    assert cli("revoke-token", token).returncode == 1  # already revoked
