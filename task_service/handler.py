@@ -150,9 +150,7 @@ class IndexHandler:
         if attempt is None:
             return await self._skip(SkipReason.NOT_RUNNABLE, msg)
         with bind(attempt=attempt):
-            outcome = await self._run_claimed(_Run(msg, attempt), lock)
-            await fault_point("after_commit")
-        return outcome
+            return await self._run_claimed(_Run(msg, attempt), lock)
 
     async def _run_claimed(self, run: _Run, lock: DocumentLock) -> Outcome:
         """Run a claimed task to a terminal state. A lost lock cancels the work and sends the
@@ -192,6 +190,7 @@ class IndexHandler:
             await self._finish(run, TaskStatus.FAILED, "internal_error", f"{type(exc).__name__}: {exc}")
             return Outcome.ACK
         log.info("task indexed", extra={"chunks": n, "seconds": round(time.monotonic() - started, 3)})
+        await fault_point("after_commit")
         return Outcome.ACK
 
     async def _finish(self, run: _Run, status: TaskStatus, code: str, message: str) -> None:

@@ -11,7 +11,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import ROOT, Api, Proc, child_env, consumer_count, consumer_names, free_port, poll, start
+from tests.support import (
+    MGMT,
+    MGMT_AUTH,
+    ROOT,
+    VHOST,
+    Api,
+    Proc,
+    child_env,
+    consumer_count,
+    consumer_names,
+    free_port,
+    poll,
+    start,
+)
 
 
 @pytest.fixture(scope="session")
@@ -55,6 +68,16 @@ def make_user(api_url: str, services_env: dict[str, str], request: pytest.Fixtur
 @pytest.fixture
 def api(make_user: Callable[[str], Api]) -> Api:
     return make_user("a")
+
+
+@pytest.fixture(autouse=True)
+def empty_queues(services_env: dict[str, str]) -> None:
+    """Each test starts with empty queues: a message a previous test left (e.g. an upload nobody
+    indexed) must not reach this test's fault-injected worker first."""
+    with httpx.Client(base_url=MGMT, auth=MGMT_AUTH, timeout=30) as c:
+        for q in c.get(f"/api/queues/{VHOST}").raise_for_status().json():
+            if q["name"].startswith("rag.index."):
+                c.delete(f"/api/queues/{VHOST}/{q['name']}/contents")
 
 
 WorkerFactory = Callable[..., Proc]
