@@ -77,19 +77,7 @@ class ObjectStore:
 
     async def get(self, key: str) -> bytes:
         """The whole object. Raises StorageUnavailableError or ObjectMissingError."""
-
-        def _do() -> bytes:
-            resp = self._client.get_object(self.bucket, key)
-            try:
-                return resp.read()
-            finally:
-                resp.close()
-                resp.release_conn()
-
-        try:
-            return await asyncio.to_thread(_do)
-        except _ERRORS as exc:
-            raise _translate(exc, f"get {key}") from exc
+        return await self._read(key, 0, 0, f"get {key}")
 
     async def remove(self, key: str) -> None:
         try:
@@ -126,6 +114,10 @@ class ObjectStore:
     async def get_range(self, key: str, offset: int, length: int) -> bytes:
         """``length`` bytes of an object from ``offset`` (fewer at its end). Raises
         StorageUnavailableError or ObjectMissingError."""
+        return await self._read(key, offset, length, f"get {key} [{offset}:+{length}]")
+
+    async def _read(self, key: str, offset: int, length: int, what: str) -> bytes:
+        """``length`` 0 = to the end."""
 
         def _do() -> bytes:
             resp = self._client.get_object(self.bucket, key, offset=offset, length=length)
@@ -138,7 +130,7 @@ class ObjectStore:
         try:
             return await asyncio.to_thread(_do)
         except _ERRORS as exc:
-            raise _translate(exc, f"get {key} [{offset}:+{length}]") from exc
+            raise _translate(exc, what) from exc
 
     async def ping(self) -> None:
         """Raises StorageUnavailableError unless the bucket answers."""
