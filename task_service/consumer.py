@@ -38,7 +38,14 @@ def _int_header(message: AbstractIncomingMessage, name: str) -> int:
         return 0
 
 
+DELAY_BASE_HEADER = "x-rag-delay-base"
+
+
 def delay_attempts(message: AbstractIncomingMessage) -> int:
+    """Consecutive lock-held round trips. A failed delivery since the last one (a worker crashed
+    holding the lock) starts the count again: the lock was held by a dead worker, not a live one."""
+    if _int_header(message, DELAY_BASE_HEADER) != failed_deliveries(message):
+        return 0
     return _int_header(message, DELAY_HEADER)
 
 
@@ -160,6 +167,7 @@ class Consumer:
         headers: dict[str, Any] = dict(message.headers or {})
         headers[DELAY_HEADER] = attempts + 1
         headers[CARRIED_HEADER] = failed_deliveries(message)
+        headers[DELAY_BASE_HEADER] = failed_deliveries(message)
         headers.pop("x-delivery-count", None)
         try:
             await publisher.publish(

@@ -27,10 +27,10 @@ KNOWN = {  # file -> substring its real text contains (never mojibake)
 
 
 def _sentence(chunks: list[dict[str, Any]]) -> str:
-    """The wordiest sentence (at most 60 words) of the middle chunk: a distinctive query."""
+    """The wordiest line (at most 60 words) of the middle chunk: a distinctive passage of the file."""
     content = chunks[len(chunks) // 2]["content"]
-    sentences = [" ".join(s.split()[:60]) for s in re.split(r"(?<=[.!?。])\s+|\n+", content) if s.strip()]
-    return max(sentences, key=lambda s: len(re.findall(r"[^\W\d_]{2,}", s)))  # most words, not a URL
+    lines = [" ".join(line.split()[:60]) for line in content.splitlines() if line.strip()]
+    return max(lines, key=lambda s: len(re.findall(r"[^\W\d_]{2,}", s)))  # most words, not a URL
 
 
 @pytest.mark.skipif(not CORPUS.exists(), reason="shared corpus not present")
