@@ -216,7 +216,7 @@ async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: User
     await _owned_kb(res, user_id, kb_id)
     vector = (await res.embedder.embed([body.query]))[0]
     async with res.pool.acquire() as conn:
-        rows = await queries.search(conn, kb_id, vector, body.top_k)
+        rows = await queries.search(conn, kb_id, vector, body.top_k, res.settings.search_ef_search)
     return schemas.SearchResponse(results=[schemas.SearchHit.model_validate(dict(r.items())) for r in rows])
 
 

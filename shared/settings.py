@@ -68,6 +68,7 @@ class KnowledgeSettings(CommonSettings):
     stale_running_s: float = Field(2700.0, description="RUNNING untouched this long → takeover")
     max_in_flight_tasks_per_user: int = 20
     search_max_top_k: int = 50
+    search_ef_search: int = Field(400, ge=1, le=1000, description="HNSW ef_search for search queries")
     in_flight_retry_after_s: int = Field(30, ge=1, description="Retry-After of a 429 (in-flight cap), seconds")
 
 

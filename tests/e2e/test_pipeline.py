@@ -21,7 +21,7 @@ NO_TEXT = {"empty.txt", "fake-text-all-whitespace.txt"}
 KNOWN = {  # file -> substring its real text contains (never mojibake)
     "fake-text-utf-16.txt": "This is a test document to use for unit tests.",
     "udhr-chinese-gbk.txt": "人人生而自由",
-    "fake-html-cp1252.html": "Jäger",
+    "fake-html-cp1252.html": "Das war köstlich!",
     "docx-tables.docx": "Header",
 }
 
