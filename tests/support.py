@@ -88,18 +88,24 @@ def queue_depth(name: str) -> int:
     return int(q.get("messages", 0))
 
 
-def consumer_names(queue: str = "rag.index.queue") -> set[str]:
-    """Client-provided connection names (``connection_name`` property) consuming ``queue``."""
+def consumers(queue: str = "rag.index.queue") -> set[tuple[str, str]]:
+    """``(client-provided name, broker connection name)`` of every consumer of ``queue``."""
     with httpx.Client(base_url=MGMT, auth=MGMT_AUTH, timeout=10) as c:
         conns = c.get(f"/api/vhosts/{VHOST}/connections").raise_for_status().json()
-        consumers = c.get(f"/api/consumers/{VHOST}").raise_for_status().json()
-    names = {x["name"]: str(x.get("user_provided_name") or "") for x in conns}
+        listed = c.get(f"/api/consumers/{VHOST}").raise_for_status().json()
+    provided = {x["name"]: str(x.get("user_provided_name") or "") for x in conns}
     out = set()
-    for x in consumers:
+    for x in listed:
         details = x.get("channel_details") or {}  # briefly [] while a channel opens
         if isinstance(details, dict) and x.get("queue", {}).get("name") == queue:
-            out.add(names.get(str(details.get("connection_name")), ""))
+            conn_name = str(details.get("connection_name"))
+            out.add((provided.get(conn_name, ""), conn_name))
     return out
+
+
+def consumer_names(queue: str = "rag.index.queue") -> set[str]:
+    """Client-provided connection names (``connection_name`` property) consuming ``queue``."""
+    return {name for name, _ in consumers(queue)}
 
 
 def consumer_count(name: str = "rag.index.queue") -> int:

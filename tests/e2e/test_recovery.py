@@ -36,6 +36,7 @@ from tests.support import (
     Api,
     Proc,
     chunk_ids,
+    consumers,
     embedding_runs,
     poll,
     process_state,
@@ -150,23 +151,12 @@ def _publish_raw(amqp_url: str, *bodies: bytes) -> None:
 
 
 def _consumers(queue: str = QUEUE) -> set[tuple[str, str]]:
-    """``(client-provided name, broker connection name)`` of every consumer of ``queue``."""
-    with httpx.Client(base_url=MGMT, auth=MGMT_AUTH, timeout=10) as c:
-        conns = c.get(f"/api/vhosts/{VHOST}/connections").raise_for_status().json()
-        consumers = c.get(f"/api/consumers/{VHOST}").raise_for_status().json()
-    provided = {x["name"]: str(x.get("user_provided_name") or "") for x in conns}
-    out = set()
-    for x in consumers:
-        details = x.get("channel_details") or {}  # [] while the broker's stats lag behind a channel
-        if x["queue"]["name"] == queue and isinstance(details, dict):
-            conn_name = str(details.get("connection_name"))
-            out.add((provided.get(conn_name, ""), conn_name))
-    return out
+    return consumers(queue)
 
 
 def _start(workers: WorkerFactory, **env: str) -> Proc:
     """``workers(**env)``, waiting until it consumes with :func:`_consumers` (tolerates the
-    management API's ``"channel_details": []``, which ``tests.support.consumer_names`` does not)."""
+    management API's ``"channel_details": []``)."""
     p = workers(wait=False, **env)
 
     def consuming() -> bool:
