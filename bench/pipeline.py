@@ -29,14 +29,14 @@ def main() -> None:
     os.environ.setdefault("DO_NOT_TRACK", "1")
     from shared.embedding import build_embedder
     from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
-    from task_service.pipeline.parse import ensure_parsers_ready, parse_document
+    from task_service.pipeline.parse import ensure_parsers_ready
 
     default = NOVEL if NOVEL.exists() else ROOT / "samples" / "indexing-primer.md"
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else default
     data = path.read_bytes()
     print(f"file: {path.name}, {len(data) / 1e6:.2f} MB")
     ensure_parsers_ready()
-    text, t_parse = _t(parse_document, data, path.name)
+    text, t_parse = _t(parse_text, data, path.name)
     chunker = Chunker(load_minilm_tokenizer(), 250, 32)
     chunks, t_chunk = _t(chunker.split, text)
     embedder, t_load = _t(build_embedder, "sentence-transformers")
@@ -56,7 +56,7 @@ def main() -> None:
         from unstructured.partition.text import partition_text
 
         prefix = data[:200_000]
-        _, ours = _t(parse_document, prefix, "prefix.txt")
+        _, ours = _t(parse_text, prefix, "prefix.txt")
         _, theirs = _t(lambda: partition_text(text=prefix.decode("utf-8", "replace")))
         print(f"plain text, 200 kB: ours {ours:.3f} s vs unstructured partition_text {theirs:.2f} s "
               f"→ {theirs / ours:.0f}× faster")

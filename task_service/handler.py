@@ -41,6 +41,7 @@ from shared.states import TaskStatus
 from shared.storage import ObjectStore
 from task_service.lease import run_with_lease
 from task_service.pipeline.chunk import Chunk, Chunker
+from task_service.pipeline.document import ParsedDocument
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -53,7 +54,7 @@ class Outcome(StrEnum):
 
 
 class Parser(Protocol):
-    def __call__(self, data: bytes, filename: str) -> str: ...
+    def __call__(self, data: bytes, filename: str) -> ParsedDocument: ...
 
 
 @dataclass(frozen=True)
@@ -217,8 +218,8 @@ class IndexHandler:
         await fault_point("before_download")
         data = await self._with_retries(self._store.get, object_key)
         await fault_point("before_parse")
-        text = await asyncio.to_thread(self._parse, data, parser_filename(filename, content_type))
-        chunks: list[Chunk] = await asyncio.to_thread(self._chunker.split, text)
+        parsed = await asyncio.to_thread(self._parse, data, parser_filename(filename, content_type))
+        chunks: list[Chunk] = await asyncio.to_thread(self._chunker.split, parsed.text)
         if not chunks:
             raise NoTextError()
         # Fence before the expensive call: a stale run never reaches the model.

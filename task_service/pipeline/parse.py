@@ -32,6 +32,7 @@ from typing import Literal
 
 from shared.errors import NoTextError, UnsupportedTypeError
 from task_service.pipeline.decode import decode_text, sniff_html_charset
+from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
 from task_service.pipeline.markup import ensure_parsers_ready, partition_markup
 from task_service.pipeline.normalize import (
@@ -40,9 +41,9 @@ from task_service.pipeline.normalize import (
     reflow_plain_text,
     sanitize,
 )
-from task_service.pipeline.pdf import extract_pdf_text
+from task_service.pipeline.pdf import extract_pdf
 
-__all__ = ["SUPPORTED_EXTENSIONS", "document_kind", "ensure_parsers_ready", "parse_document"]
+__all__ = ["SUPPORTED_EXTENSIONS", "document_kind", "ensure_parsers_ready", "parse_document", "parse_text"]
 
 DocumentKind = Literal["pdf", "docx", "html", "md", "txt"]
 
@@ -73,31 +74,48 @@ def document_kind(filename: str) -> DocumentKind:
         ) from None
 
 
-def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIMITS) -> str:
-    """Return the normalized plain text of a document: NFC, ``\\n`` line ends, paragraphs
-    separated by exactly one blank line, no NUL/control characters, stripped.
+def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIMITS) -> ParsedDocument:
+    """Return the blocks of a document, each normalized: NFC, ``\\n`` line ends, no NUL/control
+    characters, stripped, none empty; with the reader's warnings.
 
     ``data`` is the whole file; ``filename`` only selects the reader by extension.
     Raises ``UnsupportedTypeError`` (extension), ``PdfEncryptedError`` (password PDF),
     ``CorruptDocumentError`` (unreadable PDF/DOCX), ``UndecodableTextError`` (txt/html/md bytes
     in no recognizable encoding), ``NoTextError`` (nothing visible left after normalization),
-    ``DependencyMissingError`` (unstructured or its spaCy model not installed; docx/html/md),
+    ``DependencyMissingError`` (a reader's library not installed),
     and ``ParseLimitError`` when the document exceeds ``limits`` (ZIP bomb, too many PDF pages,
     too much PDF text).
     """
-    kind = document_kind(filename)
-    if kind == "pdf":
-        raw = extract_pdf_text(data, max_pages=limits.pdf_max_pages, max_text_chars=limits.pdf_max_text_chars)
-    elif kind == "docx":
-        check_zip_limits(data, limits)
-        raw = partition_markup("docx", data=data)
-    elif kind == "html":
-        raw = partition_markup("html", text=sanitize(decode_text(data, declared=sniff_html_charset(data))))
-    elif kind == "md":
-        raw = partition_markup("md", text=sanitize(decode_text(data)))
-    else:
-        raw = reflow_plain_text(normalize_text(decode_text(data)))
-    text = normalize_text(raw)
-    if not has_visible_text(text):
+    parsed = _read(document_kind(filename), data, limits)
+    blocks = tuple(
+        Block(text, block.section, block.page)
+        for block in parsed.blocks
+        if has_visible_text(text := normalize_text(block.text))
+    )
+    if not blocks:
         raise NoTextError()
-    return text
+    return ParsedDocument(blocks, parsed.warnings)
+
+
+def _read(kind: DocumentKind, data: bytes, limits: ParseLimits) -> ParsedDocument:
+    if kind == "pdf":
+        return extract_pdf(data, max_pages=limits.pdf_max_pages, max_text_chars=limits.pdf_max_text_chars)
+    if kind == "docx":
+        check_zip_limits(data, limits)
+        return _single_block(partition_markup("docx", data=data))
+    if kind == "html":
+        html = sanitize(decode_text(data, declared=sniff_html_charset(data)))
+        return _single_block(partition_markup("html", text=html))
+    if kind == "md":
+        return _single_block(partition_markup("md", text=sanitize(decode_text(data))))
+    text = reflow_plain_text(normalize_text(decode_text(data)))
+    return ParsedDocument(tuple(Block(p) for p in text.split("\n\n")))
+
+
+def _single_block(text: str) -> ParsedDocument:
+    return ParsedDocument(tuple(Block(p) for p in text.split("\n\n")))
+
+
+def parse_text(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIMITS) -> str:
+    """``parse_document(...).text``: the blocks joined by blank lines (tests, benchmarks)."""
+    return parse_document(data, filename, limits).text

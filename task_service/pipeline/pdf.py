@@ -2,7 +2,7 @@
 
 "PDFium is inherently not thread-safe" (pypdfium2 5.15 README, "Incompatibility with
 Threading"), so every use in this process is serialized by ``_PDFIUM_LOCK``;
-run ``extract_pdf_text`` off the event loop (``asyncio.to_thread``), one PDF at a time.
+run ``extract_pdf`` off the event loop (``asyncio.to_thread``), one PDF at a time.
 
 Limits (``ParseLimitError``): the page count is checked right after opening, before any page is
 loaded; the extracted text is counted page by page with ``count_chars`` *before* the page's
@@ -20,21 +20,23 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from shared.errors import CorruptDocumentError, ParseLimitError, PdfEncryptedError
+from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS
 
 _PDFIUM_LOCK = threading.Lock()
 _ENCRYPTED_CODES = {pdfium_c.FPDF_ERR_PASSWORD, pdfium_c.FPDF_ERR_SECURITY}
 
 
-def extract_pdf_text(
+def extract_pdf(
     data: bytes,
     *,
     max_pages: int = DEFAULT_LIMITS.pdf_max_pages,
     max_text_chars: int = DEFAULT_LIMITS.pdf_max_text_chars,
-) -> str:
-    """Return the text layer of a PDF, pages separated by a blank line (not yet normalized).
+) -> ParsedDocument:
+    """Return the text layer of a PDF, one block per page (``page`` 1-based; not yet normalized).
 
-    A scanned PDF without a text layer gives whitespace only. Raises ``PdfEncryptedError``
+    A scanned PDF without a text layer gives whitespace-only blocks, and a warning names how many
+    pages had no text layer. Raises ``PdfEncryptedError``
     when the PDF needs a password (or uses an unsupported security handler) and
     ``CorruptDocumentError`` when PDFium cannot read it (truncated, not a PDF, broken page),
     ``ParseLimitError`` when it has more than ``max_pages`` pages or more than
@@ -53,13 +55,13 @@ def extract_pdf_text(
             pages = len(pdf)
             if pages > max_pages:
                 raise ParseLimitError(f"PDF has {pages:,} pages; the limit is {max_pages:,} (PDF_MAX_PAGES)")
-            texts: list[str] = []
+            blocks: list[Block] = []
             used = 0
             for index in range(pages):
                 text = _page_text(pdf, index, used, max_text_chars)
                 used += len(text)
-                texts.append(text)
-            return "\n\n".join(texts)
+                blocks.append(Block(text, page=index + 1))
+            return ParsedDocument(tuple(blocks), _warnings(blocks))
         except pdfium.PdfiumError as exc:
             raise CorruptDocumentError(f"PDF page cannot be read: {exc}") from exc
         finally:
@@ -86,6 +88,13 @@ def _page_text(pdf: pdfium.PdfDocument, index: int, used: int, limit: int) -> st
     if used + len(text) > limit:
         raise _text_limit(limit, index)
     return text
+
+
+def _warnings(blocks: list[Block]) -> tuple[str, ...]:
+    empty = sum(1 for block in blocks if not block.text.strip())
+    if not empty:
+        return ()
+    return (f"{empty} of {len(blocks)} pages had no text layer (scanned images are not OCRed)",)
 
 
 def _text_limit(limit: int, index: int) -> ParseLimitError:

@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared import errors
 from shared.errors import IndexingError, ParseLimitError, PermanentError, TransientError
+from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
 
 if TYPE_CHECKING:
@@ -140,7 +141,7 @@ class InProcessParser:
     def __init__(self, limits: ParseLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
 
-    def __call__(self, data: bytes, filename: str) -> str:
+    def __call__(self, data: bytes, filename: str) -> ParsedDocument:
         from task_service.pipeline.parse import parse_document
 
         return parse_document(data, filename, self.limits)
@@ -205,11 +206,12 @@ class SandboxedParser:
 
     # ------------------------------------------------------------------ requests
 
-    def __call__(self, data: bytes, filename: str) -> str:
+    def __call__(self, data: bytes, filename: str) -> ParsedDocument:
         with self._lock:
             reply = self._request(data, filename)
         if reply[0] == "ok":
-            return str(reply[1])
+            parsed: ParsedDocument = reply[1]
+            return parsed
         raise _rebuild(str(reply[1]), reply[2], str(reply[3]))
 
     def _request(self, data: bytes, filename: str) -> tuple[Any, ...]:

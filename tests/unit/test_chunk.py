@@ -38,9 +38,9 @@ def count(text: str) -> int:
 
 
 def novel_excerpt(chars: int = 120_000) -> str:
-    from task_service.pipeline.parse import parse_document
+    from task_service.pipeline.parse import parse_text
 
-    return parse_document(NOVEL.read_bytes()[: chars * 2], "novel.txt")[:chars]
+    return parse_text(NOVEL.read_bytes()[: chars * 2], "novel.txt")[:chars]
 
 
 def assert_well_formed(chunks: list[Chunk], max_tokens: int, text: str) -> None:
@@ -187,9 +187,9 @@ def test_property_any_text(text: str, max_tokens: int, overlap_ratio: float) -> 
 
 @needs_novel
 def test_whole_novel_speed_and_bounds() -> None:
-    from task_service.pipeline.parse import parse_document
+    from task_service.pipeline.parse import parse_text
 
-    text = parse_document(NOVEL.read_bytes(), NOVEL.name)
+    text = parse_text(NOVEL.read_bytes(), NOVEL.name)
     started = time.perf_counter()
     chunks = chunker().split(text)
     elapsed = time.perf_counter() - started

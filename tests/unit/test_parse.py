@@ -28,7 +28,7 @@ from shared.errors import (
 from task_service.pipeline import markup
 from task_service.pipeline.decode import decode_text, sniff_html_charset
 from task_service.pipeline.normalize import normalize_text, reflow_plain_text
-from task_service.pipeline.parse import document_kind, ensure_parsers_ready, parse_document
+from task_service.pipeline.parse import document_kind, ensure_parsers_ready, parse_text
 
 CORPUS = Path(__file__).parents[3] / "shared" / "corpus"
 REPO = Path(__file__).parents[2]
@@ -81,31 +81,31 @@ def test_expectations_cover_every_corpus_file() -> None:
 def test_corpus_file(name: str) -> None:
     expected = EXPECTED[name]
     if isinstance(expected, str):
-        text = parse_document(corpus_bytes(name), name)
+        text = parse_text(corpus_bytes(name), name)
         assert expected in text
         assert_normalized(text)
     else:
         with pytest.raises(expected):
-            parse_document(corpus_bytes(name), name)
+            parse_text(corpus_bytes(name), name)
 
 
 @needs_corpus
 def test_no_text_error_message() -> None:
     with pytest.raises(NoTextError, match="no extractable text"):
-        parse_document(corpus_bytes("fake-text-all-whitespace.txt"), "fake-text-all-whitespace.txt")
+        parse_text(corpus_bytes("fake-text-all-whitespace.txt"), "fake-text-all-whitespace.txt")
 
 
 @needs_corpus
 def test_password_pdf_message_is_clear() -> None:
     with pytest.raises(PdfEncryptedError, match="password") as info:
-        parse_document(corpus_bytes("password.pdf"), "password.pdf")
+        parse_text(corpus_bytes("password.pdf"), "password.pdf")
     assert info.value.error_code == "pdf_encrypted"
 
 
 @needs_corpus
 def test_cp1252_html_is_not_mojibake() -> None:
     # charset-normalizer alone guesses cp1250 here: ñ→ń, å→ĺ, ¡→ˇ.
-    text = parse_document(corpus_bytes("fake-html-cp1252.html"), "fake-html-cp1252.html")
+    text = parse_text(corpus_bytes("fake-html-cp1252.html"), "fake-html-cp1252.html")
     for fragment in ("Die schöne Frau", "15,50 €", "L'été était très chaud", "Kvinnan åt köttbullar", "O João"):
         assert fragment in text
     assert not set("ńĺˇ\ufffd") & set(text)
@@ -113,8 +113,8 @@ def test_cp1252_html_is_not_mojibake() -> None:
 
 @needs_corpus
 def test_utf16_and_utf8_versions_give_the_same_text() -> None:
-    utf16 = parse_document(corpus_bytes("fake-text-utf-16.txt"), "a.txt")
-    assert utf16 == parse_document(corpus_bytes("fake-text.txt"), "b.txt")
+    utf16 = parse_text(corpus_bytes("fake-text-utf-16.txt"), "a.txt")
+    assert utf16 == parse_text(corpus_bytes("fake-text.txt"), "b.txt")
     assert "- Hamburgers are delicious\n- Dogs are the best" in utf16  # list lines are not joined
 
 
@@ -122,7 +122,7 @@ def test_utf16_and_utf8_versions_give_the_same_text() -> None:
 def test_novel_parses_fast() -> None:
     data = corpus_bytes("book-war-and-peace-1225p.txt")
     started = time.perf_counter()
-    text = parse_document(data, "book.txt")
+    text = parse_text(data, "book.txt")
     elapsed = time.perf_counter() - started
     assert elapsed < 5.0, f"novel took {elapsed:.2f} s"  # measured ≈0.7 s on the 2-core machine
     assert len(text) > 3_000_000
@@ -134,13 +134,13 @@ def test_novel_parses_fast() -> None:
 def test_truncated_pdf_is_corrupt(cut: float) -> None:
     data = corpus_bytes("layout-parser-paper-fast.pdf")
     with pytest.raises(CorruptDocumentError):
-        parse_document(data[: int(len(data) * cut)], "truncated.pdf")
+        parse_text(data[: int(len(data) * cut)], "truncated.pdf")
 
 
 @pytest.mark.parametrize("data", [b"", b"%PDF-1.7\n\x00\xff garbage " * 20, random.Random(7).randbytes(4096)])
 def test_garbage_pdf_is_corrupt(data: bytes) -> None:
     with pytest.raises(CorruptDocumentError):
-        parse_document(data, "garbage.pdf")
+        parse_text(data, "garbage.pdf")
 
 
 def _zip_without_word_parts() -> bytes:
@@ -153,13 +153,13 @@ def _zip_without_word_parts() -> bytes:
 @pytest.mark.parametrize("data", [b"", b"not a zip at all", _zip_without_word_parts()])
 def test_corrupt_docx(data: bytes) -> None:
     with pytest.raises(CorruptDocumentError):
-        parse_document(data, "broken.docx")
+        parse_text(data, "broken.docx")
 
 
 @pytest.mark.parametrize("filename", ["virus.exe", "README", "old.doc", "archive.pdf.zip", "slides.pptx", ".txt.bak"])
 def test_unsupported_types(filename: str) -> None:
     with pytest.raises(UnsupportedTypeError) as info:
-        parse_document(b"whatever", filename)
+        parse_text(b"whatever", filename)
     assert info.value.error_code == "unsupported_type"
 
 
@@ -173,7 +173,7 @@ def test_document_kind_by_extension(filename: str, kind: str) -> None:
 
 def test_binary_txt_is_undecodable() -> None:
     with pytest.raises(UndecodableTextError):
-        parse_document(random.Random(1).randbytes(3000), "blob.txt")
+        parse_text(random.Random(1).randbytes(3000), "blob.txt")
 
 
 # ---------------------------------------------------------------- decoding
@@ -209,14 +209,14 @@ def test_stray_bytes_in_utf8_text_do_not_reject_the_document() -> None:
 def test_lone_surrogates_and_nul_are_removed() -> None:
     data = codecs.BOM_UTF16_LE + b"A\x00\x00\xd8B\x00\x00\x00C\x00"  # A, lone high surrogate, B, NUL, C
     assert normalize_text(decode_text(data)) == "ABC"
-    assert parse_document(data, "s.txt") == "ABC"
+    assert parse_text(data, "s.txt") == "ABC"
 
 
 def test_html_meta_charset_is_honoured() -> None:
     html = '<html><head><meta charset="windows-1251"></head><body><p>Привет, мир</p></body></html>'
     data = html.encode("cp1251")
     assert sniff_html_charset(data) == "cp1251"
-    assert parse_document(data, "ru.html") == "Привет, мир"
+    assert parse_text(data, "ru.html") == "Привет, мир"
 
 
 @pytest.mark.parametrize(
@@ -258,14 +258,14 @@ def test_reflow_keeps_one_line_per_paragraph_files() -> None:
 @pytest.mark.parametrize("data", [b"\xef\xbb\xbf", b"\x00\x00\x00", "\u200b\u200d\ufeff \t".encode(), b"\r\n\r\n"])
 def test_invisible_only_text_has_no_text(data: bytes) -> None:
     with pytest.raises(NoTextError):
-        parse_document(data, "blank.txt")
+        parse_text(data, "blank.txt")
 
 
 def test_empty_html_and_markdown_have_no_text() -> None:
     with pytest.raises(NoTextError):
-        parse_document(b"<html><body><p>  </p></body></html>", "empty.html")
+        parse_text(b"<html><body><p>  </p></body></html>", "empty.html")
     with pytest.raises(NoTextError):
-        parse_document(b"   \n\n", "empty.md")
+        parse_text(b"   \n\n", "empty.md")
 
 
 # ---------------------------------------------------------------- unstructured / spaCy offline
@@ -313,11 +313,11 @@ def test_parsing_opens_no_network_connection() -> None:
         socket.socket.connect_ex = refuse
         socket.getaddrinfo = refuse_dns
         from pathlib import Path
-        from task_service.pipeline.parse import ensure_parsers_ready, parse_document
+        from task_service.pipeline.parse import ensure_parsers_ready, parse_text
         ensure_parsers_ready()
         corpus = Path({str(CORPUS)!r})
         for name in ("simple.docx", "fake-html.html", "codeblock.md", "DA-1p.pdf", "fake-text.txt"):
-            assert parse_document((corpus / name).read_bytes(), name)
+            assert parse_text((corpus / name).read_bytes(), name)
         print("ATTEMPTS", attempts)
         """
     )

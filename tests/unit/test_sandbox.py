@@ -23,7 +23,7 @@ from shared.errors import CorruptDocumentError, IndexingError, ParseLimitError
 from shared.settings import WorkerSettings
 from task_service.pipeline import sandbox as sandbox_module
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
-from task_service.pipeline.parse import parse_document
+from task_service.pipeline.parse import parse_text
 from task_service.pipeline.sandbox import (
     InProcessParser,
     SandboxedParser,
@@ -151,8 +151,8 @@ def corpus_bytes(name: str) -> bytes:
 
 def test_generators_build_valid_files() -> None:
     assert zlib.decompress(flate_bomb(4 * MIB)) == b" " * (4 * MIB)
-    assert parse_document(text_pdf("Hello sandbox"), "t.pdf") == "Hello sandbox"
-    assert parse_document(docx("Hello docx"), "t.docx") == "Hello docx"
+    assert parse_text(text_pdf("Hello sandbox"), "t.pdf") == "Hello sandbox"
+    assert parse_text(docx("Hello docx"), "t.docx") == "Hello docx"
     bomb = docx_bomb(300)
     assert len(bomb) < MIB
     with zipfile.ZipFile(io.BytesIO(bomb)) as archive:
@@ -170,7 +170,7 @@ def test_docx_bomb_is_refused_before_unstructured_sees_it(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(parse, "partition_markup", must_not_run)
     with pytest.raises(ParseLimitError, match="DOCX_MAX_INFLATE_RATIO") as info:
-        parse_document(docx_bomb(), "bomb.docx")
+        parse_text(docx_bomb(), "bomb.docx")
     assert info.value.error_code == "parse_limit"
     assert "word/document.xml" in str(info.value)
 
@@ -178,7 +178,7 @@ def test_docx_bomb_is_refused_before_unstructured_sees_it(monkeypatch: pytest.Mo
 def test_docx_with_too_many_entries() -> None:
     data = zip_of({f"word/media/{i}.xml": b"<x/>" for i in range(10_001)})
     with pytest.raises(ParseLimitError, match="10,001 entries; the limit is 10,000 \\(DOCX_MAX_ENTRIES\\)"):
-        parse_document(data, "many.docx")
+        parse_text(data, "many.docx")
 
 
 def test_docx_total_uncompressed_size_limit() -> None:
@@ -206,22 +206,22 @@ def test_real_docx_pass_the_zip_checks(name: str) -> None:
 
 def test_not_a_zip_is_still_corrupt_not_a_limit() -> None:
     with pytest.raises(CorruptDocumentError):
-        parse_document(b"not a zip at all", "broken.docx")
+        parse_text(b"not a zip at all", "broken.docx")
 
 
 def test_pdf_page_limit() -> None:
     data = text_pdf("page", pages=DEFAULT_LIMITS.pdf_max_pages + 1)
     with pytest.raises(ParseLimitError, match="PDF has 2,001 pages; the limit is 2,000 \\(PDF_MAX_PAGES\\)"):
-        parse_document(data, "pages.pdf")
-    assert parse_document(data, "pages.pdf", ParseLimits(pdf_max_pages=5000)).count("page") == 2001
+        parse_text(data, "pages.pdf")
+    assert parse_text(data, "pages.pdf", ParseLimits(pdf_max_pages=5000)).count("page") == 2001
 
 
 @needs_corpus
 def test_pdf_text_limit() -> None:
     data = corpus_bytes("layout-parser-paper-fast.pdf")
-    full = parse_document(data, "paper.pdf")
+    full = parse_text(data, "paper.pdf")
     with pytest.raises(ParseLimitError, match="PDF_MAX_TEXT_CHARS"):
-        parse_document(data, "paper.pdf", ParseLimits(pdf_max_text_chars=len(full) // 2))
+        parse_text(data, "paper.pdf", ParseLimits(pdf_max_text_chars=len(full) // 2))
 
 
 def test_limits_come_from_settings() -> None:
@@ -271,11 +271,11 @@ def sandbox() -> Iterator[SandboxedParser]:
 def test_sandbox_parses_like_in_process(sandbox: SandboxedParser, name: str) -> None:
     data = corpus_bytes(name)
     try:
-        expected: str | IndexingError = parse_document(data, name)
+        expected: str | IndexingError = parse_text(data, name)
     except IndexingError as exc:
         expected = exc
     if isinstance(expected, str):
-        assert sandbox(data, name) == expected
+        assert sandbox(data, name).text == expected
         return
     with pytest.raises(type(expected)) as info:
         sandbox(data, name)
@@ -296,7 +296,7 @@ def test_docx_bomb_in_the_sandbox_leaves_it_usable(sandbox: SandboxedParser) -> 
     with pytest.raises(ParseLimitError, match="DOCX_MAX_INFLATE_RATIO"):
         sandbox(docx_bomb(), "bomb.docx")
     assert sandbox.pid == pid  # a pre-check, not a crash: same child
-    assert sandbox(docx("after the bomb"), "ok.docx") == "after the bomb"
+    assert sandbox(docx("after the bomb"), "ok.docx").text == "after the bomb"
 
 
 def test_huge_flate_pdf_kills_the_child_and_a_normal_file_parses_right_after(sandbox: SandboxedParser) -> None:
@@ -305,7 +305,7 @@ def test_huge_flate_pdf_kills_the_child_and_a_normal_file_parses_right_after(san
         sandbox(huge_flate_pdf(), "flate.pdf")
     assert info.value.error_code == "parse_limit"
     assert sandbox.pid != pid  # replaced
-    assert sandbox(text_pdf("Normal after the bomb"), "normal.pdf") == "Normal after the bomb"
+    assert sandbox(text_pdf("Normal after the bomb"), "normal.pdf").text == "Normal after the bomb"
     assert resource.getrlimit(resource.RLIMIT_AS) == (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
 
 
@@ -313,7 +313,7 @@ def test_sandbox_serializes_concurrent_callers(sandbox: SandboxedParser) -> None
     docs = [(docx(f"document number {i}"), f"d{i}.docx") for i in range(6)]
     docs += [(f"plain text number {i}".encode(), f"t{i}.txt") for i in range(6)]
     with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda d: sandbox(*d), docs))
+        results = [r.text for r in pool.map(lambda d: sandbox(*d), docs)]
     assert results == [*(f"document number {i}" for i in range(6)), *(f"plain text number {i}" for i in range(6))]
 
 
@@ -345,7 +345,7 @@ def test_cpu_limit_is_per_document_not_cumulative() -> None:
         with pytest.raises(ParseLimitError, match=r"exceeded 2 s of CPU \(PARSE_CPU_LIMIT_S; killed by SIGXCPU\)"):
             parser(heavy, "heavy.md")
         assert parser.pid != pid
-        assert parser(b"still works", "ok.txt") == "still works"
+        assert parser(b"still works", "ok.txt").text == "still works"
     finally:
         parser.close()
 
@@ -357,7 +357,7 @@ def test_memory_error_in_the_child_is_a_parse_limit() -> None:
     try:
         with pytest.raises(ParseLimitError, match=r"memory limit of 1 GiB \(PARSE_MEMORY_LIMIT_MB\)"):
             parser(b"word " * (256 * MIB // 5), "big.txt")
-        assert parser(b"small again", "ok.txt") == "small again"
+        assert parser(b"small again", "ok.txt").text == "small again"
     finally:
         parser.close()
 
@@ -370,7 +370,7 @@ def test_a_child_killed_while_idle_is_replaced_transparently(sandbox: SandboxedP
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
     threading.Event().wait(0.5)
-    assert sandbox(b"after an external kill", "k.txt") == "after an external kill"
+    assert sandbox(b"after an external kill", "k.txt").text == "after an external kill"
     assert sandbox.pid != pid
 
 

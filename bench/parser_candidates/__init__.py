@@ -1,0 +1,1 @@
+"""Candidate parsers per format for ``bench/parsers.py``."""
