@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import zlib
+import pytest
 
+from shared.errors import NoTextError
 from task_service.pipeline.hyphens import resolve_line_hyphens
 from task_service.pipeline.parse import parse_document
-from tests.unit.test_sandbox import pdf
+from tests.pdfgen import pdf_pages, text_page
 
 WORDS = {"long", "term", "introduction", "well", "known", "synthesis"}.__contains__
 
 
-def _lines_pdf(*lines: bytes, pages: int = 1) -> bytes:
-    ops = b" 0 -14 Td ".join(b"(" + line + b") Tj" for line in lines)
-    return pdf(zlib.compress(b"BT /F1 12 Tf 72 720 Td " + ops + b" ET"), pages=pages)
-
-
 def test_compound_keeps_its_hyphen_and_broken_word_joins() -> None:
-    data = _lines_pdf(b"We plan for the long-", b"term future and intro-", b"duction of well-", b"known x.")
+    data = pdf_pages([text_page("We plan for the long-", "term future and intro-", "duction of well-", "known x.")])
     text = parse_document(data, "h.pdf").text
     assert "long-term" in text
     assert "introduction" in text
@@ -40,17 +36,9 @@ def test_unknown_halves_join_and_stray_marker_becomes_hyphen() -> None:
 
 
 def test_blocks_carry_their_page_and_blank_pages_are_reported() -> None:
-    parsed = parse_document(_lines_pdf(b"Same text on every page", pages=3), "p.pdf")
-    assert [b.page for b in parsed.blocks] == [1, 2, 3]
-    assert parsed.warnings == ()
-    blank = pdf(zlib.compress(b"BT ET"), pages=2)
-    both = parse_document(_lines_pdf(b"Only text"), "t.pdf")
-    assert both.blocks[0].page == 1
-    from shared.errors import NoTextError
-
-    try:
-        parse_document(blank, "blank.pdf")
-    except NoTextError:
-        pass
-    else:  # pragma: no cover - the assertion below explains
-        raise AssertionError("a PDF with no text layer at all must end no_text")
+    parsed = parse_document(pdf_pages([text_page("one"), text_page(), text_page("three")]), "p.pdf")
+    assert [(b.page, b.text) for b in parsed.blocks] == [(1, "one"), (3, "three")]
+    assert parsed.warnings == ("1 of 3 pages had no text layer (scanned images are not OCRed)",)
+    assert parse_document(pdf_pages([text_page("a"), text_page("b")]), "t.pdf").warnings == ()
+    with pytest.raises(NoTextError):
+        parse_document(pdf_pages([text_page(), text_page()]), "blank.pdf")
