@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import zlib
 
-
 _PAGE = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R /Resources"
          b" << /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >> >>")
 
