@@ -1,49 +1,105 @@
-"""Split normalized text into token-bounded chunks (pure, deterministic, no I/O after loading).
+"""Cut a parsed document into bounded chunks with provenance, in time linear in its length (pure).
 
-Splitting uses semantic-text-splitter 0.33 (``TextSplitter.from_huggingface_tokenizer``): it
-packs the largest semantic units that fit (paragraphs, then lines, sentences, words, graphemes)
-up to ``max_tokens``. ``overlap_tokens`` is a maximum: where a boundary falls inside a unit (a
-long paragraph cut between sentences) the next chunk repeats whole smaller units of the previous
-chunk's tail up to that many tokens; chunks that end at a paragraph boundary usually do not
-overlap (measured on a one-paragraph novel excerpt, 120/32 tokens: 75 % of boundaries overlap,
-none by more than 32 tokens). Tokens are
-counted with the embedding model's own tokenizer WITHOUT special tokens; the default 250 leaves
-room for [CLS] and [SEP] inside all-MiniLM-L6-v2's 256-token window (``models.py``), so the
-model never truncates a chunk.
+Bounds: every chunk has ``1 <= token_count <= max_tokens`` model tokens (all-MiniLM-L6-v2's own
+tokenizer, special tokens excluded: the default 250 leaves room for [CLS] and [SEP] in the
+model's 256-token window, so the model never truncates a chunk) AND at most ``max_chars``
+characters (``CHUNK_MAX_CHARS``, default 2,000). The character bound matters because a word of
+more than 100 characters is ONE ``[UNK]`` token for BERT's WordPiece (``max_input_chars_per_word``):
+bounded in tokens only, one chunk held 300,000 characters.
+
+Algorithm (our own packer; semantic-text-splitter 0.33, used before, is superlinear on long
+lines — 79 KB of one paragraph 3.1 s, 159 KB 9.6 s, 325 KB 35.5 s — and a 2.9 MB Markdown table
+held a worker for 25 minutes):
+
+1. The blocks are joined by a blank line (``ParsedDocument.text``) and tokenized ONCE, in
+   segments of ≤ 64 K characters cut at whitespace (or punctuation: BERT's pre-tokenizer splits
+   there, so no token crosses a cut), with offsets, by the fast tokenizer (``encode_batch``).
+2. Every word start gets a boundary level from the characters before it (numpy, per segment):
+   section start (the block's heading path differs from the previous block's) > paragraph (blank
+   line or block boundary) > line > sentence end (``. ! ? 。！？…``) > space > adjacent word
+   (punctuation, CJK). Cuts inside a word only happen when one word alone breaks a bound.
+3. Greedy packing from the current start: the largest token window within both bounds; the cut
+   is the first section start in it (unless only headings precede it: a heading stays with its
+   text), else the highest-level boundary in the window's second half, the latest one on ties.
+4. A cut inside a paragraph is overlapped: the next chunk starts up to ``overlap_tokens`` tokens
+   (and ``max_chars · overlap_tokens / max_tokens`` characters) earlier, at the earliest word
+   start after a space within that budget, never before the paragraph's start. Chunks that end
+   at a paragraph boundary do not overlap (as with semantic-text-splitter).
+
+Token counts are exact without re-tokenizing: BERT's normalizer works per character and its
+pre-tokenizer splits at whitespace and punctuation, so a substring from a word start to a word
+end has exactly the tokens it had in the whole text. The rare cuts inside a word are re-counted
+(and shrunk until they fit) by the slow path ``_hard_split``. Cost per chunk is a few numpy calls
+over its window, so the whole is linear; throughput is in ``bench/RESULTS.md`` (section
+``chunking``, ``python -m bench.chunking``).
 
 The MiniLM ``tokenizer.json`` enables truncation at 128 tokens and fixed padding to 128: with
-them the splitter's counts are capped (measured: chunks of 47,297 real tokens pass a capacity
-of 250). ``Chunker`` therefore works on a copy with both disabled.
+them the counts would be capped (measured: chunks of 47,297 real tokens passed a capacity of 250
+in semantic-text-splitter). ``Chunker`` therefore works on a copy with both disabled.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
+import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from semantic_text_splitter import TextSplitter
-from tokenizers import Tokenizer
+import numpy as np
+from tokenizers import Encoding, Tokenizer
 
 from shared.embedding.models import MINILM_REQUIREMENT, minilm_model_dir
 from shared.errors import DependencyMissingError
+from task_service.pipeline.document import SECTION_SEPARATOR, Block, ParsedDocument
+
+if TYPE_CHECKING:
+    from shared.settings import WorkerSettings
 
 DEFAULT_MAX_TOKENS = 250
 DEFAULT_OVERLAP_TOKENS = 32
+DEFAULT_MAX_CHARS = 2_000
 # A single character takes at most 3 MiniLM tokens (a Hangul syllable, which BERT's NFD normalizer
 # splits into its jamo; measured over all 1,111,998 non-surrogate code points), so any text can be
 # cut into chunks of >= 3 tokens.
 MIN_MAX_TOKENS = 3
+MIN_MAX_CHARS = 1
 _SURROGATES = re.compile("[\ud800-\udfff]")
+
+# Boundary levels: the kind of gap before a token (cutting there starts a chunk with that token).
+INSIDE_WORD, WORD, SPACE, SENTENCE, LINE, PARAGRAPH, SECTION = -1, 0, 1, 2, 3, 4, 5
+_SEGMENT_CHARS = 65_536  # tokenized per string
+_WINDOW_CHARS = 1_048_576  # tokenized per encode_batch call (bounds memory on a 50 MB text)
+_FILL = 0.5  # a cut below PARAGRAPH level is taken from the window's second half
+_TERMINATORS = np.array([ord(c) for c in ".!?。！？…"], dtype=np.uint32)
+_SEAM_CHARS = (" ", "\n", "\t", ".", ",", ";", ":", "/", "-", "_", "=", "&", "?", "|", ")", "]", "}")
 
 
 @dataclass(frozen=True)
 class Chunk:
-    """One piece of a document: ``index`` counts from 0 in document order; ``token_count`` is
-    the number of model tokens in ``content`` without special tokens."""
+    """One piece of a document: ``index`` counts from 0 in document order; ``token_count`` is the
+    number of model tokens in ``content`` without special tokens; ``page`` (1-based, PDF) and
+    ``section`` (heading path) are those of the block where the chunk starts."""
 
     index: int
     content: str
     token_count: int
+    page: int | None = None
+    section: str | None = None
+
+
+@dataclass(frozen=True)
+class ChunkSettings:
+    """The chunker's bounds (picklable: sent to the sandbox child). Tokens and characters."""
+
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    overlap_tokens: int = DEFAULT_OVERLAP_TOKENS
+    max_chars: int = DEFAULT_MAX_CHARS
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> ChunkSettings:
+        return cls(s.chunk_max_tokens, s.chunk_overlap_tokens, s.chunk_max_chars)
 
 
 def load_minilm_tokenizer() -> Tokenizer:
@@ -62,75 +118,367 @@ def load_minilm_tokenizer() -> Tokenizer:
 
 
 class Chunker:
-    """Token-bounded splitter; one instance is reusable and thread-safe for ``split``."""
+    """Token- and character-bounded chunker; one instance is reusable and thread-safe."""
 
     def __init__(
         self,
         tokenizer: Tokenizer,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
+        max_chars: int = DEFAULT_MAX_CHARS,
     ) -> None:
         """``tokenizer`` is copied (truncation/padding disabled on the copy; the caller's object
-        is left unchanged). Raises ``ValueError`` unless ``3 <= max_tokens`` (``MIN_MAX_TOKENS``)
-        and ``0 <= overlap_tokens < max_tokens``."""
+        is left unchanged). Raises ``ValueError`` unless ``3 <= max_tokens`` (``MIN_MAX_TOKENS``),
+        ``0 <= overlap_tokens < max_tokens`` and ``max_chars >= 1``."""
         if max_tokens < MIN_MAX_TOKENS:
             raise ValueError(f"max_tokens must be >= {MIN_MAX_TOKENS}, got {max_tokens}")
         if not 0 <= overlap_tokens < max_tokens:
             raise ValueError(f"overlap_tokens must be in [0, max_tokens={max_tokens}), got {overlap_tokens}")
+        if max_chars < MIN_MAX_CHARS:
+            raise ValueError(f"max_chars must be >= {MIN_MAX_CHARS}, got {max_chars}")
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens
+        self.max_chars = max_chars
+        self.overlap_chars = max_chars * overlap_tokens // max_tokens
         self._tokenizer = _counting_copy(tokenizer)
-        self._splitter = TextSplitter.from_huggingface_tokenizer(
-            self._tokenizer, capacity=max_tokens, overlap=overlap_tokens, trim=True
-        )
+
+    @classmethod
+    def from_settings(cls, tokenizer: Tokenizer, settings: ChunkSettings) -> Chunker:
+        return cls(tokenizer, settings.max_tokens, settings.overlap_tokens, settings.max_chars)
+
+    @property
+    def settings(self) -> ChunkSettings:
+        return ChunkSettings(self.max_tokens, self.overlap_tokens, self.max_chars)
 
     def count_tokens(self, text: str) -> int:
         """Number of model tokens in ``text``, special tokens excluded (lone surrogates ignored)."""
         return len(self._tokenizer.encode(_SURROGATES.sub("", text), add_special_tokens=False).ids)
 
-    def split(self, text: str) -> list[Chunk]:
-        """Split ``text`` into chunks with indexes 0..n-1 in document order.
+    def chunk(self, document: ParsedDocument) -> list[Chunk]:
+        """Chunks of ``document`` with indexes 0..n-1 in document order.
 
-        Every chunk's content is a whitespace-trimmed substring of ``text`` with
-        1 <= token_count <= max_tokens; consecutive chunks share up to ``overlap_tokens`` tokens.
-        Pieces the model cannot see (0 tokens: only whitespace, control or combining characters)
-        are dropped, so a text without any token gives ``[]``. Lone surrogates (not encodable as
-        UTF-8) are removed first. Same input, same output.
+        Every chunk's ``content`` is a substring of ``document.text`` (blocks joined by a blank
+        line; lone surrogates removed first) that starts and ends with a token, with
+        ``1 <= token_count <= max_tokens`` and ``len(content) <= max_chars``; ``page`` and
+        ``section`` are those of the block holding its first character. Text the model cannot
+        see (whitespace, control or lone combining characters) is dropped, so a document without
+        any token gives ``[]``. Same input, same output.
         """
-        pieces = self._splitter.chunks(_SURROGATES.sub("", text))
-        counts = self._counts(pieces)
-        bounded: list[tuple[str, int]] = []
-        for piece, count in zip(pieces, counts, strict=True):
-            if count > self.max_tokens:  # not expected from the splitter; enforce the bound anyway
-                bounded.extend(self._hard_split(piece))
-            elif count > 0:
-                bounded.append((piece, count))
-        return [Chunk(index=i, content=piece, token_count=count) for i, (piece, count) in enumerate(bounded)]
+        blocks = tuple(Block(_SURROGATES.sub("", b.text), b.section, b.page) for b in document.blocks)
+        return _Packer(self, blocks).run()
 
-    def _counts(self, pieces: list[str]) -> list[int]:
-        encodings = self._tokenizer.encode_batch(pieces, add_special_tokens=False)
-        return [len(encoding.ids) for encoding in encodings]
+    def split(self, text: str) -> list[Chunk]:
+        """``chunk`` of a document that is the one block ``text`` (no page, no section)."""
+        return self.chunk(ParsedDocument((Block(text),)))
+
+    # ------------------------------------------------------------------ slow path (rare)
+
+    def _encode(self, texts: list[str]) -> list[Encoding]:
+        return self._tokenizer.encode_batch(texts, add_special_tokens=False)
 
     def _hard_split(self, piece: str) -> list[tuple[str, int]]:
-        """Cut ``piece`` at token boundaries into windows of at most ``max_tokens`` tokens."""
-        offsets = self._tokenizer.encode(piece, add_special_tokens=False).offsets
-        out: list[tuple[str, int]] = []
-        start = 0
-        while start < len(offsets):
-            size = min(self.max_tokens, len(offsets) - start)
-            while True:  # re-tokenizing a cut can add tokens (a word split mid-way): shrink
-                end = offsets[start + size - 1][1]
-                window = piece[offsets[start][0] : end].strip()
-                count = self.count_tokens(window)
-                if count <= self.max_tokens:
-                    break
-                if size == 1:  # impossible for MiniLM with max_tokens >= MIN_MAX_TOKENS
-                    raise ValueError(f"{window!r} alone needs {count} tokens > max_tokens={self.max_tokens}")
-                size -= 1
-            if window and count > 0:
-                out.append((window, count))
-            start += size
+        """``piece`` cut at token boundaries into windows within both bounds, each re-counted."""
+        return [(piece[a:b], n) for a, b, n in self._hard_spans(piece, 0, len(piece))]
+
+    def _hard_spans(self, text: str, lo: int, hi: int) -> list[tuple[int, int, int]]:
+        """``(start, end, tokens)`` spans of ``text[lo:hi]`` (absolute offsets), each within
+        both bounds, cut at token boundaries (inside words if need be) and re-counted."""
+        offsets = [(a + lo, b + lo) for a, b in self._tokenizer.encode(text[lo:hi], add_special_tokens=False).offsets]
+        out: list[tuple[int, int, int]] = []
+        i = 0
+        while i < len(offsets):
+            a, b = offsets[i]
+            if b - a > self.max_chars:  # one token (a long word's [UNK]) longer than max_chars
+                out.extend(self._char_spans(text, a, b))
+                end = b
+            else:
+                end, count = self._fit(text, offsets, i)
+                if count > 0:
+                    out.append((a, end, count))
+            while i < len(offsets) and offsets[i][0] < end:  # tokens sharing the last character
+                i += 1
         return out
+
+    def _fit(self, text: str, offsets: list[tuple[int, int]], i: int) -> tuple[int, int]:
+        """End offset and token count of the largest window from token ``i`` within both bounds."""
+        a = offsets[i][0]
+        j = min(i + self.max_tokens, len(offsets))
+        while j > i + 1 and (offsets[j - 1][1] - a > self.max_chars or
+                             (j < len(offsets) and offsets[j][0] < offsets[j - 1][1])):
+            j -= 1
+        while True:  # re-tokenizing a cut can add tokens (a word split mid-way): shrink
+            end = offsets[j - 1][1]
+            count = self.count_tokens(text[a:end])
+            if count <= self.max_tokens:
+                return end, count
+            if j == i + 1:  # impossible for MiniLM with max_tokens >= MIN_MAX_TOKENS
+                raise ValueError(f"{text[a:end]!r} alone needs {count} tokens > max_tokens={self.max_tokens}")
+            j -= 1
+
+    def _char_spans(self, text: str, a: int, b: int) -> list[tuple[int, int, int]]:
+        """Cut ``text[a:b]`` (one over-long token) every ``max_chars`` characters, not before a
+        combining mark when avoidable; pieces over ``max_tokens`` are split again."""
+        out: list[tuple[int, int, int]] = []
+        while a < b:
+            end = min(a + self.max_chars, b)
+            while end > a + 1 and end < b and unicodedata.combining(text[end]):
+                end -= 1
+            count = self.count_tokens(text[a:end])
+            if count > self.max_tokens:
+                out.extend(self._hard_spans(text, a, end))
+            elif count > 0:
+                out.append((a, end, count))
+            a = end
+        return out
+
+
+# ---------------------------------------------------------------------- the linear packer
+
+
+@dataclass
+class _Tokens:
+    """Token arrays of the text still to pack (global character offsets)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    level: np.ndarray
+    unsafe: np.ndarray  # token right after a segment cut inside a word: chunks across it are re-counted
+
+    @classmethod
+    def empty(cls) -> _Tokens:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z, np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool))
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def extend(self, other: _Tokens, keep_from: int) -> _Tokens:
+        return _Tokens(*(np.concatenate([mine[keep_from:], theirs]) for mine, theirs in
+                         ((self.start, other.start), (self.end, other.end), (self.level, other.level),
+                          (self.unsafe, other.unsafe))))
+
+
+class _Packer:
+    """One ``Chunker.chunk`` call: tokenizes window by window and packs chunks as it goes."""
+
+    def __init__(self, chunker: Chunker, blocks: tuple[Block, ...]) -> None:
+        self.c = chunker
+        self.blocks = blocks
+        self.text = "\n\n".join(b.text for b in blocks)
+        lengths = np.fromiter((len(b.text) + 2 for b in blocks), dtype=np.int64, count=len(blocks))
+        self.block_start = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if len(blocks) else lengths
+        headings = np.fromiter((_is_heading(b) for b in blocks), dtype=bool, count=len(blocks))
+        self.content_before = np.concatenate([[0], np.cumsum(~headings)])  # non-heading blocks before b
+        changed = [i for i in range(1, len(blocks)) if blocks[i].section != blocks[i - 1].section]
+        self.section_starts = self.block_start[changed] if changed else np.zeros(0, dtype=np.int64)
+        self.tokens = _Tokens.empty()
+        self.pos = 0  # index in self.tokens of the next chunk's first token
+        self.floor = -1  # index of the previous chunk's end: the next one must end after it
+        self.prev = (0, 0)  # (start, end) of the last token tokenized so far
+        self.spans: list[tuple[int, int, int]] = []  # (start, end, token_count)
+
+    def run(self) -> list[Chunk]:
+        windows = list(_windows(_segments(self.text)))
+        for i, window in enumerate(windows):
+            self.tokens = self.tokens.extend(self._tokenize(window), self.pos)
+            self.floor -= self.pos
+            self.pos = 0
+            self._pack(final=i == len(windows) - 1)
+        return [self._chunk(i, a, b, n) for i, (a, b, n) in enumerate(self.spans)]
+
+    def _chunk(self, index: int, a: int, b: int, count: int) -> Chunk:
+        block = self.blocks[int(np.searchsorted(self.block_start, a, side="right")) - 1]
+        return Chunk(index, self.text[a:b], count, block.page, block.section)
+
+    # ------------------------------------------------------------------ tokens and levels
+
+    def _tokenize(self, window: list[tuple[int, int, bool]]) -> _Tokens:
+        encodings = self.c._encode([self.text[lo:hi] for lo, hi, _ in window])
+        parts = [_segment_tokens(enc, lo, safe) for (lo, _, safe), enc in zip(window, encodings, strict=True)]
+        start = np.concatenate([p[0] for p in parts])
+        if not len(start):
+            return _Tokens.empty()
+        end = np.concatenate([p[1] for p in parts])
+        word_start = np.concatenate([p[2] for p in parts])
+        unsafe = np.concatenate([p[3] for p in parts])
+        level = self._levels(start, end, word_start, window[0][0], window[-1][1])
+        self.prev = (int(start[-1]), int(end[-1]))
+        return _Tokens(start, end, level, unsafe)
+
+    def _levels(self, start: np.ndarray, end: np.ndarray, word_start: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        prev_start = np.concatenate([[self.prev[0]], start[:-1]])
+        prev_end = np.concatenate([[self.prev[1]], end[:-1]])
+        base = min(int(prev_start[0]), lo)
+        codes = np.frombuffer(self.text[base:hi].encode("utf-32-le"), dtype=np.uint32)
+        newlines = np.concatenate([[0], np.cumsum(codes == 10)])
+        breaks = newlines[start - base] - newlines[np.minimum(prev_end, start) - base]
+        gap = start > prev_end
+        last_char = codes[np.maximum(prev_end - 1 - base, 0)]
+        terminated = (prev_end - prev_start == 1) & np.isin(last_char, _TERMINATORS) & (gap | (last_char >= 0x3000))
+        level = np.select(
+            [~word_start, breaks >= 2, breaks == 1, terminated, gap],
+            [INSIDE_WORD, PARAGRAPH, LINE, SENTENCE, SPACE], default=WORD,
+        ).astype(np.int8)
+        marks = self.section_starts[(self.section_starts > self.prev[0]) & (self.section_starts <= start[-1])]
+        level[np.searchsorted(start, marks, side="left")] = SECTION
+        return level
+
+    # ------------------------------------------------------------------ packing
+
+    def _pack(self, *, final: bool) -> None:
+        t = self.tokens
+        n = len(t)
+        while self.pos < n:
+            s = self.pos
+            limit = int(np.searchsorted(t.end, t.start[s] + self.c.max_chars, side="right"))
+            e_max = min(s + self.c.max_tokens, limit)
+            if e_max >= n and not final:
+                return  # the window may continue further: wait for more tokens
+            if e_max <= s:  # token s alone is longer than max_chars
+                self.spans.extend(self.c._char_spans(self.text, int(t.start[s]), int(t.end[s])))
+                self.pos = self._after(s + 1)
+                continue
+            if e_max >= n:
+                self._emit(s, n)
+                self.pos = n
+                continue
+            cut = self._cut(s, e_max)
+            if cut is None:  # no word boundary within the bounds: one word too long
+                word_end = self._word_end(s)
+                if word_end >= n and not final:
+                    return
+                self.spans.extend(self.c._hard_spans(self.text, int(t.start[s]), int(t.end[word_end - 1])))
+                self.pos = self._after(word_end)
+                continue
+            self._emit(s, cut)
+            self.floor = cut
+            self.pos = self._next_start(s, cut)
+
+    def _after(self, i: int) -> int:
+        """First token from ``i`` that starts at or after the end of token ``i - 1``."""
+        t = self.tokens
+        while i < len(t) and t.start[i] < t.end[i - 1]:
+            i += 1
+        return i
+
+    def _word_end(self, s: int) -> int:
+        """Index of the first word start after token ``s`` (``len`` if none is loaded)."""
+        level, step, lo = self.tokens.level, 4 * self.c.max_tokens, s + 1
+        while lo < len(level):
+            following = np.flatnonzero(level[lo:lo + step] >= WORD)
+            if len(following):
+                return lo + int(following[0])
+            lo, step = lo + step, 2 * step
+        return len(level)
+
+    def _cut(self, s: int, e_max: int) -> int | None:
+        """Where the chunk starting at token ``s`` ends (exclusive); ``None`` if no word boundary."""
+        level = self.tokens.level
+        for p in np.flatnonzero(level[s + 1:e_max + 1] == SECTION) + s + 1:
+            if self._has_content(s, int(p)):
+                return int(p)
+        first = max(s, self.floor) + 1  # an overlapped chunk must reach past the previous one
+        lo = max(first, s + 1 + int((e_max - s) * _FILL))
+        window = np.minimum(level[lo:e_max + 1], PARAGRAPH)  # section starts left: only headings before
+        best = int(window.max()) if len(window) else INSIDE_WORD
+        if best < WORD:
+            lo, window = first, np.minimum(level[first:e_max + 1], PARAGRAPH)
+            best = int(window.max()) if len(window) else INSIDE_WORD
+            if best < WORD:
+                return None
+        return lo + len(window) - 1 - int(np.argmax(window[::-1] == best))
+
+    def _has_content(self, s: int, p: int) -> bool:
+        """True if tokens ``[s, p)`` reach into a block that is not a heading."""
+        first, last = np.searchsorted(self.block_start, [self.tokens.start[s], self.tokens.start[p]], side="right") - 1
+        return bool(self.content_before[last] - self.content_before[first] > 0)
+
+    def _emit(self, s: int, p: int) -> None:
+        t = self.tokens
+        a, b = int(t.start[s]), int(t.end[p - 1])
+        exact = t.level[s] >= WORD and (p >= len(t) or t.level[p] >= WORD) and not t.unsafe[s + 1:p].any()
+        if exact:
+            self.spans.append((a, b, p - s))
+        else:  # a chunk across a segment cut inside a word: its true count may differ
+            self.spans.extend(self.c._hard_spans(self.text, a, b))
+
+    def _next_start(self, s: int, p: int) -> int:
+        """First token of the chunk after ``[s, p)``: ``p``, or earlier to overlap."""
+        t = self.tokens
+        if p >= len(t) or t.level[p] >= PARAGRAPH or self.c.overlap_tokens == 0:
+            return p
+        lo = max(s + 1, p - self.c.overlap_tokens,
+                 int(np.searchsorted(t.start, t.end[p - 1] - self.c.overlap_chars, side="left")))
+        if lo >= p:
+            return p
+        paragraph = np.flatnonzero(t.level[lo:p] >= PARAGRAPH)
+        if len(paragraph):
+            lo += int(paragraph[-1])
+        spaced = np.flatnonzero(t.level[lo:p] >= SPACE)
+        if not len(spaced):
+            return p
+        q = lo + int(spaced[0])
+        reach = min(q + self.c.max_tokens, int(np.searchsorted(t.end, t.start[q] + self.c.max_chars, side="right")))
+        return q if reach > p else p  # the next chunk must be able to end after this one
+
+
+def _segment_tokens(enc: Encoding, lo: int, safe: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(start, end, word_start, unsafe)`` arrays of one segment's tokens, offsets made global."""
+    offsets = enc.offsets
+    flat = np.fromiter(itertools.chain.from_iterable(offsets), dtype=np.int64, count=2 * len(offsets))
+    flat += lo
+    words = np.fromiter((-1 if w is None else w for w in enc.word_ids), dtype=np.int64, count=len(offsets))
+    word_start = np.ones(len(offsets), dtype=bool)
+    word_start[1:] = words[1:] != words[:-1]
+    unsafe = np.zeros(len(offsets), dtype=bool)
+    if len(offsets) and not safe:
+        word_start[0] = False
+        unsafe[0] = True
+    return flat[0::2], flat[1::2], word_start, unsafe
+
+
+def _segments(text: str) -> Iterator[tuple[int, int, bool]]:
+    """``(lo, hi, safe)``: consecutive pieces of ≤ ``_SEGMENT_CHARS`` characters, cut after a
+    paragraph break, line break or space (else before punctuation) in their last half; ``safe``
+    is False for a piece that starts where a run of 32 K characters had none (a hard cut)."""
+    lo, safe = 0, True
+    while lo < len(text):
+        hi = lo + _SEGMENT_CHARS
+        if hi >= len(text):
+            yield lo, len(text), safe
+            return
+        half = lo + _SEGMENT_CHARS // 2
+        cut = text.rfind("\n\n", half, hi)
+        if cut < 0:
+            cut = max(text.rfind("\n", half, hi), text.rfind(" ", half, hi))
+        if cut < 0:
+            cut = max(text.rfind(c, half, hi) for c in _SEAM_CHARS)
+        next_safe = cut >= 0
+        cut = cut if cut >= 0 else hi
+        yield lo, cut, safe
+        lo, safe = cut, next_safe
+
+
+def _windows(segments: Iterator[tuple[int, int, bool]]) -> Iterator[list[tuple[int, int, bool]]]:
+    """Groups of consecutive segments of about ``_WINDOW_CHARS`` characters; at least one group."""
+    window: list[tuple[int, int, bool]] = []
+    size = 0
+    for segment in segments:
+        window.append(segment)
+        size += segment[1] - segment[0]
+        if size >= _WINDOW_CHARS:
+            yield window
+            window, size = [], 0
+    if window or size == 0:
+        yield window or [(0, 0, True)]
+
+
+def _is_heading(block: Block) -> bool:
+    """A heading block carries the section path that ends with its own text (``document.py``)."""
+    if block.section is None:
+        return False
+    title = " ".join(block.text.split())
+    return block.section == title or block.section.endswith(SECTION_SEPARATOR + title)
 
 
 def _counting_copy(tokenizer: Tokenizer) -> Tokenizer:
