@@ -51,11 +51,14 @@ class OutboxRow:
 
 @dataclass(frozen=True)
 class ChunkRow:
-    """A chunk to write: ``index`` 0..n-1, ``content`` NUL-free text, ``token_count`` tokens."""
+    """A chunk to write: ``index`` 0..n-1, ``content`` NUL-free text, ``token_count`` tokens;
+    ``page`` (1-based PDF page) and ``section`` (heading path) where the chunk starts."""
 
     index: int
     content: str
     token_count: int
+    page: int | None = None
+    section: str | None = None
 
 
 # ------------------------------------------------------------------ users, tokens, KBs
@@ -468,9 +471,11 @@ async def commit_chunks(
     attempt: int,
     chunks: Sequence[ChunkRow],
     embeddings: np.ndarray,
+    warnings: Sequence[str] = (),
 ) -> bool:
     """The one fenced transaction: replace the document's chunks and vectors, task SUCCESS,
-    document INDEXED. ``embeddings`` is ``(len(chunks), 384) float32``.
+    document INDEXED with this run's ``warnings`` (a JSON array of sentences).
+    ``embeddings`` is ``(len(chunks), 384) float32``.
 
     Under the document row lock it re-checks the generation and our claim
     ``(RUNNING, generation, attempt)``; if either moved, nothing is written and False is
@@ -503,9 +508,10 @@ async def commit_chunks(
             await conn.copy_records_to_table(
                 "document_chunk",
                 records=[
-                    (i, document_id, c.index, c.content, c.token_count) for i, c in zip(ids, chunks, strict=True)
+                    (i, document_id, c.index, c.content, c.token_count, c.page, c.section)
+                    for i, c in zip(ids, chunks, strict=True)
                 ],
-                columns=["id", "document_id", "chunk_index", "content", "token_count"],
+                columns=["id", "document_id", "chunk_index", "content", "token_count", "page", "section"],
             )
             await conn.copy_records_to_table(
                 "document_vector",
@@ -515,8 +521,8 @@ async def commit_chunks(
             await fault_point("in_commit")
             await conn.execute(
                 "UPDATE document_info SET status = 'INDEXED', chunk_count = $2, error_message = NULL,"
-                " update_time = now() WHERE id = $1 AND index_generation = $3",
-                document_id, len(chunks), generation,
+                " warnings = $4::jsonb, update_time = now() WHERE id = $1 AND index_generation = $3",
+                document_id, len(chunks), generation, json.dumps(list(warnings)),
             )
     except _Rollback:
         return False
@@ -533,8 +539,11 @@ async def finish_unsuccessfully(
     status: TaskStatus,
     error_code: str,
     error_message: str,
+    warnings: Sequence[str] = (),
 ) -> bool:
-    """Task FAILED/TIMEOUT and document FAILED, fenced on our claim; False if fenced out."""
+    """Task FAILED/TIMEOUT and document FAILED, fenced on our claim; False if fenced out.
+    ``warnings``: what this run's extraction reported before it failed (none if it failed
+    while extracting); they replace the previous run's."""
     assert status in (TaskStatus.FAILED, TaskStatus.TIMEOUT)
     try:
         async with conn.transaction():
@@ -552,9 +561,9 @@ async def finish_unsuccessfully(
             if ok is None:
                 raise _Rollback
             await conn.execute(
-                "UPDATE document_info SET status = 'FAILED', error_message = $2, update_time = now()"
-                " WHERE id = $1",
-                document_id, error_message[:4000],
+                "UPDATE document_info SET status = 'FAILED', error_message = $2, warnings = $3::jsonb,"
+                " update_time = now() WHERE id = $1",
+                document_id, error_message[:4000], json.dumps(list(warnings)),
             )
     except _Rollback:
         return False

@@ -84,6 +84,7 @@ class WorkerSettings(CommonSettings):
     consumer_timeout_s: float = Field(1800.0, description="mirror of RabbitMQ consumer_timeout")
     chunk_max_tokens: int = Field(250, le=256, description="model tokens per chunk")
     chunk_overlap_tokens: int = Field(32, ge=0)
+    chunk_max_chars: int = Field(2_000, ge=1, description="characters per chunk (a word of 100+ characters is 1 token)")
     transient_retry_attempts: int = Field(4, ge=1)
     transient_retry_initial_s: float = 0.5
     transient_retry_max_s: float = 8.0

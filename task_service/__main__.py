@@ -2,6 +2,12 @@
 
 Builds settings, checks parsers and the model are installed (fail at start-up, not mid-task),
 applies migrations, opens PostgreSQL / Redis / object storage, then consumes until SIGTERM.
+
+SIGTERM / SIGINT: stop consuming, abandon in-flight work (``Consumer.abandon``: handler tasks
+cancelled, sandbox child killed), close connections — the broker requeues the unacked
+deliveries — and exit, within ``SHUTDOWN_GRACE_S`` seconds: blocking calls run on daemon threads
+(``threads.DaemonThreadPool``) that exit does not wait for, and if anything still hangs the
+process exits anyway when the grace period is over.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import redis.asyncio as aioredis
 from aio_pika.abc import AbstractConnection
@@ -26,24 +34,28 @@ from shared.settings import WorkerSettings
 from shared.storage import ObjectStore
 from task_service.consumer import Consumer
 from task_service.handler import IndexHandler
-from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
 from task_service.pipeline.parse import ensure_parsers_ready
 from task_service.pipeline.sandbox import SandboxedParser, parser_from_settings
 from task_service.relay import relay_forever
 from task_service.scanner import scan_forever
+from task_service.threads import DaemonThreadPool
 
 log = logging.getLogger("task_service")
+SHUTDOWN_GRACE_S = 8.0  # after SIGTERM: then the process exits whatever still runs
+CLOSE_TIMEOUT_S = 3.0  # per connection pool / client closed at shutdown
 
 
 async def run(settings: WorkerSettings) -> None:
     name = settings.worker_name or f"task_service@{socket.gethostname()}:{os.getpid()}"
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(DaemonThreadPool(16, "task-service"))
     parser = parser_from_settings(settings)
     if isinstance(parser, SandboxedParser):
-        # parsers load and warm in the sandbox child; a missing model fails here, not mid-task
+        # parsers and the tokenizer load and warm in the sandbox child; a missing model fails
+        # here, not mid-task
         await asyncio.to_thread(parser.start, wait_ready=True)
     else:
         ensure_parsers_ready()
-    chunker = Chunker(load_minilm_tokenizer(), settings.chunk_max_tokens, settings.chunk_overlap_tokens)
     embedder = embedder_from_settings(settings)
     await migrate(settings.database_url)
     pool = await create_pool(settings, app_name=name)
@@ -56,12 +68,19 @@ async def run(settings: WorkerSettings) -> None:
     await store.ensure_bucket()
     handler = IndexHandler(
         settings=settings, pool=pool, redis=redis, store=store, embedder=embedder,
-        chunker=chunker, parse=parser, worker_name=name,
+        parse=parser, worker_name=name,
     )
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if not stop.is_set():
+            log.info("stopping: in-flight work is abandoned (redelivered to the next worker)",
+                     extra={"signal": sig.name})
+            loop.call_later(SHUTDOWN_GRACE_S, _exit_now)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
 
     background: list[asyncio.Task[None]] = []
 
@@ -84,12 +103,29 @@ async def run(settings: WorkerSettings) -> None:
     finally:
         for t in background:
             t.cancel()
-        await pool.close()
-        await redis.aclose()
+        parser.close()  # kills the sandbox child, even one still working for an abandoned task
+        await _close(pool.close(), "database pool", on_timeout=pool.terminate)
+        await _close(redis.aclose(), "redis")
         close = getattr(embedder, "aclose", None)
         if close is not None:
-            await close()
+            await _close(close(), "embedder")
     log.info("worker stopped")
+
+
+async def _close(closing: Awaitable[Any], what: str, on_timeout: Callable[[], Any] | None = None) -> None:
+    try:
+        await asyncio.wait_for(closing, CLOSE_TIMEOUT_S)
+    except (TimeoutError, OSError) as exc:
+        log.warning("could not close cleanly", extra={"what": what, "error": f"{type(exc).__name__}: {exc}"})
+        if on_timeout is not None:
+            on_timeout()
+
+
+def _exit_now() -> None:
+    """The grace period after SIGTERM is over: exit without waiting for anything."""
+    log.error("shutdown grace period over; exiting now", extra={"grace_s": SHUTDOWN_GRACE_S})
+    logging.shutdown()
+    os._exit(1)
 
 
 def main() -> None:

@@ -5,11 +5,18 @@ channel or connection (restart, consumer_timeout, closed from the management con
 declares the topology and subscribes again, so the process never lives on with zero consumers
 (aio-pika #231, #334). Unacked deliveries of the old channel are requeued by the broker; acking
 them on the dead channel raises and is ignored (the fence makes the redelivery harmless).
+
+Stopping (SIGTERM/SIGINT sets ``stop``): the consumer is cancelled and in-flight work is
+abandoned, not drained — a document can take minutes, longer than any orchestrator waits. The
+handler tasks are cancelled (their sandbox children killed, their document locks released), the
+connection closes, and the broker requeues the unacked deliveries for the next worker, whose
+claim (attempt + 1) fences out anything the abandoned run could still do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -124,17 +131,24 @@ class Consumer:
                 stopper.cancel()
                 closer.cancel()
             if stop.is_set() and not closed.is_set():
-                await queue.cancel(tag)
-                await self._drain()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(queue.cancel(tag), timeout=2)
+                await self.abandon()
             else:
                 raise BrokerUnavailableError("channel or connection closed by the broker")
         finally:
             if not conn.is_closed:
                 await conn.close()
 
-    async def _drain(self, timeout_s: float = 30.0) -> None:
-        if self._in_flight:
-            await asyncio.wait(set(self._in_flight), timeout=timeout_s)
+    async def abandon(self, timeout_s: float = 5.0) -> None:
+        """Cancel the in-flight handler tasks and wait up to ``timeout_s`` seconds for them to
+        unwind (kill their sandbox children, release their locks); their deliveries stay unacked."""
+        tasks = set(self._in_flight)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            log.warning("abandoning in-flight deliveries", extra={"count": len(tasks)})
+            await asyncio.wait(tasks, timeout=timeout_s)
 
     async def _process(self, message: AbstractIncomingMessage, publisher: amqp.Publisher) -> None:
         attempts = delay_attempts(message)

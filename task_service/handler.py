@@ -1,17 +1,22 @@
 """The imperative shell of the worker: one delivery in, one outcome (ack / reject / delay) out.
 
 Per delivery: decode → document lock → load task → claim decision (pure) → claim (attempt+1)
-→ download → parse → chunk → fence check → embed → fenced commit. The consumer turns the
-returned :class:`Outcome` into ack / reject / delayed re-publish; nothing here touches AMQP.
+→ download → extract (parse + chunk, in the sandbox child) → fence check → embed → fenced
+commit. The consumer turns the returned :class:`Outcome` into ack / reject / delayed
+re-publish; nothing here touches AMQP.
+
+Cancellation (task hard limit, lost lease, worker shutdown) reaches the extraction too: the
+sandbox child doing it is killed (``Extractor.cancel``), so no CPU is burnt for a dead task.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
@@ -26,7 +31,6 @@ from shared.errors import (
     FencedOut,
     IndexingError,
     LockLostError,
-    NoTextError,
     StaleGenerationError,
     TransientError,
 )
@@ -40,8 +44,7 @@ from shared.settings import WorkerSettings
 from shared.states import TaskStatus
 from shared.storage import ObjectStore
 from task_service.lease import run_with_lease
-from task_service.pipeline.chunk import Chunk, Chunker
-from task_service.pipeline.document import ParsedDocument
+from task_service.pipeline.extract import Extraction
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -53,14 +56,23 @@ class Outcome(StrEnum):
     DELAY = "delay"  # re-publish to the delay queue (lock held / infrastructure down), then ack
 
 
-class Parser(Protocol):
-    def __call__(self, data: bytes, filename: str) -> ParsedDocument: ...
+class Extractor(Protocol):
+    """Parse + chunk one document (``sandbox.SandboxedParser`` or ``InProcessParser``)."""
+
+    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None) -> Extraction:
+        """Blocking; raises ``IndexingError`` subclasses for the document's faults."""
+        ...
+
+    def cancel(self, token: threading.Event) -> None:
+        """Abandon the call made with ``token`` (kill the process doing it); returns at once."""
+        ...
 
 
 @dataclass(frozen=True)
 class _Run:
     msg: IndexMessage
     attempt: int
+    warnings: list[str] = field(default_factory=list)  # the extraction's, once it has run
 
 
 class IndexHandler:
@@ -74,8 +86,7 @@ class IndexHandler:
         redis: aioredis.Redis,
         store: ObjectStore,
         embedder: Embedder,
-        chunker: Chunker,
-        parse: Parser,
+        parse: Extractor,
         worker_name: str,
     ) -> None:
         self._s = settings
@@ -83,7 +94,6 @@ class IndexHandler:
         self._redis = redis
         self._store = store
         self._embedder = embedder
-        self._chunker = chunker
         self._parse = parse
         self.worker_name = worker_name
 
@@ -200,7 +210,7 @@ class IndexHandler:
         ok = await self._db(
             queries.finish_unsuccessfully, task_id=run.msg.task_id, document_id=run.msg.document_id,
             generation=run.msg.generation, attempt=run.attempt, status=status, error_code=code,
-            error_message=message,
+            error_message=message, warnings=run.warnings,
         )
         if not ok:
             await self._skip(SkipReason.STALE_GENERATION, run.msg)
@@ -218,10 +228,9 @@ class IndexHandler:
         await fault_point("before_download")
         data = await self._with_retries(self._store.get, object_key)
         await fault_point("before_parse")
-        parsed = await asyncio.to_thread(self._parse, data, parser_filename(filename, content_type))
-        chunks: list[Chunk] = await asyncio.to_thread(self._chunker.split, parsed.text)
-        if not chunks:
-            raise NoTextError()
+        extraction = await self._extract(data, parser_filename(filename, content_type))
+        chunks = extraction.chunks
+        run.warnings[:] = extraction.warnings
         # Fence before the expensive call: a stale run never reaches the model.
         if not await self._db(queries.claim_is_current, msg.task_id, msg.generation, run.attempt):
             raise StaleGenerationError("generation or claim superseded before embedding")
@@ -229,14 +238,25 @@ class IndexHandler:
                        run.attempt, len(chunks), self.worker_name)
         await fault_point("during_embed")
         embeddings = await self._with_retries(self._embedder.embed, [c.content for c in chunks])
-        rows = [queries.ChunkRow(c.index, c.content, c.token_count) for c in chunks]
+        rows = [queries.ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
         committed = await self._db(
             queries.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
             generation=msg.generation, attempt=run.attempt, chunks=rows, embeddings=embeddings,
+            warnings=extraction.warnings,
         )
         if not committed:
             raise StaleGenerationError("fenced out at commit")
         return len(rows)
+
+    async def _extract(self, data: bytes, filename: str) -> Extraction:
+        """Parse + chunk in a thread (the sandbox call blocks on its child); if this task is
+        cancelled meanwhile, the extraction is cancelled too (its child killed)."""
+        token = threading.Event()
+        try:
+            return await asyncio.to_thread(self._parse, data, filename, token)
+        except asyncio.CancelledError:
+            self._parse.cancel(token)
+            raise
 
     async def _with_retries(self, fn: Callable[..., Awaitable[R]], *args: Any) -> R:
         async for attempt in self._retrying():

@@ -2,8 +2,10 @@
 
 The model is loaded once, from local files only (``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1``,
 ``local_files_only=True``): nothing is downloaded. ``embed`` runs ``encode`` in a worker thread
-so the event loop (AMQP heartbeats) keeps running; calls are serialized by a lock because
-concurrent forward passes would only compete for the same CPU cores.
+so the event loop (AMQP heartbeats) keeps running, one ``batch_size`` slice per thread call: a
+cancelled ``embed`` (lost lease, task limit, worker shutdown) stops after the current slice
+instead of running the whole document's forward passes on. Calls are serialized by a lock
+because concurrent forward passes would only compete for the same CPU cores.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from shared.embedding.models import MINILM_MODEL_NAME, minilm_model_dir
 from shared.embedding.vectors import FloatMatrix, empty_matrix, l2_normalize
@@ -58,7 +62,10 @@ class SentenceTransformerEmbedder:
         """
         if not texts:
             return empty_matrix(self.dim)
-        return await asyncio.to_thread(self._encode, list(texts))
+        items = list(texts)
+        step = self.batch_size
+        parts = [await asyncio.to_thread(self._encode, items[i:i + step]) for i in range(0, len(items), step)]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _encode(self, texts: list[str]) -> FloatMatrix:
         with self._lock:

@@ -1,5 +1,6 @@
-"""Run ``parse_document`` in a resource-limited child process that survives from one document
-to the next; a document that blows a limit fails with ``parse_limit`` and the worker goes on.
+"""Run ``extract`` (parse + chunk) in a resource-limited child process that survives from one
+document to the next; a document that blows a limit fails with ``parse_limit`` and the worker
+goes on.
 
 Shape: one long-lived child per worker, a fresh interpreter started with ``subprocess``
 (``python -c "from task_service.pipeline.sandbox import child_main; child_main()" FD``: nothing
@@ -7,8 +8,10 @@ of the worker's threads, event loop, sockets or pools is inherited, and unlike
 ``multiprocessing``'s spawn/forkserver it never re-imports the parent's ``__main__`` and starts
 no resource-tracker process), serving requests over a socketpair wrapped in a
 ``multiprocessing.connection.Connection``. Importing unstructured + spaCy and warming them
-takes ≈3-4 s, so the child does it once (``ensure_parsers_ready``) and then parses any number
-of documents.
+takes ≈3-4 s, so the child does it once (``ensure_parsers_ready``, and the MiniLM tokenizer for
+the chunker, built from the ``ChunkSettings`` sent with the limits) and then extracts any number
+of documents. Chunking runs here too (it was a worker thread: a 2.9 MB Markdown table kept one
+burning CPU after its task's TIMEOUT), so the limits below cover parsing and chunking together.
 It is replaced only after a limit hit, a crash or memory growth. ``start()`` does not wait for
 the warm-up: it overlaps the rest of the worker's start-up (tokenizer, model, migrations,
 connections), and the first document waits for it (``start_timeout_s``) if needed.
@@ -34,15 +37,17 @@ Limits, all in the child only (the worker process itself is never limited):
   depth against a library that tries to download something; not a security boundary: code in
   C could still open sockets).
 
-Outcomes, as the handler sees them (``self._parse(data, filename)`` in ``asyncio.to_thread``):
+Outcomes, as the handler sees them (``self._parse(data, filename, token)`` in ``asyncio.to_thread``):
 
-- the text, or the ``IndexingError`` the parser raised in the child, rebuilt from
+- the ``Extraction`` (chunks + warnings), or the ``IndexingError`` raised in the child, rebuilt from
   ``(class name, error_code, message)`` (exceptions are never pickled across);
 - ``ParseLimitError`` (``parse_limit``, permanent) for a ``MemoryError`` in the child, a child
   killed by a signal (SIGXCPU → CPU limit; others, usually SIGABRT/SIGSEGV from a failed
   allocation in C → memory limit "or crashed"), or the wall-clock timeout; the child is then
   replaced at once (the new one warms while the task is being marked FAILED);
-- ``ParserUnavailableError`` (``parser_unavailable``) when no child can be started.
+- ``ParserUnavailableError`` (``parser_unavailable``) when no child can be started;
+- ``ExtractionCancelled`` after ``cancel(token)`` (the task timed out or was cancelled, the worker
+  is shutting down): the child doing that request is SIGKILLed at once and replaced.
 
 Threads: the handler may call the parser from several threads (prefetch > 1); requests are
 serialized by a lock, one document at a time in the one child (PDFium is single-threaded
@@ -71,11 +76,12 @@ from typing import TYPE_CHECKING, Any
 
 from shared import errors
 from shared.errors import IndexingError, ParseLimitError, PermanentError, TransientError
-from task_service.pipeline.document import ParsedDocument
+from task_service.pipeline.chunk import DEFAULT_CHUNKING, Chunker, ChunkSettings, load_minilm_tokenizer
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
 
 if TYPE_CHECKING:
     from shared.settings import WorkerSettings
+    from task_service.pipeline.extract import Extraction
 
 log = logging.getLogger(__name__)
 
@@ -127,24 +133,39 @@ class ParserCrashError(RuntimeError):
     """The parser raised something outside the error tree (a bug); message = ``Class: text``."""
 
 
+class ExtractionCancelled(Exception):
+    """The request was cancelled (``cancel(token)``); its child was killed."""
+
+
 def parser_from_settings(settings: WorkerSettings) -> SandboxedParser | InProcessParser:
-    """The parser the worker hands to ``IndexHandler``: sandboxed unless ``PARSE_SANDBOX=false``."""
+    """The extractor the worker hands to ``IndexHandler``: sandboxed unless ``PARSE_SANDBOX=false``."""
     limits = ParseLimits.from_settings(settings)
+    chunking = ChunkSettings.from_settings(settings)
     if not settings.parse_sandbox:
-        return InProcessParser(limits)
-    return SandboxedParser(SandboxLimits.from_settings(settings), limits)
+        return InProcessParser(limits, Chunker.from_settings(load_minilm_tokenizer(), chunking))
+    return SandboxedParser(SandboxLimits.from_settings(settings), limits, chunking)
 
 
 class InProcessParser:
-    """``parse_document`` with the structural limits, in this process (no resource limits)."""
+    """``extract`` with the structural limits, in this process (no resource limits; a cancelled
+    request runs on to its end in its thread: development and tests only)."""
 
-    def __init__(self, limits: ParseLimits = DEFAULT_LIMITS) -> None:
+    def __init__(self, limits: ParseLimits = DEFAULT_LIMITS, chunker: Chunker | None = None) -> None:
         self.limits = limits
+        self.chunker = chunker if chunker is not None else Chunker(load_minilm_tokenizer())
 
-    def __call__(self, data: bytes, filename: str) -> ParsedDocument:
-        from task_service.pipeline.parse import parse_document
+    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None) -> Extraction:
+        if cancel is not None and cancel.is_set():
+            raise ExtractionCancelled("cancelled before it started")
+        from task_service.pipeline.extract import extract
 
-        return parse_document(data, filename, self.limits)
+        return extract(data, filename, self.limits, self.chunker)
+
+    def cancel(self, token: threading.Event) -> None:
+        token.set()
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -159,19 +180,24 @@ class _Child:
 
 
 class SandboxedParser:
-    """Callable ``(data, filename) -> text`` that parses in a long-lived, limited child process."""
+    """Callable ``(data, filename, cancel) -> Extraction`` that parses and chunks in a long-lived,
+    limited child process."""
 
     def __init__(
         self,
-        limits: SandboxLimits = SandboxLimits(),  # frozen dataclass: an immutable default
+        limits: SandboxLimits = SandboxLimits(),  # frozen dataclasses: immutable defaults
         parse_limits: ParseLimits = DEFAULT_LIMITS,
+        chunking: ChunkSettings = DEFAULT_CHUNKING,
         *,
         start: bool = True,
     ) -> None:
         self.limits = limits
         self.parse_limits = parse_limits
+        self.chunking = chunking
         self._lock = threading.Lock()
         self._child: _Child | None = None
+        self._active: tuple[threading.Event, _Child] | None = None  # the request being served
+        self._closed = False
         self.children_started = 0
         atexit.register(self._kill_at_exit)
         if start:
@@ -187,11 +213,29 @@ class SandboxedParser:
                 self._wait_ready(child)
 
     def close(self) -> None:
-        """Stop the child (at interpreter exit it is killed anyway, and it exits on EOF)."""
-        with self._lock:
-            if self._child is not None:
-                self._stop(self._child)
-                self._child = None
+        """Kill the child at once, even mid-request (that request ends ``ExtractionCancelled``
+        or ``ParserUnavailableError``), and start no other. At interpreter exit the child is
+        killed anyway, and it exits on EOF."""
+        self._closed = True
+        child = self._child
+        if child is not None and child.alive():
+            child.process.kill()
+        if self._lock.acquire(timeout=10):
+            try:
+                if self._child is not None:
+                    self._stop(self._child)
+                    self._child = None
+            finally:
+                self._lock.release()
+
+    def cancel(self, token: threading.Event) -> None:
+        """Cancel the request made with ``token``: if the child is serving it, SIGKILL the child
+        (the caller's thread then raises ``ExtractionCancelled``); if it waits for the lock, it
+        raises as soon as it gets it. Thread-safe; returns at once."""
+        token.set()
+        active = self._active
+        if active is not None and active[0] is token and active[1].alive():
+            active[1].process.kill()
 
     def _kill_at_exit(self) -> None:
         child = self._child  # no lock: a parse may still hold it at interpreter exit
@@ -206,17 +250,30 @@ class SandboxedParser:
 
     # ------------------------------------------------------------------ requests
 
-    def __call__(self, data: bytes, filename: str) -> ParsedDocument:
+    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None) -> Extraction:
+        token = cancel if cancel is not None else threading.Event()
         with self._lock:
-            reply = self._request(data, filename)
+            if token.is_set():
+                raise ExtractionCancelled("cancelled before it started")
+            reply = self._request(data, filename, token)
         if reply[0] == "ok":
-            parsed: ParsedDocument = reply[1]
-            return parsed
+            extraction: Extraction = reply[1]
+            return extraction
         raise _rebuild(str(reply[1]), reply[2], str(reply[3]))
 
-    def _request(self, data: bytes, filename: str) -> tuple[Any, ...]:
+    def _request(self, data: bytes, filename: str, token: threading.Event) -> tuple[Any, ...]:
         """Send one document, wait for the reply within the wall-clock limit; on a limit hit,
         replace the child and raise ``ParseLimitError`` (caller holds the lock)."""
+        child = self._send_to_a_child(data, filename)
+        self._active = (token, child)
+        try:
+            if token.is_set():  # cancelled while the document was being sent
+                child.process.kill()
+            return self._receive(child, token)
+        finally:
+            self._active = None
+
+    def _send_to_a_child(self, data: bytes, filename: str) -> _Child:
         for _ in range(2):
             child = self._current()
             self._wait_ready(child)
@@ -227,7 +284,7 @@ class SandboxedParser:
             self._replace(child, "found dead when a document was sent")
         else:
             raise ParserUnavailableError("parser process died twice before reading the document")
-        return self._receive(child)
+        return child
 
     @staticmethod
     def _send(child: _Child, data: bytes, filename: str) -> bool:
@@ -240,8 +297,11 @@ class SandboxedParser:
             return child.conn.poll() and not _eof(child.conn)
         return True
 
-    def _receive(self, child: _Child) -> tuple[Any, ...]:
+    def _receive(self, child: _Child, token: threading.Event) -> tuple[Any, ...]:
         ready = wait([child.conn], self.limits.timeout_s)  # data, or EOF when the child dies
+        if token.is_set():
+            self._replace(child, "request cancelled")
+            raise ExtractionCancelled("extraction cancelled; its parser process was killed")
         if not ready:
             self._replace(child, "wall-clock limit")
             raise ParseLimitError(
@@ -285,6 +345,8 @@ class SandboxedParser:
 
     def _current(self) -> _Child:
         """The child to use (caller holds the lock); a dead or missing one is replaced."""
+        if self._closed:
+            raise ParserUnavailableError("the parser was closed (the worker is shutting down)")
         child = self._child
         if child is None or (child.ready and not child.alive()):
             if child is not None:
@@ -306,7 +368,7 @@ class SandboxedParser:
         finally:
             theirs.close()  # only the child holds its end now: its death reads as EOF here
         conn = Connection(ours.detach())
-        conn.send((self.limits, self.parse_limits))
+        conn.send((self.limits, self.parse_limits, self.chunking))
         self.children_started += 1
         return _Child(process, conn, time.monotonic())
 
@@ -343,7 +405,7 @@ class SandboxedParser:
         """Kill ``child`` and start its successor right away (it warms in the background)."""
         log.warning("parse sandbox child replaced", extra={"pid": child.process.pid, "reason": why})
         self._stop(child)
-        self._child = self._spawn()
+        self._child = None if self._closed else self._spawn()
 
     @staticmethod
     def _stop(child: _Child) -> None:
@@ -395,8 +457,8 @@ def child_main() -> None:
     conn = Connection(int(sys.argv[1]))
     _die_with_parent(int(sys.argv[2]))
     try:
-        limits, parse_limits = conn.recv()
-        _serve(conn, limits, parse_limits)
+        limits, parse_limits, chunking = conn.recv()
+        _serve(conn, limits, parse_limits, chunking)
     except (EOFError, OSError):  # the worker went away mid-conversation: nobody to answer
         pass
 
@@ -419,12 +481,12 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
-def _serve(conn: Connection, limits: SandboxLimits, parse_limits: ParseLimits) -> None:
+def _serve(conn: Connection, limits: SandboxLimits, parse_limits: ParseLimits, chunking: ChunkSettings) -> None:
     """Warm up, limit, then answer requests until EOF.
 
-    Protocol: the worker first sends ``(SandboxLimits, ParseLimits)``, then per document
-    ``filename`` (pickled) then the document (raw bytes); the child
-    answers ``("ok", text, vm)``, ``("error", class_name, error_code, message, vm)`` or
+    Protocol: the worker first sends ``(SandboxLimits, ParseLimits, ChunkSettings)``, then per
+    document ``filename`` (pickled) then the document (raw bytes); the child
+    answers ``("ok", Extraction, vm)``, ``("error", class_name, error_code, message, vm)`` or
     ``("memory", vm)`` (and exits); ``vm`` = its address space afterwards, bytes. At start-up it
     sends ``("ready", warm_up_s, vm)`` or ``("error", ...)``.
     """
@@ -432,9 +494,11 @@ def _serve(conn: Connection, limits: SandboxLimits, parse_limits: ParseLimits) -
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     started = time.monotonic()
     try:
-        from task_service.pipeline.parse import ensure_parsers_ready, parse_document
+        from task_service.pipeline.parse import ensure_parsers_ready
 
         ensure_parsers_ready()
+        chunker = Chunker.from_settings(load_minilm_tokenizer(), chunking)
+        chunker.split("warm up")
         sys.addaudithook(_refuse_network)
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     except BaseException as exc:
@@ -444,7 +508,7 @@ def _serve(conn: Connection, limits: SandboxLimits, parse_limits: ParseLimits) -
     while True:
         filename = conn.recv()  # EOFError when the worker is gone or closed the socket
         _arm_cpu_limit(limits.cpu_s)
-        reply = _parse_one(conn, filename, parse_limits, parse_document)
+        reply = _extract_one(conn, filename, parse_limits, chunker)
         try:
             conn.send((*reply, _vm_size()))  # pickled whole before the first byte is written
         except MemoryError:  # no room to pickle a huge text
@@ -454,9 +518,11 @@ def _serve(conn: Connection, limits: SandboxLimits, parse_limits: ParseLimits) -
             return  # a process that hit MemoryError is not trusted with the next document
 
 
-def _parse_one(conn: Connection, filename: str, limits: ParseLimits, parse: Any) -> tuple[Any, ...]:
+def _extract_one(conn: Connection, filename: str, limits: ParseLimits, chunker: Chunker) -> tuple[Any, ...]:
+    from task_service.pipeline.extract import extract
+
     try:
-        return ("ok", parse(conn.recv_bytes(), filename, limits))
+        return ("ok", extract(conn.recv_bytes(), filename, limits, chunker))
     except MemoryError:
         return ("memory",)
     except Exception as exc:
