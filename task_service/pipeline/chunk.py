@@ -22,8 +22,9 @@ held a worker for 25 minutes):
    is the first section start in it (unless only headings precede it: a heading stays with its
    text), else the highest-level boundary in the window's second half, the latest one on ties.
 4. A cut inside a paragraph is overlapped: the next chunk starts up to ``overlap_tokens`` tokens
-   (and ``max_chars · overlap_tokens / max_tokens`` characters) earlier, at the earliest word
-   start after a space within that budget, never before the paragraph's start. Chunks that end
+   (and ``max_chars · overlap_tokens / max_tokens`` characters) earlier, at the earliest line
+   start within that budget, else the earliest word start after a space, never before the
+   paragraph's start. Chunks that end
    at a paragraph boundary do not overlap (as with semantic-text-splitter).
 
 Token counts are exact without re-tokenizing: BERT's normalizer works per character and its
@@ -348,9 +349,10 @@ class _Packer:
                 self.spans.extend(self.c._char_spans(self.text, int(t.start[s]), int(t.end[s])))
                 self.pos = self._after(s + 1)
                 continue
-            if e_max >= n:
-                self._emit(s, n)
-                self.pos = n
+            if e_max >= n:  # the rest fits: only a section start cuts it
+                cut = self._section_cut(s, n - 1) or n
+                self._emit(s, cut)
+                self.pos = cut
                 continue
             cut = self._cut(s, e_max)
             if cut is None:  # no word boundary within the bounds: one word too long
@@ -383,10 +385,10 @@ class _Packer:
 
     def _cut(self, s: int, e_max: int) -> int | None:
         """Where the chunk starting at token ``s`` ends (exclusive); ``None`` if no word boundary."""
+        section = self._section_cut(s, e_max)
+        if section is not None:
+            return section
         level = self.tokens.level
-        for p in np.flatnonzero(level[s + 1:e_max + 1] == SECTION) + s + 1:
-            if self._has_content(s, int(p)):
-                return int(p)
         first = max(s, self.floor) + 1  # an overlapped chunk must reach past the previous one
         lo = max(first, s + 1 + int((e_max - s) * _FILL))
         window = np.minimum(level[lo:e_max + 1], PARAGRAPH)  # section starts left: only headings before
@@ -397,6 +399,13 @@ class _Packer:
             if best < WORD:
                 return None
         return lo + len(window) - 1 - int(np.argmax(window[::-1] == best))
+
+    def _section_cut(self, s: int, last: int) -> int | None:
+        """The first section start in tokens ``(s, last]`` with text (not only headings) before it."""
+        for p in np.flatnonzero(self.tokens.level[s + 1:last + 1] == SECTION) + s + 1:
+            if self._has_content(s, int(p)):
+                return int(p)
+        return None
 
     def _has_content(self, s: int, p: int) -> bool:
         """True if tokens ``[s, p)`` reach into a block that is not a heading."""
@@ -424,7 +433,8 @@ class _Packer:
         paragraph = np.flatnonzero(t.level[lo:p] >= PARAGRAPH)
         if len(paragraph):
             lo += int(paragraph[-1])
-        spaced = np.flatnonzero(t.level[lo:p] >= SPACE)
+        lines = np.flatnonzero(t.level[lo:p] >= LINE)  # whole lines (table rows, log lines) if any
+        spaced = lines if len(lines) else np.flatnonzero(t.level[lo:p] >= SPACE)
         if not len(spaced):
             return p
         q = lo + int(spaced[0])

@@ -1,8 +1,10 @@
-"""Chunker: token bounds, contiguity, determinism, overlap, CJK, huge words, properties."""
+"""Chunker: token and character bounds, contiguity, determinism, overlap, CJK, huge words,
+provenance (page, section), big inputs built here (3 MB line, 3 MB Markdown table), properties."""
 
 from __future__ import annotations
 
 import itertools
+import random
 import re
 import time
 from functools import cache
@@ -17,6 +19,7 @@ from shared.embedding import models
 from shared.embedding.models import minilm_model_dir
 from shared.errors import DependencyMissingError
 from task_service.pipeline.chunk import Chunk, Chunker, load_minilm_tokenizer
+from task_service.pipeline.document import Block, ParsedDocument
 
 CORPUS = Path(__file__).parents[3] / "shared" / "corpus"
 NOVEL = CORPUS / "book-war-and-peace-1225p.txt"
@@ -197,3 +200,141 @@ def test_whole_novel_speed_and_bounds() -> None:
     assert 3000 < len(chunks) < 5000
     assert all(1 <= c.token_count <= 250 for c in chunks)
     assert [c.index for c in chunks] == list(range(len(chunks)))
+
+
+# ---------------------------------------------------------------- character bound, provenance, big inputs
+
+
+def offsets_in(text: str, chunks: list[Chunk]) -> list[int]:
+    """Where each chunk starts in ``text``: increasing, each found after the previous one's start."""
+    out: list[int] = []
+    for c in chunks:
+        at = text.find(c.content, out[-1] + 1 if out else 0)
+        assert at >= 0, c
+        out.append(at)
+    return out
+
+
+def assert_covers(text: str, chunks: list[Chunk]) -> None:
+    """Consecutive chunks leave nothing but whitespace between them (overlap allowed)."""
+    starts = offsets_in(text, chunks)
+    assert not text[: starts[0]].strip()
+    for (a, c), b in zip(zip(starts, chunks, strict=True), starts[1:], strict=False):
+        assert not text[a + len(c.content) : b].strip(), (c.content[-50:], text[b : b + 50])
+    assert not text[starts[-1] + len(chunks[-1].content) :].strip()
+
+
+def test_characters_are_bounded_even_when_words_are_single_tokens() -> None:
+    words = [f"{i:03d}" + "x" * 147 for i in range(200)]  # over WordPiece's 100 characters: ONE [UNK] each
+    assert count(words[0]) == 1
+    text = " ".join(words)
+    chunks = chunker().split(text)
+    assert_well_formed(chunks, 250, text)
+    assert all(len(c.content) <= 2000 for c in chunks)
+    assert max(len(c.content) for c in chunks) > 1500  # filled up to the character bound
+    assert_covers(text, chunks)
+
+
+def test_one_word_of_300_000_characters_is_cut_by_characters() -> None:
+    word = "ab" * 150_000
+    chunks = Chunker(tokenizer(), 250, 32, 2000).split(word)
+    assert_well_formed(chunks, 250, word)
+    assert all(len(c.content) <= 2000 for c in chunks)
+    assert "".join(c.content for c in chunks) == word
+
+
+@pytest.mark.parametrize("max_chars", [1, 7, 64])
+def test_tiny_character_bounds(max_chars: int) -> None:
+    text = "Tokens and characters both bound a chunk: 人人生而自由 훠훠 naïve café. " * 3
+    chunks = Chunker(tokenizer(), 3, 1, max_chars).split(text)
+    assert_well_formed(chunks, 3, text)
+    assert all(len(c.content) <= max_chars for c in chunks)
+
+
+def test_invalid_max_chars() -> None:
+    with pytest.raises(ValueError, match="max_chars"):
+        Chunker(tokenizer(), 10, 0, 0)
+
+
+def _guide() -> ParsedDocument:
+    return ParsedDocument((
+        Block("Guide", "Guide", 1),
+        Block("Intro words.", "Guide", 1),
+        Block("Install", "Guide > Install", 1),
+        Block("Linux", "Guide > Install > Linux", 2),
+        Block("Run the installer on Linux hosts.", "Guide > Install > Linux", 2),
+        Block("Windows", "Guide > Install > Windows", 3),
+        Block("Run setup.exe as an administrator.", "Guide > Install > Windows", 3),
+    ))
+
+
+def test_chunks_start_at_sections_and_carry_their_provenance() -> None:
+    chunks = chunker().chunk(_guide())
+    assert [(c.content, c.section, c.page) for c in chunks] == [
+        ("Guide\n\nIntro words.", "Guide", 1),
+        ("Install\n\nLinux\n\nRun the installer on Linux hosts.", "Guide > Install", 1),  # headings stay with text
+        ("Windows\n\nRun setup.exe as an administrator.", "Guide > Install > Windows", 3),
+    ]
+    assert [c.index for c in chunks] == [0, 1, 2]
+
+
+def test_long_sections_never_share_a_chunk() -> None:
+    sentence = "Ferries cross the harbour every morning before the cranes start. "
+    blocks: list[Block] = []
+    for i in range(12):
+        title = f"Part {i}"
+        blocks.append(Block(title, title, i + 1))
+        blocks += [Block(sentence * (1 + (i * 7) % 9), title, i + 1) for _ in range(1 + i % 3)]
+    doc = ParsedDocument(tuple(blocks))
+    chunks = chunker(120, 16).chunk(doc)
+    assert_well_formed(chunks, 120, doc.text)
+    for c in chunks:
+        assert c.section is not None and c.page == int(c.section.split()[1]) + 1
+        others = [f"Part {i}" for i in range(12) if f"Part {i}" != c.section]
+        assert not any(re.search(rf"\b{o}\b", c.content) for o in others), c
+    assert {c.section for c in chunks} == {f"Part {i}" for i in range(12)}
+    assert all(c.content.startswith(c.section) for c in chunks if c.content.startswith("Part"))
+
+
+def test_page_is_that_of_the_block_where_the_chunk_starts() -> None:
+    page_text = "Harbour cranes lift containers all day long. " * 30  # ≈ 270 tokens per page
+    doc = ParsedDocument(tuple(Block(page_text.strip(), None, p) for p in (1, 2, 3)))
+    chunks = chunker().chunk(doc)
+    for c, at in zip(chunks, offsets_in(doc.text, chunks), strict=True):
+        assert c.page == 1 + doc.text.count("\n\n", 0, at)
+
+
+def big_line(size: int = 3_000_000) -> str:
+    words = "the of and a to in is was he for it with as his on be at by this had not are but from or".split()
+    rng = random.Random(7)
+    return " ".join(rng.choice(words) for _ in range(size // 3))[:size].strip()
+
+
+def markdown_table(rows: int = 100_000) -> str:
+    head = "| id | name | value | note |\n|---|---|---|---|\n"
+    return head + "\n".join(f"| {i} | item{i} | {i * 7 % 1000} | row {i} of the table |" for i in range(rows))
+
+
+def test_a_3_mb_single_line() -> None:
+    text = big_line()
+    chunks = chunker().split(text)
+    assert_well_formed_fast(chunks, text)
+    assert_covers(text, chunks)
+    assert all(c.content[0] != " " for c in chunks)
+
+
+def test_a_3_mb_markdown_table_is_cut_between_rows() -> None:
+    text = markdown_table()
+    assert len(text) > 3_000_000
+    chunks = chunker().chunk(ParsedDocument((Block(text),)))
+    assert_well_formed_fast(chunks, text)
+    assert all(c.content.startswith("|") and c.content.endswith("|") for c in chunks)  # no row cut in two
+    assert_covers(text, chunks)
+
+
+def assert_well_formed_fast(chunks: list[Chunk], text: str, max_tokens: int = 250, max_chars: int = 2000) -> None:
+    """``assert_well_formed`` with the token counts checked in one batch."""
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    assert all(1 <= c.token_count <= max_tokens and 0 < len(c.content) <= max_chars for c in chunks)
+    counts = [len(e.ids) for e in tokenizer().encode_batch([c.content for c in chunks], add_special_tokens=False)]
+    assert counts == [c.token_count for c in chunks]

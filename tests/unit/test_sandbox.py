@@ -1,5 +1,6 @@
-"""The parsing sandbox: hostile files end in ParseLimitError, the sandbox survives them, and
-normal files parse exactly as in process. Hostile files are generated here (no fixtures on disk).
+"""The parsing sandbox: hostile files end in ParseLimitError, the sandbox survives them, normal
+files are extracted (parsed and chunked) exactly as in process, and a cancelled extraction kills
+its child. Hostile files are generated here (no fixtures on disk).
 
 Each limit hit replaces the child (≈4 s of warm-up on the 2-core machine), so the tests that hit
 limits on purpose use their own ``SandboxedParser``.
@@ -11,10 +12,12 @@ import io
 import resource
 import socket
 import threading
+import time
 import zipfile
 import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -22,9 +25,12 @@ import pytest
 from shared.errors import CorruptDocumentError, IndexingError, ParseLimitError
 from shared.settings import WorkerSettings
 from task_service.pipeline import sandbox as sandbox_module
+from task_service.pipeline.chunk import Chunker, ChunkSettings, load_minilm_tokenizer
+from task_service.pipeline.extract import Extraction, extract
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
 from task_service.pipeline.parse import parse_text
 from task_service.pipeline.sandbox import (
+    ExtractionCancelled,
     InProcessParser,
     SandboxedParser,
     SandboxLimits,
@@ -146,6 +152,17 @@ def corpus_bytes(name: str) -> bytes:
     return (CORPUS / name).read_bytes()
 
 
+def text_of(extraction: Extraction) -> str:
+    """The text of a one-chunk extraction (the short documents of these tests)."""
+    assert len(extraction.chunks) == 1, extraction
+    return extraction.chunks[0].content
+
+
+@cache
+def chunker() -> Chunker:
+    return Chunker(load_minilm_tokenizer())
+
+
 # ---------------------------------------------------------------- generators are what they claim
 
 
@@ -231,6 +248,9 @@ def test_limits_come_from_settings() -> None:
     parser = parser_from_settings(s)
     assert isinstance(parser, InProcessParser)
     assert parser.limits == ParseLimits(3 * MIB, 9, 50.0, 7, 11)
+    assert parser.chunker.settings == ChunkSettings(250, 32, 2000) == ChunkSettings.from_settings(s)
+    assert ChunkSettings.from_settings(WorkerSettings(chunk_max_chars=500, chunk_overlap_tokens=0)) == \
+        ChunkSettings(250, 0, 500)
     assert SandboxLimits.from_settings(s) == SandboxLimits(1536 * MIB, 5, 6.0, 7.0)
     assert SandboxLimits.from_settings(s).memory_text == "1,536 MiB"
     defaults = WorkerSettings()
@@ -271,11 +291,11 @@ def sandbox() -> Iterator[SandboxedParser]:
 def test_sandbox_parses_like_in_process(sandbox: SandboxedParser, name: str) -> None:
     data = corpus_bytes(name)
     try:
-        expected: str | IndexingError = parse_text(data, name)
+        expected: Extraction | IndexingError = extract(data, name, DEFAULT_LIMITS, chunker())
     except IndexingError as exc:
         expected = exc
-    if isinstance(expected, str):
-        assert sandbox(data, name).text == expected
+    if isinstance(expected, Extraction):
+        assert sandbox(data, name) == expected
         return
     with pytest.raises(type(expected)) as info:
         sandbox(data, name)
@@ -296,7 +316,7 @@ def test_docx_bomb_in_the_sandbox_leaves_it_usable(sandbox: SandboxedParser) -> 
     with pytest.raises(ParseLimitError, match="DOCX_MAX_INFLATE_RATIO"):
         sandbox(docx_bomb(), "bomb.docx")
     assert sandbox.pid == pid  # a pre-check, not a crash: same child
-    assert sandbox(docx("after the bomb"), "ok.docx").text == "after the bomb"
+    assert text_of(sandbox(docx("after the bomb"), "ok.docx")) == "after the bomb"
 
 
 def test_huge_flate_pdf_kills_the_child_and_a_normal_file_parses_right_after(sandbox: SandboxedParser) -> None:
@@ -305,7 +325,7 @@ def test_huge_flate_pdf_kills_the_child_and_a_normal_file_parses_right_after(san
         sandbox(huge_flate_pdf(), "flate.pdf")
     assert info.value.error_code == "parse_limit"
     assert sandbox.pid != pid  # replaced
-    assert sandbox(text_pdf("Normal after the bomb"), "normal.pdf").text == "Normal after the bomb"
+    assert text_of(sandbox(text_pdf("Normal after the bomb"), "normal.pdf")) == "Normal after the bomb"
     assert resource.getrlimit(resource.RLIMIT_AS) == (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
 
 
@@ -313,7 +333,7 @@ def test_sandbox_serializes_concurrent_callers(sandbox: SandboxedParser) -> None
     docs = [(docx(f"document number {i}"), f"d{i}.docx") for i in range(6)]
     docs += [(f"plain text number {i}".encode(), f"t{i}.txt") for i in range(6)]
     with ThreadPoolExecutor(4) as pool:
-        results = [r.text for r in pool.map(lambda d: sandbox(*d), docs)]
+        results = [text_of(r) for r in pool.map(lambda d: sandbox(*d), docs)]
     assert results == [*(f"document number {i}" for i in range(6)), *(f"plain text number {i}" for i in range(6))]
 
 
@@ -337,15 +357,15 @@ def test_cpu_limit_is_per_document_not_cumulative() -> None:
         novel = corpus_bytes("book-war-and-peace-1225p.txt")
         parser.start(wait_ready=True)
         pid = parser.pid
-        for _ in range(5):  # ≈0.6 s of CPU each, ≈3 s in all: more than one budget
-            assert parser(novel, "novel.txt")
+        for _ in range(8):  # ≈0.4 s of CPU each (parse + chunk), ≈3 s in all: more than one budget
+            assert parser(novel[:300_000], "novel.txt").chunks
         assert parser.pid == pid
         # unstructured's per-paragraph spaCy classification: ≈25 s/MB of markup
         heavy = novel[:400_000].decode("utf-8", "ignore").encode()
         with pytest.raises(ParseLimitError, match=r"exceeded 2 s of CPU \(PARSE_CPU_LIMIT_S; killed by SIGXCPU\)"):
             parser(heavy, "heavy.md")
         assert parser.pid != pid
-        assert parser(b"still works", "ok.txt").text == "still works"
+        assert text_of(parser(b"still works", "ok.txt")) == "still works"
     finally:
         parser.close()
 
@@ -357,7 +377,7 @@ def test_memory_error_in_the_child_is_a_parse_limit() -> None:
     try:
         with pytest.raises(ParseLimitError, match=r"memory limit of 1 GiB \(PARSE_MEMORY_LIMIT_MB\)"):
             parser(b"word " * (256 * MIB // 5), "big.txt")
-        assert parser(b"small again", "ok.txt").text == "small again"
+        assert text_of(parser(b"small again", "ok.txt")) == "small again"
     finally:
         parser.close()
 
@@ -370,7 +390,7 @@ def test_a_child_killed_while_idle_is_replaced_transparently(sandbox: SandboxedP
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
     threading.Event().wait(0.5)
-    assert sandbox(b"after an external kill", "k.txt").text == "after an external kill"
+    assert text_of(sandbox(b"after an external kill", "k.txt")) == "after an external kill"
     assert sandbox.pid != pid
 
 
@@ -402,3 +422,56 @@ def test_child_dies_with_a_sigkilled_worker() -> None:
     finally:
         if worker.poll() is None:
             worker.kill()
+
+
+def test_chunk_settings_reach_the_child() -> None:
+    parser = SandboxedParser(chunking=ChunkSettings(max_tokens=8, overlap_tokens=0, max_chars=30))
+    try:
+        text = "Sandboxed chunking obeys the settings the worker sends with its limits. " * 5
+        extraction = parser(text.encode(), "s.txt")
+        in_process = extract(text.encode(), "s.txt", DEFAULT_LIMITS, Chunker(load_minilm_tokenizer(), 8, 0, 30))
+        assert extraction == in_process
+        assert len(extraction.chunks) > 10
+        assert all(len(c.content) <= 30 and c.token_count <= 8 for c in extraction.chunks)
+    finally:
+        parser.close()
+
+
+@needs_corpus
+def test_cancel_kills_the_child_mid_extraction_and_the_next_document_is_served() -> None:
+    parser = SandboxedParser()
+    try:
+        parser.start(wait_ready=True)
+        pid = parser.pid
+        assert pid is not None
+        token = threading.Event()
+        novel = corpus_bytes("book-war-and-peace-1225p.txt") * 4  # 13 MB: many seconds of parsing + chunking
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(parser, novel, "novel.txt", token)
+            deadline = time.monotonic() + 30
+            while parser._active is None and time.monotonic() < deadline:  # the child has the document
+                time.sleep(0.05)
+            started = time.monotonic()
+            parser.cancel(token)
+            with pytest.raises(ExtractionCancelled):
+                pending.result(timeout=30)
+            cancelled_in = time.monotonic() - started
+        assert process_state(pid) in ("X", "Z")
+        assert cancelled_in < 5, cancelled_in
+        assert parser.pid != pid
+        assert text_of(parser(b"served after a cancel", "c.txt")) == "served after a cancel"
+        with pytest.raises(ExtractionCancelled):  # a token cancelled before the call
+            parser(b"never parsed", "n.txt", token)
+    finally:
+        parser.close()
+
+
+def test_in_process_parser_extracts_with_provenance() -> None:
+    parser = InProcessParser(DEFAULT_LIMITS, chunker())
+    extraction = parser(b"First paragraph.\n\nSecond paragraph.", "p.txt")
+    assert [c.content for c in extraction.chunks] == ["First paragraph.\n\nSecond paragraph."]
+    assert extraction.warnings == ()
+    token = threading.Event()
+    parser.cancel(token)
+    with pytest.raises(ExtractionCancelled):
+        parser(b"x", "x.txt", token)
