@@ -4,7 +4,6 @@ provenance (page, section), big inputs built here (3 MB line, 3 MB Markdown tabl
 from __future__ import annotations
 
 import itertools
-import random
 import re
 import time
 from functools import cache
@@ -20,6 +19,7 @@ from shared.embedding.models import minilm_model_dir
 from shared.errors import DependencyMissingError
 from task_service.pipeline.chunk import Chunk, Chunker, load_minilm_tokenizer
 from task_service.pipeline.document import Block, ParsedDocument
+from tests.bigtext import big_line, markdown_table
 
 CORPUS = Path(__file__).parents[3] / "shared" / "corpus"
 NOVEL = CORPUS / "book-war-and-peace-1225p.txt"
@@ -304,17 +304,6 @@ def test_page_is_that_of_the_block_where_the_chunk_starts() -> None:
         assert c.page == 1 + doc.text.count("\n\n", 0, at)
 
 
-def big_line(size: int = 3_000_000) -> str:
-    words = "the of and a to in is was he for it with as his on be at by this had not are but from or".split()
-    rng = random.Random(7)
-    return " ".join(rng.choice(words) for _ in range(size // 3))[:size].strip()
-
-
-def markdown_table(rows: int = 100_000) -> str:
-    head = "| id | name | value | note |\n|---|---|---|---|\n"
-    return head + "\n".join(f"| {i} | item{i} | {i * 7 % 1000} | row {i} of the table |" for i in range(rows))
-
-
 def test_a_3_mb_single_line() -> None:
     text = big_line()
     chunks = chunker().split(text)
@@ -338,3 +327,21 @@ def assert_well_formed_fast(chunks: list[Chunk], text: str, max_tokens: int = 25
     assert all(1 <= c.token_count <= max_tokens and 0 < len(c.content) <= max_chars for c in chunks)
     counts = [len(e.ids) for e in tokenizer().encode_batch([c.content for c in chunks], add_special_tokens=False)]
     assert counts == [c.token_count for c in chunks]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.lists(
+        st.one_of(st.sampled_from([" ", "\n", "\n\n", "\t", ".", "x" * 120, "unbelievably"]),
+                  st.characters(min_codepoint=32, max_codepoint=126)),
+        max_size=300,
+    ).map("".join),
+    max_tokens=st.integers(min_value=3, max_value=40),
+    max_chars=st.integers(min_value=1, max_value=300),
+)
+def test_property_ascii_word_path_counts_exactly(text: str, max_tokens: int, max_chars: int) -> None:
+    # ASCII text goes through the word-level path (cached WordPiece counts per word): its counts
+    # must be those of the tokenizer on the chunk itself.
+    chunks = Chunker(tokenizer(), max_tokens, max_tokens // 3, max_chars).split(text)
+    assert_well_formed(chunks, max_tokens, text)
+    assert all(len(c.content) <= max_chars for c in chunks)
