@@ -11,9 +11,13 @@ Algorithm (our own packer; semantic-text-splitter 0.33, used before, is superlin
 lines — 79 KB of one paragraph 3.1 s, 159 KB 9.6 s, 325 KB 35.5 s — and a 2.9 MB Markdown table
 held a worker for 25 minutes):
 
-1. The blocks are joined by a blank line (``ParsedDocument.text``) and tokenized ONCE, in
-   segments of ≤ 64 K characters cut at whitespace (or punctuation: BERT's pre-tokenizer splits
-   there, so no token crosses a cut), with offsets, by the fast tokenizer (``encode_batch``).
+1. The blocks are joined by a blank line (``ParsedDocument.text``) and cut into segments of
+   ≤ 64 K characters at whitespace (or before punctuation: BERT's pre-tokenizer splits there, so
+   no token crosses a cut). A segment of ASCII without control characters is split into BERT's
+   pre-tokens with numpy (runs of letters and digits; every other printable ASCII character is
+   punctuation, a word of its own) and each word weighs its WordPiece token count, taken from a
+   cache filled by the tokenizer itself (logs and tables repeat words: ≈5x faster than
+   tokenizing, and exact). Other segments are tokenized once, with offsets (``encode_batch``).
 2. Every word start gets a boundary level from the characters before it (numpy, per segment):
    section start (the block's heading path differs from the previous block's) > paragraph (blank
    line or block boundary) > line > sentence end (``. ! ? 。！？…``) > space > adjacent word
@@ -29,8 +33,9 @@ held a worker for 25 minutes):
 
 Token counts are exact without re-tokenizing: BERT's normalizer works per character and its
 pre-tokenizer splits at whitespace and punctuation, so a substring from a word start to a word
-end has exactly the tokens it had in the whole text. The rare cuts inside a word are re-counted
-(and shrunk until they fit) by the slow path ``_hard_split``. Cost per chunk is a few numpy calls
+end has exactly the tokens it had in the whole text (property-tested against the tokenizer).
+The rare cuts inside a word are re-counted (and shrunk until they fit) by the slow path
+``_hard_split``. Cost per chunk is a few numpy calls
 over its window, so the whole is linear; throughput is in ``bench/RESULTS.md`` (section
 ``chunking``, ``python -m bench.chunking``).
 
