@@ -5,75 +5,47 @@
 joins every pool thread again at interpreter exit. A blocking call still running in a thread
 (a forward pass of the embedding model, a wait on the parse sandbox) therefore kept a SIGTERMed
 worker alive until it returned: measured, a worker whose chunking thread ran on never exited.
-Here the threads are daemons and ``shutdown`` does not wait for them: work still running when
-the process exits is abandoned (the worker's deliveries are unacked, so the broker requeues them).
+Here the threads are daemons, left out of ``concurrent.futures``' exit-time join, and
+``shutdown`` never waits: work still running when the process exits is abandoned (the worker's
+deliveries are unacked, so the broker requeues them).
+
+It subclasses ``ThreadPoolExecutor`` because ``loop.set_default_executor`` accepts nothing
+else, and reuses the module's private ``_worker`` loop (same signature on Python 3.11-3.13).
+Threads live until shutdown: the parse sandbox's child is tied to the thread that started it
+(``PR_SET_PDEATHSIG``), so pool threads must not come and go.
 """
 
 from __future__ import annotations
 
-import contextlib
-import queue
 import threading
-from collections.abc import Callable
-from concurrent.futures import Executor, Future
-from typing import Any, TypeVar
-
-T = TypeVar("T")
-_Item = tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import thread as _thread
+from typing import Any
 
 
-class DaemonThreadPool(Executor):
-    """``Executor`` with up to ``max_workers`` daemon threads, started on demand."""
+class DaemonThreadPool(ThreadPoolExecutor):
+    """``ThreadPoolExecutor`` with daemon threads; ``shutdown`` does not wait for running work."""
 
-    def __init__(self, max_workers: int = 8, name: str = "worker-thread") -> None:
-        if max_workers < 1:
-            raise ValueError(f"max_workers must be >= 1, got {max_workers}")
-        self._max = max_workers
-        self._name = name
-        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self._idle = threading.Semaphore(0)  # as in CPython's ThreadPoolExecutor
-        self._lock = threading.Lock()
-        self._shutdown = False
+    def _adjust_thread_count(self) -> None:
+        if self._idle_semaphore.acquire(timeout=0):  # type: ignore[attr-defined]
+            return
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        future: Future[T] = Future()
-        with self._lock:
-            if self._shutdown:
-                raise RuntimeError("cannot schedule new futures after shutdown")
-            self._queue.put((future, fn, args, kwargs))
-            if not self._idle.acquire(timeout=0) and len(self._threads) < self._max:
-                thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
-                self._threads.append(thread)
-                thread.start()
-        return future
+        def wake(_: Any, q: Any = self._work_queue) -> None:  # type: ignore[attr-defined]
+            q.put(None)
+
+        count = len(self._threads)  # type: ignore[attr-defined]
+        if count < self._max_workers:  # type: ignore[attr-defined]
+            t = threading.Thread(
+                name=f"{self._thread_name_prefix or 'pool'}_{count}",  # type: ignore[attr-defined]
+                target=_thread._worker,  # type: ignore[attr-defined]
+                args=(weakref.ref(self, wake), self._work_queue, self._initializer,  # type: ignore[attr-defined]
+                      self._initargs),  # type: ignore[attr-defined]
+                daemon=True,
+            )
+            t.start()
+            self._threads.add(t)  # type: ignore[attr-defined]
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Refuse new work and let idle threads end; never waits for running work (``wait`` is
-        accepted for the ``Executor`` interface and ignored)."""
-        with self._lock:
-            self._shutdown = True
-            if cancel_futures:
-                with contextlib.suppress(queue.Empty):
-                    while True:
-                        item = self._queue.get_nowait()
-                        if item is not None:
-                            item[0].cancel()
-            for _ in self._threads:
-                self._queue.put(None)
-
-    def _work(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            future, fn, args, kwargs = item
-            if future.set_running_or_notify_cancel():
-                try:
-                    result = fn(*args, **kwargs)
-                except BaseException as exc:
-                    future.set_exception(exc)
-                else:
-                    future.set_result(result)
-            del item, future, fn, args, kwargs  # no reference to a finished call's objects while idle
-            self._idle.release()
+        """Refuse new work and let idle threads end; never waits (``wait`` is ignored)."""
+        super().shutdown(wait=False, cancel_futures=cancel_futures)
