@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -76,7 +77,9 @@ async def run(settings: WorkerSettings) -> None:
         if not stop.is_set():
             log.info("stopping: in-flight work is abandoned (redelivered to the next worker)",
                      extra={"signal": sig.name})
-            loop.call_later(SHUTDOWN_GRACE_S, _exit_now)
+            timer = threading.Timer(SHUTDOWN_GRACE_S, _exit_now)  # a thread: fires even if the loop is stuck
+            timer.daemon = True
+            timer.start()
         stop.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -136,6 +139,13 @@ def main() -> None:
         sys.exit(2)
     configure(settings.log_level, json_lines=settings.log_json)
     asyncio.run(run(settings))
+    # Everything is closed. Skip the interpreter's finalization: a daemon thread abandoned in a
+    # forward pass (torch's C++ code) makes it abort ("terminate called without an active
+    # exception", SIGABRT, measured on SIGTERM mid-embedding).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -220,7 +220,7 @@ class SandboxedParser:
         child = self._child
         if child is not None and child.alive():
             child.process.kill()
-        if self._lock.acquire(timeout=10):
+        if self._lock.acquire(timeout=2):  # a request thread sees its child's EOF at once
             try:
                 if self._child is not None:
                     self._stop(self._child)

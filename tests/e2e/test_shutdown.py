@@ -137,6 +137,7 @@ def test_sigterm_mid_chunking(api: Api, workers: WorkerFactory, services_env: di
           flush=True)
 
     assert _sigterm(a, "mid-chunking") < EXIT_WITHIN_S, a.tail()
+    assert a.popen.returncode == 0, a.tail()
     assert process_state(child) in ("X", "Z"), "the sandbox child outlived its worker"
     assert "abandoning in-flight deliveries" in a.log.read_text(errors="replace")
 
@@ -161,6 +162,7 @@ def test_sigterm_mid_embedding(api: Api, workers: WorkerFactory, services_env: d
     assert _task(dsn, doc["document_id"])["status"] == "RUNNING"
 
     assert _sigterm(a, "mid-embedding") < EXIT_WITHIN_S, a.tail()
+    assert a.popen.returncode == 0, a.tail()  # a clean exit, not an abort in a thread left running
 
     workers(**FAST)
     api.wait_terminal(doc["document_id"], timeout=600)
