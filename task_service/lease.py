@@ -38,6 +38,10 @@ async def run_with_lease(
             try:
                 await renew()
             except FencedOut:
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    # the work finished (committed: the task row is no longer RUNNING) while the
+                    # renewal was in flight; the renewal saw our own commit, not a rival
+                    return task.result()
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
                 raise
