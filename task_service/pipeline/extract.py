@@ -22,6 +22,28 @@ class Extraction:
     chunks: tuple[Chunk, ...]
     warnings: tuple[str, ...] = field(default=())
 
+    def pack(self) -> Packed:
+        """A form that unpickles in a few large C calls (one string, flat lists) rather than one
+        object per chunk: ``pickle.loads`` holds the GIL for the whole call, and unpickling 90,000
+        chunk objects in the worker stalled its event loop past the AMQP heartbeat. See ``unpack``."""
+        contents = [c.content for c in self.chunks]
+        return ("".join(contents), [len(t) for t in contents], [c.token_count for c in self.chunks],
+                [c.page for c in self.chunks], [c.section for c in self.chunks], self.warnings)
+
+    @classmethod
+    def unpack(cls, packed: Packed) -> Extraction:
+        """The inverse of ``pack``; builds the chunks in Python (the GIL changes hands meanwhile)."""
+        text, lengths, counts, pages, sections, warnings = packed
+        chunks = []
+        at = 0
+        for index, (length, count, page, section) in enumerate(zip(lengths, counts, pages, sections, strict=True)):
+            chunks.append(Chunk(index, text[at:at + length], count, page, section))
+            at += length
+        return cls(tuple(chunks), tuple(warnings))
+
+
+Packed = tuple[str, list[int], list[int], list[int | None], list[str | None], tuple[str, ...]]
+
 
 def extract(data: bytes, filename: str, parse_limits: ParseLimits, chunker: Chunker) -> Extraction:
     """``parse_document`` then ``chunker.chunk``.

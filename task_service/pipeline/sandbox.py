@@ -257,8 +257,9 @@ class SandboxedParser:
                 raise ExtractionCancelled("cancelled before it started")
             reply = self._request(data, filename, token)
         if reply[0] == "ok":
-            extraction: Extraction = reply[1]
-            return extraction
+            from task_service.pipeline.extract import Extraction
+
+            return Extraction.unpack(reply[1])
         raise _rebuild(str(reply[1]), reply[2], str(reply[3]))
 
     def _request(self, data: bytes, filename: str, token: threading.Event) -> tuple[Any, ...]:
@@ -486,7 +487,7 @@ def _serve(conn: Connection, limits: SandboxLimits, parse_limits: ParseLimits, c
 
     Protocol: the worker first sends ``(SandboxLimits, ParseLimits, ChunkSettings)``, then per
     document ``filename`` (pickled) then the document (raw bytes); the child
-    answers ``("ok", Extraction, vm)``, ``("error", class_name, error_code, message, vm)`` or
+    answers ``("ok", Extraction.pack(), vm)``, ``("error", class_name, error_code, message, vm)`` or
     ``("memory", vm)`` (and exits); ``vm`` = its address space afterwards, bytes. At start-up it
     sends ``("ready", warm_up_s, vm)`` or ``("error", ...)``.
     """
@@ -522,7 +523,7 @@ def _extract_one(conn: Connection, filename: str, limits: ParseLimits, chunker: 
     from task_service.pipeline.extract import extract
 
     try:
-        return ("ok", extract(conn.recv_bytes(), filename, limits, chunker))
+        return ("ok", extract(conn.recv_bytes(), filename, limits, chunker).pack())
     except MemoryError:
         return ("memory",)
     except Exception as exc:
