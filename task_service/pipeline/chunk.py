@@ -205,9 +205,10 @@ class Chunker:
         (new words tokenized together, one string, counted per word with ``word_ids``)."""
         cache = self._word_tokens
         missing = [w for w in set(words) if w not in cache]
+        if len(cache) + len(missing) > _WORD_CACHE_SIZE:  # bounded memory: start afresh
+            cache.clear()
+            missing = list(set(words))
         if missing:
-            if len(cache) + len(missing) > _WORD_CACHE_SIZE:
-                cache.clear()
             encoding = self._tokenizer.encode(b" ".join(missing).decode("ascii"), add_special_tokens=False)
             counts = np.bincount(np.array(encoding.word_ids, dtype=np.int64), minlength=len(missing))
             cache.update(zip(missing, counts.tolist(), strict=True))

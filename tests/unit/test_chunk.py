@@ -345,3 +345,15 @@ def test_property_ascii_word_path_counts_exactly(text: str, max_tokens: int, max
     chunks = Chunker(tokenizer(), max_tokens, max_tokens // 3, max_chars).split(text)
     assert_well_formed(chunks, max_tokens, text)
     assert all(len(c.content) <= max_chars for c in chunks)
+
+
+def test_word_count_cache_is_bounded_and_stays_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    from task_service.pipeline import chunk as chunk_module
+
+    monkeypatch.setattr(chunk_module, "_WORD_CACHE_SIZE", 50)
+    small = Chunker(tokenizer(), 40, 8, 300)
+    text = " ".join(f"word{i} id={i * 2654435761 % 2**32:08x} common" for i in range(3000))  # > 50 new words
+    chunks = small.split(text)
+    assert len(small._word_tokens) < len(set(text.lower().replace("=", " ").split()))  # it was cleared
+    assert_well_formed_fast(chunks, text, max_tokens=40, max_chars=300)
+    assert_covers(text, chunks)
