@@ -1,7 +1,7 @@
 """Chunking throughput on hostile inputs: our linear packer vs the old semantic-text-splitter path.
 
 ``python -m bench.chunking [--smoke]`` builds (``tests.bigtext``) a 3 MB single line of words, a
-2.9 MB Markdown table of 100,000 rows and a 50 MB log, takes the novel of ../shared/corpus if it is
+3.3 MB Markdown table of 100,000 rows and a 50 MB log, takes the novel of ../shared/corpus if it is
 there, and in the same run times:
 
 - **ours**: ``Chunker.chunk`` (250 tokens, 32 overlap, 2,000 characters) on the whole input, as
