@@ -4,8 +4,8 @@
 |------------------|------------------------------------------------------------|
 | pdf              | pypdfium2 text layer (``pdf.py``)                          |
 | docx             | unstructured ``partition_docx`` (``markup.py``)            |
-| html, htm        | ``decode.py`` → unstructured ``partition_html``            |
-| md, markdown     | ``decode.py`` → unstructured ``partition_md``              |
+| html, htm        | ``decode.py`` → ``html.py`` (lexbor tree, our walker)      |
+| md, markdown     | ``decode.py`` → ``markdown.py`` (pyromark → ``html.py``)   |
 | txt              | ``decode.py`` → ``normalize.reflow_plain_text``            |
 
 Plain text does not go through unstructured's ``partition_text``: measured on this 2-core
@@ -17,7 +17,10 @@ reflow + normalization parses the whole novel in 0.53-0.61 s (3 runs).
 
 Known cost of the unstructured path: the same classification runs on every HTML/DOCX/MD
 element. Measured: 3,000 paragraphs of the novel as a 764 KB HTML file take 19.6 s (≈25 s/MB;
-97 % in ``unstructured.nlp.tokenize.sent_tokenize``). Large markup files need a parse time limit.
+97 % in ``unstructured.nlp.tokenize.sent_tokenize``); HTML and Markdown therefore have their
+own readers (``html.py``, ``markdown.py``; figures in ``bench/RESULTS.md``, section parsers),
+which also keep what unstructured lost (``<details>``, ``<figcaption>``, text outside
+``<main>``, Markdown link targets, anything after 256 levels of nesting or a 10 MB text node).
 
 Call ``ensure_parsers_ready()`` once at worker start-up; ``parse_document`` is synchronous and
 CPU-bound: run it with ``asyncio.to_thread``. The worker runs it in a resource-limited child
@@ -33,7 +36,9 @@ from typing import Literal
 from shared.errors import NoTextError, UnsupportedTypeError
 from task_service.pipeline.decode import decode_text, sniff_html_charset
 from task_service.pipeline.document import Block, ParsedDocument
+from task_service.pipeline.html import extract_html
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
+from task_service.pipeline.markdown import extract_markdown
 from task_service.pipeline.markup import ensure_parsers_ready, partition_markup
 from task_service.pipeline.normalize import (
     has_visible_text,
@@ -84,7 +89,7 @@ def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIM
     in no recognizable encoding), ``NoTextError`` (nothing visible left after normalization),
     ``DependencyMissingError`` (a reader's library not installed),
     and ``ParseLimitError`` when the document exceeds ``limits`` (ZIP bomb, too many PDF pages,
-    too much PDF text).
+    too much PDF text) or HTML/Markdown nests elements deeper than ``html.MAX_DEPTH``.
     """
     parsed = _read(document_kind(filename), data, limits)
     blocks = tuple(
@@ -104,10 +109,9 @@ def _read(kind: DocumentKind, data: bytes, limits: ParseLimits) -> ParsedDocumen
         check_zip_limits(data, limits)
         return _single_block(partition_markup("docx", data=data))
     if kind == "html":
-        html = sanitize(decode_text(data, declared=sniff_html_charset(data)))
-        return _single_block(partition_markup("html", text=html))
+        return extract_html(sanitize(decode_text(data, declared=sniff_html_charset(data))))
     if kind == "md":
-        return _single_block(partition_markup("md", text=sanitize(decode_text(data))))
+        return extract_markdown(sanitize(decode_text(data)))
     text = reflow_plain_text(normalize_text(decode_text(data)))
     return ParsedDocument(tuple(Block(p) for p in text.split("\n\n")))
 
