@@ -97,11 +97,15 @@ def estimated_depth(text: str, *, limit: int = MAX_DEPTH) -> int:
     Counts start minus end tags of elements that nest when left unclosed (not ``p``, ``li``,
     ``td``, void elements...). Cheap: per 64 KiB slice, one C-level count of start tags; only
     a slice that could take the depth past ``limit`` is scanned tag by tag. The result is exact
-    up to ``limit`` (give or take a tag cut at a slice boundary), a lower bound above it.
+    up to ``limit`` (within a slice, stray end tags before start tags may hide some depth).
     """
     depth = peak = 0
-    for start in range(0, len(text), _SLICE):
-        piece = text[start : start + _SLICE]
+    start = 0
+    while start < len(text):
+        end = text.rfind("<", start + 1, start + _SLICE)  # cut before a tag, never inside one
+        end = end if end > 0 and start + _SLICE < len(text) else start + _SLICE
+        piece = text[start:end]
+        start = end
         opens = _nesting(_OPEN_NAME.findall(piece))
         if depth + opens <= limit:
             depth = max(depth + opens - _nesting(_CLOSE_NAME.findall(piece)), 0)
@@ -125,8 +129,8 @@ def _check_depth(text: str) -> None:
     depth = estimated_depth(text)
     if depth > MAX_DEPTH:
         raise ParseLimitError(
-            f"HTML elements nested about {depth} levels deep; at most {MAX_DEPTH} are parsed "
-            "(parse time grows with the square of the depth)"
+            f"elements (HTML tags, or Markdown lists and block quotes) nested about {depth} levels deep; "
+            f"at most {MAX_DEPTH} levels are read (parse time grows with the square of the depth)"
         )
 
 

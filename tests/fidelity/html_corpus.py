@@ -38,7 +38,8 @@ BARETEXTMARK directly in the body.
 <blockquote>Quoted QUOTEMARK<p>quoted paragraph QUOTEPARAMARK</p></blockquote>
 <center>Centered CENTERTAGMARK</center>
 <figure><img src="x.png" alt="Alt text IMGALTMARK"><figcaption>Caption FIGCAPTIONMARK</figcaption></figure>
-<details><summary>Summary SUMMARYTAGMARK</summary>Details body DETAILSTAGMARK<p>details para DETAILSPARAMARK</p></details>
+<details><summary>Summary SUMMARYTAGMARK</summary>Details body DETAILSTAGMARK
+<p>details para DETAILSPARAMARK</p></details>
 <dl><dt>Term DTTAGMARK</dt><dd>Definition DDTAGMARK</dd></dl>
 <ul><li>Item LIONEMARK<ul><li>Nested NESTEDLIMARK</li></ul></li><li>Item LITWOMARK</li></ul>
 <ol><li>Ordered OLITEMMARK</li></ol>
