@@ -17,7 +17,9 @@ from tests.fidelity import Sample
 
 # Text that must come out exactly so: inline elements join without spaces, <br> ends a line,
 # character references are decoded; table cells are joined by " | ".
-LITERAL = ("INLINEJOINMARK", "BRONEMARK\nBRTWOMARK", "CAFÉMARK", "AT&TMARK", "NBSPMARK")
+LITERAL = ("INLINEJOINMARK", "CAFÉMARK", "AT&TMARK", "NBSPMARK")
+# Checked by the unit tests only (a marker with a line break would break the bench table).
+BR_LINES = "BRONEMARK\nBRTWOMARK"
 ROW = "CELLAMARK | CELLBMARK"
 # <pre> keeps its line breaks and indentation.
 PRE_LINES = "PRELINEONEMARK\n    PRELINETWOMARK"

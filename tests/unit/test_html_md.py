@@ -55,6 +55,7 @@ def test_html_inline_elements_join_and_blocks_separate() -> None:
     text = parse_text(html_corpus.samples()[0].data, "blocks.html")
     for literal in html_corpus.LITERAL:
         assert literal in text
+    assert html_corpus.BR_LINES in text  # <br> ends a line
     assert html_corpus.PRE_LINES in text  # <pre> keeps line breaks and indentation
     assert "Summary SUMMARYTAGMARK\n\nDetails body DETAILSTAGMARK" in text
 
