@@ -27,7 +27,11 @@ from shared.errors import DependencyMissingError
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.html import DATA_URI, extract_html
 
-_FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n(.*?)\n(?:\1|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+# The fence, then a first line that is a YAML ``key:`` or TOML ``key =`` (so that a document
+# opening with a thematic break ``---`` is not taken for front matter), up to the closing fence.
+_FRONT_MATTER = re.compile(
+    r"\A(---|\+\+\+)[ \t]*\n(\s*[\w\"'.-]+[ \t]*[:=].*?)\n(?:\1|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL
+)
 _FOOTNOTE_REFERENCE = re.compile(r'<sup class="footnote-reference"><a href="[^"]*">([^<]*)</a></sup>')
 _FOOTNOTE_LABEL = re.compile(r'<sup class="footnote-definition-label">([^<]*)</sup>')
 
@@ -40,7 +44,7 @@ def extract_markdown(text: str) -> ParsedDocument:
     pyromark is not installed.
     """
     front, body = split_front_matter(text)
-    body, data_uris = DATA_URI.subn("", body)
+    body, data_uris = DATA_URI.subn("", body) if "data:" in body else (body, 0)
     parsed = extract_html(_render(body), link_targets=True)
     blocks = parsed.blocks
     if front.strip():

@@ -87,6 +87,8 @@ def test_markdown_link_targets_and_image_alt() -> None:
 def test_markdown_front_matter_is_kept_as_text() -> None:
     assert split_front_matter("---\ntitle: T\n---\n# H\n") == ("title: T", "# H\n")
     assert split_front_matter("# No front matter\n---\n") == ("", "# No front matter\n---\n")
+    # A document that opens with a thematic break is not front matter.
+    assert split_front_matter("---\n\nSome *text*\n\n---\n")[0] == ""
     blocks = parse_document(b"+++\ntitle = 'TOMLMARK'\n+++\nBody\n", "t.md").blocks
     assert [b.text for b in blocks] == ["title = 'TOMLMARK'", "Body"]
 
