@@ -361,16 +361,17 @@ class _Walker:
         return "" if child is None else None
 
     def _leave_cell(self, node: Any, depth: int) -> None:
+        """A cell that gave one line (``<td><p>12</p></td>``) becomes a text cell of the row."""
+        self._flush()
         if not self.rows or self.rows[-1].cell_start < 0:
-            self._flush()
             return
         row = self.rows[-1]
         start, row.cell_start = row.cell_start, -1
-        if len(self.blocks) == start and not self.pre and "\n" not in (text := self._take()):
-            row.cells.append((start, start, text))
-            return
-        self._flush()
-        row.cells.append((start, len(self.blocks), None))
+        blocks = self.blocks
+        if len(blocks) == start + 1 and "\n" not in blocks[-1].text:
+            row.cells.append((start, start, blocks.pop().text))
+        else:
+            row.cells.append((start, len(blocks), None if len(blocks) > start else ""))
 
     def _leave_row(self, node: Any, depth: int) -> None:
         """One block "a | b | c" when every cell is one line; otherwise (a layout table, cells of

@@ -68,6 +68,20 @@ def test_html_table_rows_are_blocks_with_cells_joined() -> None:
     assert "Layout LAYOUTHEADMARK" in texts and "INNERAMARK | INNERBMARK" in texts
 
 
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ("<td><p>ONE</p></td><td><font><span>TWO</span></font></td><td></td>", ["ONE | TWO"]),
+        ("<td></td><td>TWO</td><td>THREE</td>", [" | TWO | THREE"]),
+        ("<td>A<br>B</td><td>C</td>", ["A\nB", "C"]),  # a multi-line cell: its blocks, in order
+        ("<td><p>P1</p><p>P2</p></td><td>C</td>", ["P1", "P2", "C"]),
+    ],
+)
+def test_html_table_cells(row: str, expected: list[str]) -> None:
+    blocks = extract_html(f"<p>before</p><table><tr>{row}</tr></table><p>after</p>").blocks
+    assert [b.text for b in blocks] == ["before", *expected, "after"]
+
+
 def test_content_outside_main_is_kept_and_nav_is_reported() -> None:
     html = (
         b"<header>HEADERMARK</header><nav><a href='/'>NAVMARK</a></nav><main><p>MAINMARK</p></main>"
