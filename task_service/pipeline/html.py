@@ -276,12 +276,16 @@ class _Walker:
     # ------------------------------------------------------------------ element handlers
 
     def _enter_block(self, node: Any, depth: int) -> bool:
-        if self.parts:
-            self._flush()
+        self._leave_block(node, depth)
         return True
 
     def _leave_block(self, node: Any, depth: int) -> None:
-        if self.parts:
+        if not self.parts:
+            return
+        if self.heading_depth >= 0:  # <h2><p>Title</p></h2>: the heading's text goes on
+            if self.parts[-1] != " ":
+                self.parts.append(" ")
+        else:
             self._flush()
 
     def _enter_br(self, node: Any, depth: int) -> bool:

@@ -82,6 +82,17 @@ def test_html_table_cells(row: str, expected: list[str]) -> None:
     assert [b.text for b in blocks] == ["before", *expected, "after"]
 
 
+def test_blocks_inside_a_heading_stay_in_the_heading() -> None:
+    html = "<h1><div>Big</div><p>Title</p></h1><p>Body</p><h2><a href='#x'>Sub</a></h2><p>More</p>"
+    blocks = extract_html(html).blocks
+    assert [(b.text, b.section) for b in blocks] == [
+        ("Big Title", "Big Title"),
+        ("Body", "Big Title"),
+        ("Sub", "Big Title > Sub"),
+        ("More", "Big Title > Sub"),
+    ]
+
+
 def test_content_outside_main_is_kept_and_nav_is_reported() -> None:
     html = (
         b"<header>HEADERMARK</header><nav><a href='/'>NAVMARK</a></nav><main><p>MAINMARK</p></main>"
