@@ -7,11 +7,13 @@ cells joined by " | "), lists, code blocks and raw HTML inside the Markdown beha
 in an HTML upload. Link targets are kept after the link text ("the portal
 (https://host/path)"); image alt text is kept, image sources are not.
 
-Why pyromark (measured with ``bench/parsers.py`` on the same 3 MB document with a big table,
-Markdown → HTML only): pyromark ≈57 MB/s, cmarkgfm ≈7 MB/s, mistune ≈0.5 MB/s,
-markdown-it-py ≈0.4 MB/s. markdown-it-py also drops everything after its ``maxNesting``
-(20 in its CommonMark preset, 100 by default) without a word, and raises ``RecursionError``
-when that is raised; pulldown-cmark parses a 5,000-level nested list in 0.2 s.
+Why pyromark (measured on this machine, a generated 3 MB document with a big table, the
+Markdown → HTML step alone, CPU time): pyromark 0.10 ≈57 MB/s, cmarkgfm ≈7 MB/s, mistune 3.4
+≈0.5 MB/s, markdown-it-py 4.3 ≈0.4 MB/s; the whole reader is then bounded by our HTML walk
+(≈2.4 MB/s end to end in ``bench/RESULTS.md``, section parsers, against 0.03 MB/s for
+unstructured). markdown-it-py also drops everything after its ``maxNesting`` (20 in its
+CommonMark preset, 100 by default) without a word; mistune and pulldown-cmark keep a 600-level
+nested list (pulldown-cmark: 5,000 levels in 0.2 s).
 
 Before rendering: YAML (``---``) or TOML (``+++``) front matter is kept as a text block of its
 own (rendered as Markdown it would become a heading); ``data:`` URIs are removed from the
