@@ -1,11 +1,19 @@
-"""Bytes → str for text-like documents (txt, html, md) without mojibake.
+"""Bytes → str for text-like documents (txt, html, md) without mojibake, with what was guessed.
 
-Order: byte-order mark (UTF-8/16/32) → strict UTF-8 → the charset an HTML document declares →
-"mostly UTF-8" (a few stray bytes in otherwise UTF-8 text become U+FFFD instead of failing the
-whole document) → ``charset-normalizer`` detection, with a preference for windows-1252 among
-Latin code pages.
+Order: byte-order mark (UTF-8/16/32) → UTF-16/32 without a BOM, recognised by its NUL pattern
+(``shared.text_sniff.wide_encoding``) → NUL bytes that are not UTF-16/32 are stray: removed and
+reported → strict UTF-8 → the charset an HTML document declares → "mostly UTF-8" (a few stray
+bytes in otherwise UTF-8 text become U+FFFD instead of failing the whole document) →
+``charset-normalizer`` detection, with a preference for windows-1252 among Latin code pages.
+:func:`decode` returns the text, the codec and warnings for the document API ("3 NUL bytes
+removed", "decoded as windows-1252 (detected)"); :func:`decode_text` only the text.
 
-Why the preference: measured with charset-normalizer 3.5.3, the corpus file
+UTF-16 vs UTF-8 with stray NULs: ASCII text in UTF-16 is also valid UTF-8 (NUL is a valid UTF-8
+byte), and UTF-8 text with one NUL at an odd offset shows a "UTF-16 LE" NUL pattern whose decode
+is CJK-looking but plausible. So when the NULs are few (``stray_nul_limit``) and the bytes
+without them are plausible UTF-8, UTF-8 wins; otherwise the UTF-16/32 reading does.
+
+Why the windows-1252 preference: measured with charset-normalizer 3.5.3, the corpus file
 ``fake-html-cp1252.html`` (German/French/Spanish/Swedish in cp1252) is detected as cp1250,
 which turns "niño" into "nińo", and a French cp1252 sentence is detected as mac_latin2
 ("été" → "ťtť"). The detector ranks near-equal Latin code pages arbitrarily, so when cp1252
@@ -19,10 +27,20 @@ from __future__ import annotations
 
 import codecs
 import re
+from dataclasses import dataclass
 
 import charset_normalizer
+from charset_normalizer.md import mess_ratio
 
 from shared.errors import UndecodableTextError
+from shared.text_sniff import (
+    MAX_IMPLAUSIBLE_SHARE,
+    WIDE_SAMPLE_BYTES,
+    implausible_share,
+    stray_nul_limit,
+    utf8_text,
+    wide_encoding,
+)
 
 # UTF-32 LE (FF FE 00 00) must be tested before UTF-16 LE (FF FE).
 _BOMS: tuple[tuple[bytes, str], ...] = (
@@ -33,6 +51,7 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
 _CP1252_CHAOS_TOLERANCE = 0.05
+_MESS_SAMPLE_CHARS = 4096
 # "Mostly UTF-8": at least this many valid non-ASCII UTF-8 characters per invalid byte. Legacy
 # single-byte text almost never forms valid multi-byte UTF-8 sequences, so it does not qualify.
 _UTF8_VALID_PER_INVALID = 10
@@ -77,32 +96,107 @@ def sniff_html_charset(data: bytes) -> str | None:
     return None if name.startswith(("utf-16", "utf-32")) else name
 
 
+@dataclass(frozen=True)
+class Decoded:
+    """Decoded document text; ``encoding`` is the Python codec name used (``"utf-8"``,
+    ``"utf-16-le"``, ``"cp1252"``...); ``warnings`` are sentences for the document API."""
+
+    text: str
+    encoding: str
+    warnings: tuple[str, ...] = ()
+
+
 def decode_text(data: bytes, *, declared: str | None = None) -> str:
-    """Decode document bytes to ``str``.
+    """``decode(data, declared=declared).text``."""
+    return decode(data, declared=declared).text
+
+
+def decode(data: bytes, *, declared: str | None = None) -> Decoded:
+    """Decode document bytes to ``str`` and say what was guessed or altered.
 
     ``declared`` is a codec name the container declared (e.g. from ``sniff_html_charset``); it
-    is used only when the bytes are not UTF-8 and have no BOM, and only if it decodes them
-    strictly. Lone surrogates in UTF-8/16/32 input are let through (``surrogatepass``) for the
-    normalizer to remove. Raises ``UndecodableTextError`` when no encoding fits (binary data).
+    is used only when the bytes are not UTF-8/16/32 and have no BOM, and only if it decodes them
+    strictly. NUL bytes/characters are removed and counted in a warning. Lone surrogates in
+    UTF-8/16/32 input are let through (``surrogatepass``) for the normalizer to remove. Raises
+    ``UndecodableTextError`` when no encoding fits (binary data).
     """
     if not data:
-        return ""
+        return Decoded("", "utf-8")
     for bom, encoding in _BOMS:
         if data.startswith(bom):
-            return _decode_utf(data[len(bom) :], encoding)
+            return _without_nul_chars(_decode_utf(data[len(bom) :], encoding), encoding, ())
+    nuls = data.count(0)
+    if not nuls:
+        return _decode_narrow(data, declared)
+    wide = wide_encoding(data)
+    if wide is not None and not _stray_nuls_in_utf8(data, nuls):
+        return _decode_wide(data, wide)
+    return _decode_with_stray_nuls(data, nuls, declared)
+
+
+def _decode_with_stray_nuls(data: bytes, nuls: int, declared: str | None) -> Decoded:
+    """NULs without a clear UTF-16/32 pattern: the bytes without them, unless a UTF-16 reading
+    of the whole (weak NUL pattern: CJK text whose only NULs come from U+xx00 characters) is the
+    more plausible text by charset-normalizer's mess ratio."""
     try:
-        return data.decode("utf-8", errors="surrogatepass")
+        narrow: Decoded | None = _decode_narrow(data.replace(b"\x00", b""), declared)
+    except UndecodableTextError:
+        narrow = None
+    if narrow is None or narrow.warnings:  # not plain UTF-8 / declared: a weak UTF-16 reading may be better
+        weak = wide_encoding(data, lenient=True)
+        if weak is not None and (narrow is None or _mess(_decode_utf(data[:WIDE_SAMPLE_BYTES], weak)) < _mess(narrow.text)):
+            return _decode_wide(data, weak)
+    if narrow is None:
+        raise UndecodableTextError("text is neither UTF-8/16/32 nor a recognized encoding once NUL bytes are removed")
+    return Decoded(narrow.text, narrow.encoding, (_nul_warning(nuls, "byte"), *narrow.warnings))
+
+
+def _mess(text: str) -> float:
+    """charset-normalizer's mess ratio (0 = clean text) of the first 4,096 characters."""
+    return float(mess_ratio(text[:_MESS_SAMPLE_CHARS], maximum_threshold=1.0))
+
+
+def _stray_nuls_in_utf8(data: bytes, nuls: int) -> bool:
+    """A few NULs in bytes that are plausible UTF-8 without them: UTF-8, not UTF-16 (module doc)."""
+    return nuls <= stray_nul_limit(len(data)) and utf8_text(data.replace(b"\x00", b"")) is not None
+
+
+def _nul_warning(count: int, unit: str) -> str:
+    return f"{count} NUL {unit}{'s' if count != 1 else ''} removed"
+
+
+def _without_nul_chars(text: str, encoding: str, warnings: tuple[str, ...]) -> Decoded:
+    nuls = text.count("\x00")
+    if nuls:
+        text = text.replace("\x00", "")
+        warnings = (*warnings, _nul_warning(nuls, "character"))
+    return Decoded(text, encoding, warnings)
+
+
+def _decode_narrow(data: bytes, declared: str | None) -> Decoded:
+    """Bytes without NULs or a BOM: UTF-8, declared charset, mostly UTF-8, detection."""
+    try:
+        return Decoded(data.decode("utf-8", errors="surrogatepass"), "utf-8")
     except UnicodeDecodeError:
         pass
     if declared is not None and not declared.startswith("utf"):
         try:
-            return data.decode(declared)
+            return Decoded(data.decode(declared), declared)
         except (UnicodeDecodeError, LookupError):
             pass
     mostly = _mostly_utf8(data)
     return mostly if mostly is not None else _detect(data)
 
 
+def _label(encoding: str) -> str:
+    """Python codec name → the name people know: ``cp1252`` → ``windows-1252``, ``utf-16-le`` →
+    ``UTF-16 LE``."""
+    name = codecs.lookup(encoding).name
+    if name.startswith("utf-"):
+        return name.upper().replace("-LE", " LE").replace("-BE", " BE")
+    if re.fullmatch(r"cp125\d", name):
+        return "windows-" + name[2:]
+    return name.replace("_", "-")
 def _decode_utf(payload: bytes, encoding: str) -> str:
     unit = 4 if encoding.startswith("utf-32") else 2 if encoding.startswith("utf-16") else 1
     payload = payload[: len(payload) - len(payload) % unit]  # drop a truncated last code unit
@@ -114,16 +208,36 @@ def _decode_utf(payload: bytes, encoding: str) -> str:
         ) from exc
 
 
-def _mostly_utf8(data: bytes) -> str | None:
+def _decode_wide(data: bytes, encoding: str) -> Decoded:
+    """BOM-less UTF-16/32 chosen on a sample: bytes later in the file that do not decode become
+    U+FFFD (reported) instead of failing the document."""
+    note = f"decoded as {_label(encoding)} without a byte-order mark (detected)"
+    try:
+        return _without_nul_chars(_decode_utf(data, encoding), encoding, (note,))
+    except UndecodableTextError:
+        unit = 4 if encoding.startswith("utf-32") else 2
+        text = data[: len(data) - len(data) % unit].decode(encoding, errors="replace")
+        bad = f"{text.count(chr(0xFFFD))} invalid {_label(encoding)} code units replaced with U+FFFD"
+        return _without_nul_chars(text, encoding, (note, bad))
+
+
+def _mostly_utf8(data: bytes) -> Decoded | None:
     escaped = data.decode("utf-8", errors="surrogateescape")
     invalid = len(_ESCAPED_BYTE.findall(escaped))
     valid_non_ascii = sum(1 for ch in escaped if ch > "\x7f") - invalid
     if valid_non_ascii < _UTF8_VALID_PER_INVALID * invalid:
         return None
-    return _ESCAPED_BYTE.sub("\ufffd", escaped)
+    plural = "s" if invalid != 1 else ""
+    note = f"{invalid} byte{plural} that {'are' if plural else 'is'} not valid UTF-8 replaced with U+FFFD"
+    return Decoded(_ESCAPED_BYTE.sub("\ufffd", escaped), "utf-8", (note,))
 
 
-def _detect(data: bytes) -> str:
+def _detect(data: bytes) -> Decoded:
+    """charset-normalizer's guess (windows-1252 preferred among near-equal Latin code pages).
+
+    Raises ``UndecodableTextError`` when it has none, or when the decoded sample is not
+    plausible text (more than ``MAX_IMPLAUSIBLE_SHARE`` control/unassigned characters).
+    """
     best = charset_normalizer.from_bytes(data).best()
     if best is None:
         raise UndecodableTextError(
@@ -132,5 +246,10 @@ def _detect(data: bytes) -> str:
     if best.encoding != "cp1252":
         western = charset_normalizer.from_bytes(data, cp_isolation=["cp1252"]).best()
         if western is not None and western.chaos <= best.chaos + _CP1252_CHAOS_TOLERANCE:
-            return str(western)
-    return str(best)
+            best = western
+    text = str(best)
+    if implausible_share(text[:WIDE_SAMPLE_BYTES]) > MAX_IMPLAUSIBLE_SHARE:
+        raise UndecodableTextError(
+            f"text decoded as {_label(best.encoding)} is mostly control or unassigned characters (binary data?)"
+        )
+    return Decoded(text, codecs.lookup(best.encoding).name, (f"decoded as {_label(best.encoding)} (detected)",))
