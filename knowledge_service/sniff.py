@@ -51,6 +51,9 @@ HEAD_BYTES = 8192
 _PDF_WINDOW = 1024
 _PDF_MAGIC = b"%PDF-"
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # local file header; empty archive
+_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),  # UTF-32 first
+              (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+_WIDE_BOM_PREFIXES = tuple(bom for bom, _ in _WIDE_BOMS)
 # Magic numbers of binary formats whose first bytes are not text in any encoding (PNG, JPEG, GIF,
 # ELF, Windows PE, gzip, xz, 7z, RAR, zstd, OLE2 (.doc/.xls), Java class, Mach-O, WebAssembly,
 # SQLite): binary even when the head happens to hold no NUL byte.
@@ -98,8 +101,7 @@ def _looks_pdf(head: bytes, anywhere: bool) -> bool:
 
 def _wide(head: bytes) -> str | None:
     """The UTF-16/32 codec of a head with a BOM or a clear NUL pattern (``text_sniff``), else None."""
-    for bom, codec in ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
-                       (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")):
+    for bom, codec in _WIDE_BOMS:
         if head.startswith(bom):
             return codec
     return wide_encoding(head)
@@ -113,17 +115,21 @@ def _looks_html(head: bytes) -> bool:
 
 
 def _text_head(head: bytes) -> tuple[bool, bool]:
-    """``(is text, is UTF-16/32)`` for a head that is not a PDF/ZIP/known binary format.
+    """``(is text, is UTF-16/32)`` for a head that is not a PDF/ZIP/known binary format; the
+    same rules as the worker's ``decode``.
 
-    Text: no NUL at all; or UTF-16/32 (BOM or clear NUL pattern); or a few stray NULs in
-    otherwise plausible text; or (weak pattern) a strict, plausible UTF-16 reading, e.g. Chinese
-    whose only NULs come from U+xx00 characters.
+    Text: no NUL at all; or UTF-16/32 (BOM, or a clear NUL pattern unless the NULs are a few
+    stray ones in otherwise plausible text); or a few stray NULs in such text; or (weak
+    pattern) a strict, plausible UTF-16 reading, e.g. Chinese whose only NULs come from U+xx00
+    characters.
     """
     if b"\x00" not in head:
         return True, False
-    if _wide(head) is not None:
+    wide = _wide(head)
+    stray = strip_stray_nuls(head, complete=False)
+    if wide is not None and (head.startswith(_WIDE_BOM_PREFIXES) or stray is None):
         return True, True
-    if strip_stray_nuls(head, complete=False) is not None:
+    if stray is not None:
         return True, False
     lenient = wide_encoding(head, lenient=True) is not None
     return lenient, lenient

@@ -40,12 +40,17 @@ _WIDE_FORMS: tuple[tuple[str, int, tuple[int, ...]], ...] = (
     ("utf-16-le", 2, (1,)),
     ("utf-16-be", 2, (0,)),
 )
-# Controls that text legitimately holds: TAB, LF, VT, FF, CR, ESC (ANSI colour codes).
-_TEXT_CONTROLS = frozenset("\t\n\v\f\r\x1b")
+# UTF-32: offset of the plane byte, zero for characters of the Basic Multilingual Plane. Text is
+# almost all BMP; 32-bit integers that happen to be valid code points mostly are not.
+_UTF32_PLANE_BYTE = {"utf-32-le": 2, "utf-32-be": 1}
+_MIN_BMP_SHARE = 0.9
+# Controls that text holds anywhere: TAB, LF, CR. Others (FF page breaks, ESC colour codes) are
+# fine in small numbers, within MAX_IMPLAUSIBLE_SHARE.
+_TEXT_CONTROLS = frozenset("\t\n\r")
 _BAD_CATEGORIES = frozenset(("Cc", "Cn", "Co", "Cs"))
 # Bytes that are control characters in every ASCII-compatible legacy encoding (C0 except the
 # text controls above, and DEL). ``bytes.translate(None, _NOT_CONTROL)`` keeps only those.
-_CONTROL_BYTES = frozenset(range(0x20)) - {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1B} | {0x7F}
+_CONTROL_BYTES = frozenset(range(0x20)) - {0x09, 0x0A, 0x0D} | {0x7F}
 _NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL_BYTES)
 
 
@@ -54,16 +59,16 @@ def stray_nul_limit(size: int) -> int:
     return STRAY_NUL_BASE + size // STRAY_NUL_BYTES_PER_NUL
 
 
-def implausible_share(text: str) -> float:
+def implausible_share(text: str, *, nul_is_bad: bool = False) -> float:
     """Share (0..1) of ``text``'s characters that text does not hold: control characters other
-    than TAB/LF/VT/FF/CR/ESC, unassigned code points, private-use characters, lone surrogates.
+    than TAB/LF/CR, unassigned code points, private-use characters, lone surrogates.
 
-    NUL characters are not counted either way (they are stripped and reported separately).
-    Text made only of NULs, or empty, gives 1.0.
+    NUL characters are not counted either way (they are stripped and reported separately)
+    unless ``nul_is_bad``. Text made only of NULs, or empty, gives 1.0.
     """
     counted = bad = 0
     for ch in text:
-        if ch == "\x00":
+        if ch == "\x00" and not nul_is_bad:
             continue
         counted += 1
         if ch not in _TEXT_CONTROLS and unicodedata.category(ch) in _BAD_CATEGORIES:
@@ -95,21 +100,26 @@ def wide_encoding(data: bytes, *, lenient: bool = False) -> str | None:
     ``data`` may be a prefix of the document (a character cut at its end is ignored). Returns
     ``"utf-32-le"``, ``"utf-32-be"``, ``"utf-16-le"`` or ``"utf-16-be"``. Needs at least one NUL
     byte: text without any (no ASCII character at all) is left to legacy detection. The NUL
-    pattern is counted over all of ``data``; the strict decode and the plausibility check run on
-    the first :data:`WIDE_SAMPLE_BYTES`. ``lenient``: UTF-16 is also tried when its NUL pattern
+    pattern is counted over all of ``data`` (UTF-32 also needs 90 % of its characters in the
+    Basic Multilingual Plane); the strict decode and the plausibility check run on the first
+    :data:`WIDE_SAMPLE_BYTES`. ``lenient``: UTF-16 is also tried when its NUL pattern
     does not dominate (Chinese whose only NUL comes from U+4E00 "一"); both byte orders, the
     better-supported first. A lenient answer is weak evidence: UTF-8 or legacy text with a stray
-    NUL may decode as plausible CJK (callers compare it with those readings).
+    NUL may decode as plausible CJK (callers compare it with those readings); U+0000 characters
+    count as implausible there (ASCII text padded with runs of NULs is not UTF-16).
     """
     if len(data) < 2 or b"\x00" not in data:
         return None
     counts = {2: _nul_counts(data, 2), 4: _nul_counts(data, 4)}
     sample = data[:WIDE_SAMPLE_BYTES]
     for encoding, unit, zero_offsets in _candidates(counts, lenient):
-        if len(data) < unit or not (lenient and unit == 2 or _pattern_dominates(counts[unit], zero_offsets)):
+        weak_utf16 = lenient and unit == 2
+        if len(data) < unit or not (weak_utf16 or _pattern_dominates(counts[unit], zero_offsets)):
+            continue
+        if unit == 4 and counts[4][_UTF32_PLANE_BYTE[encoding]] < _MIN_BMP_SHARE * (len(data) // 4):
             continue
         text = _strict_prefix(sample, encoding)
-        if text is not None and implausible_share(text) <= MAX_IMPLAUSIBLE_SHARE:
+        if text is not None and implausible_share(text, nul_is_bad=lenient) <= MAX_IMPLAUSIBLE_SHARE:
             return encoding
     return None
 

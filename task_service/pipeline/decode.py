@@ -8,10 +8,14 @@ bytes in otherwise UTF-8 text become U+FFFD instead of failing the whole documen
 :func:`decode` returns the text, the codec and warnings for the document API ("3 NUL bytes
 removed", "decoded as windows-1252 (detected)"); :func:`decode_text` only the text.
 
-UTF-16 vs UTF-8 with stray NULs: ASCII text in UTF-16 is also valid UTF-8 (NUL is a valid UTF-8
-byte), and UTF-8 text with one NUL at an odd offset shows a "UTF-16 LE" NUL pattern whose decode
-is CJK-looking but plausible. So when the NULs are few (``stray_nul_limit``) and the bytes
-without them are plausible UTF-8, UTF-8 wins; otherwise the UTF-16/32 reading does.
+UTF-16 vs text with stray NULs: ASCII text in UTF-16 is also valid UTF-8 (NUL is a valid UTF-8
+byte), UTF-8 text with one NUL at an odd offset shows a "UTF-16 LE" NUL pattern whose decode is
+CJK-looking but plausible, and GBK text with one NUL reads as plausible UTF-16 Hangul. So when
+the NULs are few (``stray_nul_limit``) and the bytes without them are text (plausible UTF-8, or
+legacy bytes without control codes: ``strip_stray_nuls``), they are stripped; otherwise the
+UTF-16/32 reading wins (UTF-16 CJK or Cyrillic bytes hold control codes: U+4E0C is 0C 4E). When
+the stripped bytes decode in no encoding, a weak UTF-16 reading is the last resort (Chinese
+UTF-16 whose only NUL is the low byte of U+4E00 "一").
 
 Why the windows-1252 preference: measured with charset-normalizer 3.5.3, the corpus file
 ``fake-html-cp1252.html`` (German/French/Spanish/Swedish in cp1252) is detected as cp1250,
@@ -30,15 +34,13 @@ import re
 from dataclasses import dataclass
 
 import charset_normalizer
-from charset_normalizer.md import mess_ratio
 
 from shared.errors import UndecodableTextError
 from shared.text_sniff import (
     MAX_IMPLAUSIBLE_SHARE,
     WIDE_SAMPLE_BYTES,
     implausible_share,
-    stray_nul_limit,
-    utf8_text,
+    strip_stray_nuls,
     wide_encoding,
 )
 
@@ -51,7 +53,6 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
 _CP1252_CHAOS_TOLERANCE = 0.05
-_MESS_SAMPLE_CHARS = 4096
 # "Mostly UTF-8": at least this many valid non-ASCII UTF-8 characters per invalid byte. Legacy
 # single-byte text almost never forms valid multi-byte UTF-8 sequences, so it does not qualify.
 _UTF8_VALID_PER_INVALID = 10
@@ -129,36 +130,28 @@ def decode(data: bytes, *, declared: str | None = None) -> Decoded:
     if not nuls:
         return _decode_narrow(data, declared)
     wide = wide_encoding(data)
-    if wide is not None and not _stray_nuls_in_utf8(data, nuls):
+    if wide is not None and strip_stray_nuls(data) is None:
         return _decode_wide(data, wide)
     return _decode_with_stray_nuls(data, nuls, declared)
 
 
 def _decode_with_stray_nuls(data: bytes, nuls: int, declared: str | None) -> Decoded:
-    """NULs without a clear UTF-16/32 pattern: the bytes without them, unless a UTF-16 reading
-    of the whole (weak NUL pattern: CJK text whose only NULs come from U+xx00 characters) is the
-    more plausible text by charset-normalizer's mess ratio."""
+    """NULs without a clear UTF-16/32 pattern: the bytes without them; if those are not text,
+    a weak UTF-16 reading of the whole (CJK text whose only NULs come from U+xx00 characters).
+
+    The UTF-16 reading is only the fallback: GBK or Big5 bytes read as UTF-16 are plausible
+    Hangul and Yi syllables, so a legacy reading that works wins.
+    """
     try:
-        narrow: Decoded | None = _decode_narrow(data.replace(b"\x00", b""), declared)
+        narrow = _decode_narrow(data.replace(b"\x00", b""), declared)
     except UndecodableTextError:
-        narrow = None
-    if narrow is None or narrow.warnings:  # not plain UTF-8 / declared: a weak UTF-16 reading may be better
         weak = wide_encoding(data, lenient=True)
-        if weak is not None and (narrow is None or _mess(_decode_utf(data[:WIDE_SAMPLE_BYTES], weak)) < _mess(narrow.text)):
-            return _decode_wide(data, weak)
-    if narrow is None:
-        raise UndecodableTextError("text is neither UTF-8/16/32 nor a recognized encoding once NUL bytes are removed")
+        if weak is None:
+            raise UndecodableTextError(
+                "text is neither UTF-8/16/32 nor a recognized encoding once NUL bytes are removed (binary data?)"
+            ) from None
+        return _decode_wide(data, weak)
     return Decoded(narrow.text, narrow.encoding, (_nul_warning(nuls, "byte"), *narrow.warnings))
-
-
-def _mess(text: str) -> float:
-    """charset-normalizer's mess ratio (0 = clean text) of the first 4,096 characters."""
-    return float(mess_ratio(text[:_MESS_SAMPLE_CHARS], maximum_threshold=1.0))
-
-
-def _stray_nuls_in_utf8(data: bytes, nuls: int) -> bool:
-    """A few NULs in bytes that are plausible UTF-8 without them: UTF-8, not UTF-16 (module doc)."""
-    return nuls <= stray_nul_limit(len(data)) and utf8_text(data.replace(b"\x00", b"")) is not None
 
 
 def _nul_warning(count: int, unit: str) -> str:
