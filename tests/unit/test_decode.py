@@ -16,6 +16,7 @@ from shared.text_sniff import implausible_share, stray_nul_limit, wide_encoding
 from task_service.pipeline.decode import Decoded, decode, decode_text
 from task_service.pipeline.normalize import normalize_text
 from task_service.pipeline.parse import parse_document, parse_text
+from tests.fidelity import Sample, text_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT.parent / "shared" / "cases" / "extraction"
@@ -286,3 +287,18 @@ def test_one_stray_nul_anywhere_in_utf8_text_is_just_removed(text: str, where: f
     decoded = decode(data)
     assert decoded.text == text
     assert decoded.warnings == ("1 NUL byte removed",)
+
+
+# ---------------------------------------------------------------- fidelity corpus
+
+
+@pytest.mark.parametrize("sample", text_corpus.samples(), ids=lambda s: s.name)
+def test_fidelity_text_sample(sample: Sample) -> None:
+    text = parse_text(sample.data, sample.filename)
+    missing = [marker for marker in sample.must if marker not in text]
+    assert not missing
+
+
+def test_fidelity_big_sample_smoke() -> None:
+    big = text_corpus.big_sample(smoke=True)
+    assert all(marker in parse_text(big.data, big.filename) for marker in big.must)
