@@ -54,6 +54,7 @@ _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # local file header; empty archive
 _WIDE_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),  # UTF-32 first
               (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 _WIDE_BOM_PREFIXES = tuple(bom for bom, _ in _WIDE_BOMS)
+_WIDE_TEXT = "UTF-16/32 text"
 # Magic numbers of binary formats whose first bytes are not text in any encoding (PNG, JPEG, GIF,
 # ELF, Windows PE, gzip, xz, 7z, RAR, zstd, OLE2 (.doc/.xls), Java class, Mach-O, WebAssembly,
 # SQLite): binary even when the head happens to hold no NUL byte.
@@ -140,9 +141,12 @@ def _describe(head: bytes) -> str:
         return "a PDF"
     if head.startswith(_ZIP_MAGIC):
         return "a ZIP archive"
-    if head.startswith(_BINARY_MAGIC) or not _text_head(head)[0]:
+    if head.startswith(_BINARY_MAGIC):
         return "binary data"
-    return "text"
+    is_text, wide = _text_head(head)
+    if not is_text:
+        return "binary data"
+    return _WIDE_TEXT if wide else "text"
 
 
 def _allowed() -> str:
@@ -153,8 +157,10 @@ def judge(ext: str, head: bytes) -> Verdict:
     """Decide the type of an upload from its name's extension (:func:`extension`) and its
     first :data:`HEAD_BYTES` (fewer only when the file is shorter).
 
-    Raises :class:`UnsupportedContentError` (→ 415) with a readable reason.
+    Raises :class:`UnsupportedContentError` (→ 415) with a readable reason. Only the first
+    :data:`HEAD_BYTES` of a longer ``head`` are looked at.
     """
+    head = head[:HEAD_BYTES]
     named = name_extension(ext)
     if named == "unknown":
         raise UnsupportedContentError(f"file type .{ext} is not allowed; allowed: {_allowed()}")
@@ -166,9 +172,9 @@ def judge(ext: str, head: bytes) -> Verdict:
         return Verdict("pdf", reject_nul=False, check_docx=False)
     if seen == "a ZIP archive":
         return Verdict("docx", reject_nul=False, check_docx=True)
-    if seen == "text":
+    if seen in ("text", _WIDE_TEXT):
         kind: Kind = "html" if _looks_html(head) else "txt"
-        return Verdict(kind, reject_nul=not _text_head(head)[1], check_docx=False)
+        return Verdict(kind, reject_nul=seen == "text", check_docx=False)
     raise UnsupportedContentError(f"the content is {seen}, not one of: {_allowed()}")
 
 
@@ -182,9 +188,9 @@ def _judge_named(named: Kind, ext: str, head: bytes, seen: str) -> Verdict:
         if not head.startswith(_ZIP_MAGIC):
             raise UnsupportedContentError(f"the name says DOCX but the content is {seen}, not a DOCX (ZIP) file")
         return Verdict("docx", reject_nul=False, check_docx=True)
-    if seen != "text":  # html, md, txt
+    if seen not in ("text", _WIDE_TEXT):  # html, md, txt
         raise UnsupportedContentError(f"the name says .{ext} (text) but the content is {seen}")
-    return Verdict(named, reject_nul=not _text_head(head)[1], check_docx=False)
+    return Verdict(named, reject_nul=seen == "text", check_docx=False)
 
 
 # ------------------------------------------------------------------ DOCX (ZIP central directory)

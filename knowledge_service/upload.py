@@ -319,6 +319,8 @@ class _FileSink:
             self.verdict = sniff.judge(extension(self.filename), head)
         except sniff.UnsupportedContentError as exc:
             raise UnsupportedUploadError(str(exc)) from exc
+        if self.verdict.reject_nul:  # the head may be longer than what judge looked at
+            self._count_nuls(b"", self.verdict.kind)
         pipe = self._pipe = _Pipe(PIPE_CAPACITY)
         mime = self.verdict.mime
 

@@ -404,6 +404,14 @@ async def test_binary_after_the_head_refuses_text_and_removes_the_object() -> No
     assert store.objects == {}
 
 
+async def test_nuls_in_a_long_first_chunk_past_the_judged_head_are_counted() -> None:
+    store = MemoryStore()
+    data = b"a" * (sniff.HEAD_BYTES + 800) + b"\x00" * 100  # one 64 KiB chunk, the whole file
+    with pytest.raises(upload.UnsupportedUploadError, match=r"binary \(100 NUL bytes"):
+        await _receive(store, _multipart([("file", "tail-binary.txt", data)]), chunk=65536)
+    assert store.objects == {} and store.reads == []
+
+
 async def test_a_stray_nul_after_the_head_is_accepted() -> None:
     store = MemoryStore()
     data = b"a" * (sniff.HEAD_BYTES * 3) + b"\x00" + b"b" * 100
