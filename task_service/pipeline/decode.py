@@ -136,20 +136,23 @@ def decode(data: bytes, *, declared: str | None = None) -> Decoded:
 
 
 def _decode_with_stray_nuls(data: bytes, nuls: int, declared: str | None) -> Decoded:
-    """NULs without a clear UTF-16/32 pattern: the bytes without them; if those are not text,
-    a weak UTF-16 reading of the whole (CJK text whose only NULs come from U+xx00 characters).
+    """NULs without a clear UTF-16/32 pattern: the bytes without them; if those are not text
+    (undecodable, or more than ``MAX_IMPLAUSIBLE_SHARE`` control characters: 16-bit integers), a
+    weak UTF-16 reading of the whole (CJK text whose only NULs come from U+xx00 characters).
 
     The UTF-16 reading is only the fallback: GBK or Big5 bytes read as UTF-16 are plausible
     Hangul and Yi syllables, so a legacy reading that works wins.
     """
     try:
-        narrow = _decode_narrow(data.replace(b"\x00", b""), declared)
+        narrow: Decoded | None = _decode_narrow(data.replace(b"\x00", b""), declared)
     except UndecodableTextError:
+        narrow = None
+    if narrow is None or (narrow.text and implausible_share(narrow.text[:WIDE_SAMPLE_BYTES]) > MAX_IMPLAUSIBLE_SHARE):
         weak = wide_encoding(data, lenient=True)
         if weak is None:
             raise UndecodableTextError(
                 "text is neither UTF-8/16/32 nor a recognized encoding once NUL bytes are removed (binary data?)"
-            ) from None
+            )
         return _decode_wide(data, weak)
     return Decoded(narrow.text, narrow.encoding, (_nul_warning(nuls, "byte"), *narrow.warnings))
 

@@ -208,8 +208,9 @@ def _elf() -> bytes:
         b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + random.Random(5).randbytes(6000),
         b"".join(i.to_bytes(2, "little") for i in range(5000)),  # int16 array: a UTF-16 NUL pattern
         b"".join(i.to_bytes(4, "little") for i in range(3000)),  # int32 array: a UTF-32 NUL pattern
+        b"".join((i % 128).to_bytes(2, "big") for i in range(3000)),  # without NULs: valid UTF-8 controls
     ],
-    ids=["random-3k", "random-50k", "random-few-nuls", "random-no-nul", "elf", "png", "int16", "int32"],
+    ids=["random-3k", "random-50k", "random-few-nuls", "random-no-nul", "elf", "png", "int16", "int32", "int16-small"],
 )
 def test_binary_is_undecodable(data: bytes) -> None:
     with pytest.raises(UndecodableTextError):
