@@ -303,3 +303,14 @@ def test_fidelity_text_sample(sample: Sample) -> None:
 def test_fidelity_big_sample_smoke() -> None:
     big = text_corpus.big_sample(smoke=True)
     assert all(marker in parse_text(big.data, big.filename) for marker in big.must)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.one_of(st.binary(max_size=3000), st.binary(max_size=64).map(lambda b: b * 40)))
+def test_any_bytes_decode_or_raise_undecodable_only(data: bytes) -> None:
+    try:
+        decoded = decode(data)
+    except UndecodableTextError:
+        return
+    assert "\x00" not in decoded.text
+    assert codecs.lookup(decoded.encoding)

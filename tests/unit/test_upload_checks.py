@@ -14,6 +14,8 @@ from typing import Any, BinaryIO, cast
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.requests import Request
 
 from knowledge_service import sniff, upload
@@ -480,3 +482,25 @@ async def test_odd_names_survive_httpx_encoding() -> None:
         assert got.filename == clean_filename(name), name
     assert [clean_filename(n) for n in names[-2:]] == ["nulin-name.txt", 'quote"d.txt']
 
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(st.binary(max_size=9000), st.binary(max_size=64).map(lambda b: b * 200)))
+def test_judge_answers_a_verdict_or_415_for_any_bytes(data: bytes) -> None:
+    for ext in ("txt", "", "pdf"):
+        try:
+            verdict = sniff.judge(ext, data)
+        except sniff.UnsupportedContentError:
+            continue
+        assert verdict.kind in sniff.MIME_TYPES
+
+
+_LETTERS = st.characters(categories=["Lu", "Ll", "Lo"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=st.lists(st.text(_LETTERS, min_size=1, max_size=10), min_size=6, max_size=60),
+       codec=st.sampled_from(["utf-16-le", "utf-16-be"]))
+def test_judge_accepts_bom_less_utf16_words(words: list[str], codec: str) -> None:
+    data = "\r\n".join(" ".join(words[i:i + 6]) for i in range(0, len(words), 6)).encode(codec)
+    assert sniff.judge("txt", data[:sniff.HEAD_BYTES]).kind == "txt"
