@@ -7,6 +7,7 @@
 | html, htm        | ``decode.py`` → unstructured ``partition_html``            |
 | md, markdown     | ``decode.py`` → unstructured ``partition_md``              |
 | txt              | ``decode.py`` → ``normalize.reflow_plain_text``            |
+|                  | (the decoder's warnings: NULs removed, encoding guessed)   |
 
 Plain text does not go through unstructured's ``partition_text``: measured on this 2-core
 machine with the spaCy model loaded, it took 3.41 s for the first 100,000 characters and
@@ -31,7 +32,7 @@ from pathlib import PurePosixPath
 from typing import Literal
 
 from shared.errors import NoTextError, UnsupportedTypeError
-from task_service.pipeline.decode import decode_text, sniff_html_charset
+from task_service.pipeline.decode import decode, decode_text, sniff_html_charset
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
 from task_service.pipeline.markup import ensure_parsers_ready, partition_markup
@@ -108,8 +109,9 @@ def _read(kind: DocumentKind, data: bytes, limits: ParseLimits) -> ParsedDocumen
         return _single_block(partition_markup("html", text=html))
     if kind == "md":
         return _single_block(partition_markup("md", text=sanitize(decode_text(data))))
-    text = reflow_plain_text(normalize_text(decode_text(data)))
-    return ParsedDocument(tuple(Block(p) for p in text.split("\n\n")))
+    decoded = decode(data)
+    text = reflow_plain_text(normalize_text(decoded.text))
+    return ParsedDocument(tuple(Block(p) for p in text.split("\n\n")), decoded.warnings)
 
 
 def _single_block(text: str) -> ParsedDocument:
