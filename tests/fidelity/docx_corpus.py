@@ -165,7 +165,16 @@ _NOTES = [
     'r:id="rIdOle1"/></w:object></w:r></w:p>',
 ]
 
-_W_ROOT = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+# The namespaces Word declares on every story part (some readers look prefixes up on the root).
+_W_ROOT = (
+    'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+    'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" '
+    'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006" '
+    'xmlns:m="http://schemas.openxmlformats.org/officeDocument/2006/math" '
+    'xmlns:v="urn:schemas-microsoft-com:vml" xmlns:o="urn:schemas-microsoft-com:office:office" '
+    'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing" '
+    'xmlns:w14="http://schemas.microsoft.com/office/word/2010/wordml" mc:Ignorable="w14"'
+)
 _FOOTNOTES = (
     f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:footnotes {_W_ROOT}>'
     '<w:footnote w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:footnote>'
@@ -292,7 +301,7 @@ def _fill_structure(document: Any, placeholder: Callable[[], object]) -> list[st
     section.different_first_page_header_footer = True
     section.header.paragraphs[0].text = "HEADERMARK running header"
     section.footer.paragraphs[0].text = "FOOTERMARK page footer"
-    section.first_page_header.paragraphs[0].text = "FIRSTHEADERMARK title page header"
+    section.first_page_header.paragraphs[0].text = "FIRSTPAGEMARK title page header"
     return [
         f'<w:p><w:r><w:t xml:space="preserve">See </w:t></w:r><w:hyperlink r:id="{rid}"><w:r>'
         "<w:t>HYPERLINKMARK online docs</w:t></w:r></w:hyperlink></w:p>",
@@ -317,7 +326,7 @@ def samples() -> list[Sample]:
         Sample(
             "docx-structure", "structure.docx", _build(_fill_structure),
             must=("INTROMARK", "TABLECELLMARK", "NESTEDTABLEMARK", "LINUXMARK", "HYPERLINKMARK", "APPENDIXMARK",
-                  "OUTLINEMARK", "HEADERMARK", "FOOTERMARK", "FIRSTHEADERMARK"),
+                  "OUTLINEMARK", "HEADERMARK", "FOOTERMARK", "FIRSTPAGEMARK"),
             sections={"INTROMARK": "Guide", "TABLECELLMARK": "Guide > Install", "NESTEDTABLEMARK": "Guide > Install",
                       "LINUXMARK": "Guide > Install > Linux", "HYPERLINKMARK": "Guide > Install > Linux",
                       "APPENDIXMARK": "Guide > Appendix", "OUTLINEMARK": "Guide > Appendix > Outline Topic"},
