@@ -32,8 +32,8 @@ from typing import Literal
 
 from shared.errors import NoTextError, UnsupportedTypeError
 from task_service.pipeline.decode import decode_text, sniff_html_charset
-from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.document import Block, ParsedDocument
+from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
 from task_service.pipeline.markup import ensure_parsers_ready, partition_markup
 from task_service.pipeline.normalize import (

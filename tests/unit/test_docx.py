@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from shared.errors import CorruptDocumentError, ParseLimitError
-from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.document import ParsedDocument
+from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.parse import parse_document, parse_text
 from tests.fidelity import Sample, docx_corpus
 
@@ -107,7 +107,8 @@ def test_identical_header_paragraphs_are_kept_once() -> None:
         "</Relationships>"
     )
     header = f"<w:hdr {W}><w:p><w:r><w:t>ACME confidential</w:t></w:r></w:p></w:hdr>".encode()
-    refs = '<w:headerReference xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" r:id="{}"/>'
+    r_ns = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+    refs = f'<w:headerReference xmlns:r="{r_ns}" r:id="{{}}"/>'
     body = (f'<w:p><w:pPr><w:sectPr>{refs.format("h1")}</w:sectPr></w:pPr><w:r><w:t>One</w:t></w:r></w:p>'
             f"<w:p><w:r><w:t>Two</w:t></w:r></w:p><w:sectPr>{refs.format('h2')}</w:sectPr>")
     data = package(body, {"word/_rels/document.xml.rels": rels.encode(), "word/header1.xml": header,
