@@ -204,12 +204,13 @@ BILLION_LAUGHS = (
         (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 600, "encrypted DOCX or a legacy .doc"),
         (_zip({"hello.txt": b"not a word document"}), "no main document part"),
         (_zip({"xl/workbook.xml": b"<workbook/>"}), "not a Word file"),
-        (_zip({"word/document.xml": b"<w:document><w:body>"}), "not well-formed XML"),
+        (_zip({"word/document.xml": f"<w:document {W}><w:body><w:p>".encode()}), "not well-formed XML"),
+        (_zip({"word/document.xml": b"<w:document><w:body>"}), "Namespace prefix w on document is not defined"),
         (_zip({"word/document.xml": b"<html><body>hi</body></html>"}), "not a WordprocessingML document"),
         (_zip({"word/document.xml": BILLION_LAUGHS}), "DOCTYPE"),
         (_corrupt_entry(), "cannot be read"),
     ],
-    ids=["empty", "text", "cfb", "no-word", "xlsx", "malformed", "not-wordml", "doctype", "bad-deflate"],
+    ids=["empty", "text", "cfb", "no-word", "xlsx", "malformed", "no-namespace", "not-wordml", "doctype", "bad-deflate"],
 )
 def test_broken_packages_are_corrupt(data: bytes, message: str) -> None:
     with pytest.raises(CorruptDocumentError, match=re.escape(message)):
