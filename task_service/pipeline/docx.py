@@ -39,8 +39,9 @@ XML is parsed with a locked-down lxml parser (no DTD loading, no entity expansio
 libxml2's default depth and text-node limits); a part with a DOCTYPE is refused, as OPC
 requires (ECMA-376 Part 2, §8.1.4). Parts are parsed one at a time and dropped after use.
 Errors: ``CorruptDocumentError`` (not a ZIP, no main document part, unreadable entry,
-malformed XML), ``ParseLimitError`` (XML nested deeper, or a text node longer, than libxml2
-allows without ``XML_PARSE_HUGE``: 256 levels, 10,000,000 bytes). The ZIP-bomb pre-check
+malformed XML), ``UnsupportedTypeError`` (a Strict Open XML document: other namespaces),
+``ParseLimitError`` (XML nested deeper, or a text node longer, than libxml2 allows without
+``XML_PARSE_HUGE``: 256 levels, 10,000,000 bytes). The ZIP-bomb pre-check
 (``limits.check_zip_limits``) is the caller's job.
 """
 
@@ -58,7 +59,7 @@ from typing import IO
 
 from lxml import etree
 
-from shared.errors import CorruptDocumentError, ParseLimitError
+from shared.errors import CorruptDocumentError, ParseLimitError, UnsupportedTypeError
 from task_service.pipeline.document import Block, ParsedDocument, section_path
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -100,6 +101,7 @@ _SYMBOL = dict(zip(
     strict=True,
 )) | {0xA3: "≤", 0xA5: "∞", 0xAE: "→", 0xB0: "°", 0xB1: "±", 0xB3: "≥", 0xB4: "×", 0xB7: "•",
       0xB8: "÷", 0xB9: "≠", 0xBB: "≈", 0xD6: "√", 0xE5: "∑", 0xF2: "∫", 0xA2: "′", 0xB2: "″"}
+_STRICT_DOCUMENT = "{http://purl.oclc.org/ooxml/wordprocessingml/main}document"
 _MAX_XML_DEPTH = 256  # libxml2's limit without XML_PARSE_HUGE
 
 
@@ -229,6 +231,11 @@ def _parse_xml(data: bytes, part: str) -> etree._Element:
 def _check_root(root: etree._Element, part: str, tag: str | None = None) -> None:
     if root.getroottree().docinfo.doctype:
         raise CorruptDocumentError(f"DOCX part {part!r} has a DOCTYPE, which Office packages may not contain")
+    if root.tag == _STRICT_DOCUMENT:
+        raise UnsupportedTypeError(
+            "DOCX is saved as Strict Open XML (ISO/IEC 29500 Strict), which is not supported; "
+            "save it as a Word Document (.docx) and upload it again"
+        )
     if tag is not None and root.tag != tag:
         raise CorruptDocumentError(f"DOCX main part {part!r} is not a WordprocessingML document")
 
@@ -366,9 +373,12 @@ class _Walker:
 
     def _heading(self, p: etree._Element, text: str) -> None:
         ppr = p.find(_W + "pPr")
-        level = _outline_level(ppr)
-        if level is None and ppr is not None:
-            style = ppr.find(_W + "pStyle")
+        if ppr is None:
+            return
+        style = ppr.find(_W + "pStyle")
+        if ppr.find(_W + "outlineLvl") is not None:  # direct formatting wins, "9" (body text) included
+            level = _outline_level(ppr)
+        else:
             level = None if style is None else self.levels.get(style.get(_W + "val", ""))
         if level is None:
             return

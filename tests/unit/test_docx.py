@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.errors import CorruptDocumentError, ParseLimitError
+from shared.errors import CorruptDocumentError, ParseLimitError, UnsupportedTypeError
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.parse import parse_document, parse_text
@@ -116,6 +116,30 @@ def test_identical_header_paragraphs_are_kept_once() -> None:
     assert [b.text for b in extract_docx(data).blocks] == ["One", "Two", "ACME confidential"]
 
 
+def test_direct_outline_level_overrides_the_style() -> None:
+    rels = (
+        '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+        '<Relationship Id="s" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/styles" '
+        'Target="styles.xml"/></Relationships>'
+    )
+    styles = (f'<w:styles {W}><w:style w:type="paragraph" w:styleId="H1"><w:name w:val="heading 1"/></w:style>'
+              '<w:style w:type="paragraph" w:styleId="Sub"><w:basedOn w:val="H1"/></w:style></w:styles>')
+    body = "".join(
+        f'<w:p><w:pPr><w:pStyle w:val="{style}"/>{direct}</w:pPr><w:r><w:t>{text}</w:t></w:r></w:p>'
+        for style, direct, text in [("H1", "", "Top"), ("H1", '<w:outlineLvl w:val="9"/>', "NOTAHEADINGMARK"),
+                                    ("Sub", "", "Second"), ("Normal", '<w:outlineLvl w:val="1"/>', "Third")]
+    )
+    blocks = extract_docx(package(body, {"word/_rels/document.xml.rels": rels.encode(),
+                                         "word/styles.xml": styles.encode()})).blocks
+    assert [b.section for b in blocks] == ["Top", "Top", "Second", "Second > Third"]
+
+
+def test_strict_open_xml_is_refused_clearly() -> None:
+    strict = '<w:document xmlns:w="http://purl.oclc.org/ooxml/wordprocessingml/main"><w:body/></w:document>'
+    with pytest.raises(UnsupportedTypeError, match="Strict Open XML"):
+        extract_docx(_zip({"word/document.xml": strict.encode()}))
+
+
 def test_warnings() -> None:
     assert parse_document(SAMPLES["docx-structure"].data, "s.docx").warnings == ("2 images ignored (no OCR)",)
     notes = parse_document(SAMPLES["docx-notes-objects"].data, "n.docx")
@@ -210,7 +234,8 @@ BILLION_LAUGHS = (
         (_zip({"word/document.xml": BILLION_LAUGHS}), "DOCTYPE"),
         (_corrupt_entry(), "cannot be read"),
     ],
-    ids=["empty", "text", "cfb", "no-word", "xlsx", "malformed", "no-namespace", "not-wordml", "doctype", "bad-deflate"],
+    ids=["empty", "text", "cfb", "no-word", "xlsx", "malformed", "no-namespace", "not-wordml", "doctype",
+         "bad-deflate"],
 )
 def test_broken_packages_are_corrupt(data: bytes, message: str) -> None:
     with pytest.raises(CorruptDocumentError, match=re.escape(message)):
