@@ -37,7 +37,9 @@ This module walks every story of the package (ECMA-376 Part 1, §17):
 
 XML is parsed with a locked-down lxml parser (no DTD loading, no entity expansion, no network,
 libxml2's default depth and text-node limits); a part with a DOCTYPE is refused, as OPC
-requires (ECMA-376 Part 2, §8.1.4). Parts are parsed one at a time and dropped after use.
+requires of its own XML ("shall treat the presence of DTD declarations as an error", ECMA-376
+Part 2, rule M1.18). The main part is streamed (one top-level block in memory at a time); the
+other parts are parsed whole, one at a time, and dropped after use.
 Errors: ``CorruptDocumentError`` (not a ZIP, no main document part, unreadable entry,
 malformed XML), ``UnsupportedTypeError`` (a Strict Open XML document: other namespaces),
 ``ParseLimitError`` (XML nested deeper, or a text node longer, than libxml2 allows without

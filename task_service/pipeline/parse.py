@@ -80,12 +80,12 @@ def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIM
     characters, stripped, none empty; with the reader's warnings.
 
     ``data`` is the whole file; ``filename`` only selects the reader by extension.
-    Raises ``UnsupportedTypeError`` (extension), ``PdfEncryptedError`` (password PDF),
+    Raises ``UnsupportedTypeError`` (extension; Strict Open XML DOCX), ``PdfEncryptedError`` (password PDF),
     ``CorruptDocumentError`` (unreadable PDF/DOCX), ``UndecodableTextError`` (txt/html/md bytes
     in no recognizable encoding), ``NoTextError`` (nothing visible left after normalization),
     ``DependencyMissingError`` (a reader's library not installed),
     and ``ParseLimitError`` when the document exceeds ``limits`` (ZIP bomb, too many PDF pages,
-    too much PDF text).
+    too much PDF text) or a DOCX part's XML exceeds the parser's nesting/text-node limits.
     """
     parsed = _read(document_kind(filename), data, limits)
     blocks = tuple(
