@@ -140,7 +140,7 @@ class _Package:
     def load(cls, data: bytes) -> _Package:
         try:
             archive = zipfile.ZipFile(io.BytesIO(data))
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError) as exc:
+        except (zipfile.LargeZipFile, ValueError, *_ZIP_ERRORS) as exc:
             hint = " (an encrypted DOCX or a legacy .doc file?)" if data[:4] == b"\xd0\xcf\x11\xe0" else ""
             raise CorruptDocumentError(f"DOCX is not a ZIP package{hint}: {exc}") from exc
         return cls(archive, {info.filename.lower(): info.filename for info in archive.infolist()})

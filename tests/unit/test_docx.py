@@ -244,6 +244,14 @@ def test_broken_packages_are_corrupt(data: bytes, message: str) -> None:
         parse_text(data, "broken.docx")
 
 
+def test_damaged_zip_directory_is_corrupt() -> None:
+    data = bytearray(SAMPLES["docx-structure"].data)
+    central = data.rindex(b"PK\x01\x02")  # last central directory entry: "version needed" = 25.0
+    data[central + 6] = 250
+    with pytest.raises(CorruptDocumentError, match="not a ZIP package"):
+        parse_text(bytes(data), "damaged.docx")
+
+
 def test_truncated_package_is_corrupt() -> None:
     data = SAMPLES["docx-structure"].data
     for cut in (0.3, 0.9):
