@@ -3,7 +3,7 @@
 | extension        | reader                                                     |
 |------------------|------------------------------------------------------------|
 | pdf              | pypdfium2 text layer (``pdf.py``)                          |
-| docx             | unstructured ``partition_docx`` (``markup.py``)            |
+| docx             | our OOXML walker over the package parts (``docx.py``)      |
 | html, htm        | ``decode.py`` → unstructured ``partition_html``            |
 | md, markdown     | ``decode.py`` → unstructured ``partition_md``              |
 | txt              | ``decode.py`` → ``normalize.reflow_plain_text``            |
@@ -16,14 +16,14 @@ machine with the spaCy model loaded, it took 3.41 s for the first 100,000 charac
 (spaCy sentence splitting and POS tagging), whose labels we throw away. Our own paragraph
 reflow + normalization parses the whole novel in 0.53-0.61 s (3 runs).
 
-Known cost of the unstructured path: the same classification runs on every HTML/DOCX/MD
+Known cost of the unstructured path: the same classification runs on every HTML/MD
 element. Measured: 3,000 paragraphs of the novel as a 764 KB HTML file take 19.6 s (≈25 s/MB;
 97 % in ``unstructured.nlp.tokenize.sent_tokenize``). Large markup files need a parse time limit.
 
 Call ``ensure_parsers_ready()`` once at worker start-up; ``parse_document`` is synchronous and
 CPU-bound: run it with ``asyncio.to_thread``. The worker runs it in a resource-limited child
-process (``sandbox.py``); the structural limits (ZIP bomb pre-check before unstructured sees a
-DOCX, PDF page count and text size) are checked here (``limits.py``), wherever it runs.
+process (``sandbox.py``); the structural limits (ZIP bomb pre-check before the DOCX reader opens
+the package, PDF page count and text size) are checked here (``limits.py``), wherever it runs.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import Literal
 from shared.errors import NoTextError, UnsupportedTypeError
 from task_service.pipeline.decode import decode, decode_text, sniff_html_charset
 from task_service.pipeline.document import Block, ParsedDocument
+from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
 from task_service.pipeline.markup import ensure_parsers_ready, partition_markup
 from task_service.pipeline.normalize import (
@@ -80,12 +81,12 @@ def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIM
     characters, stripped, none empty; with the reader's warnings.
 
     ``data`` is the whole file; ``filename`` only selects the reader by extension.
-    Raises ``UnsupportedTypeError`` (extension), ``PdfEncryptedError`` (password PDF),
+    Raises ``UnsupportedTypeError`` (extension; Strict Open XML DOCX), ``PdfEncryptedError`` (password PDF),
     ``CorruptDocumentError`` (unreadable PDF/DOCX), ``UndecodableTextError`` (txt/html/md bytes
     in no recognizable encoding), ``NoTextError`` (nothing visible left after normalization),
     ``DependencyMissingError`` (a reader's library not installed),
     and ``ParseLimitError`` when the document exceeds ``limits`` (ZIP bomb, too many PDF pages,
-    too much PDF text).
+    too much PDF text) or a DOCX part's XML exceeds the parser's nesting/text-node limits.
     """
     parsed = _read(document_kind(filename), data, limits)
     blocks = tuple(
@@ -103,7 +104,7 @@ def _read(kind: DocumentKind, data: bytes, limits: ParseLimits) -> ParsedDocumen
         return extract_pdf(data, max_pages=limits.pdf_max_pages, max_text_chars=limits.pdf_max_text_chars)
     if kind == "docx":
         check_zip_limits(data, limits)
-        return _single_block(partition_markup("docx", data=data))
+        return extract_docx(data)
     if kind == "html":
         html = sanitize(decode_text(data, declared=sniff_html_charset(data)))
         return _single_block(partition_markup("html", text=html))
