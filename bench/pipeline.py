@@ -29,7 +29,7 @@ def main() -> None:
     os.environ.setdefault("DO_NOT_TRACK", "1")
     from shared.embedding import build_embedder
     from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
-    from task_service.pipeline.parse import ensure_parsers_ready
+    from task_service.pipeline.parse import ensure_parsers_ready, parse_text
 
     default = NOVEL if NOVEL.exists() else ROOT / "samples" / "indexing-primer.md"
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else default

@@ -33,6 +33,8 @@ def _document(r: asyncpg.Record) -> schemas.DocumentOut:
     d = dict(r.items())
     raw = d.pop("task")
     d["task"] = _task(json.loads(raw) if isinstance(raw, str) else raw)
+    warnings = d.pop("warnings", None)
+    d["warnings"] = json.loads(warnings) if isinstance(warnings, str) else (warnings or [])
     return schemas.DocumentOut.model_validate(d)
 
 

@@ -56,6 +56,10 @@ class DocumentOut(BaseModel):
     index_generation: int
     chunk_count: int
     error_message: str | None
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="what the last indexing run could not index or altered (e.g. '2 of 40 pages had no text layer')",
+    )
     create_time: datetime
     update_time: datetime
     task: TaskOut | None
@@ -77,6 +81,8 @@ class ChunkOut(BaseModel):
     chunk_index: int
     content: str
     token_count: int
+    page: int | None = Field(None, description="PDF page (1-based) where the chunk starts")
+    section: str | None = Field(None, description="heading path where the chunk starts, e.g. 'Guide > Install'")
 
 
 class ChunkPage(BaseModel):

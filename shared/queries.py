@@ -30,7 +30,7 @@ TASK_COLUMNS = (
 )
 DOCUMENT_COLUMNS = (
     "d.id AS document_id, d.kb_id, d.filename, d.content_type, d.size_bytes, d.sha256, d.status,"
-    " d.index_generation, d.chunk_count, d.error_message, d.create_time, d.update_time"
+    " d.index_generation, d.chunk_count, d.error_message, d.warnings, d.create_time, d.update_time"
 )
 
 # The document's task as one JSON column (avoids clashing column names in a join).
@@ -225,7 +225,7 @@ async def list_chunks(
     conn: asyncpg.Connection, document_id: int, offset: int, limit: int
 ) -> tuple[list[asyncpg.Record], int]:
     rows = await conn.fetch(
-        "SELECT chunk_index, content, token_count FROM document_chunk WHERE document_id = $1"
+        "SELECT chunk_index, content, token_count, page, section FROM document_chunk WHERE document_id = $1"
         " ORDER BY chunk_index OFFSET $2 LIMIT $3",
         document_id, offset, limit,
     )

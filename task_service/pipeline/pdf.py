@@ -21,6 +21,7 @@ import pypdfium2.raw as pdfium_c
 
 from shared.errors import CorruptDocumentError, ParseLimitError, PdfEncryptedError
 from task_service.pipeline.document import Block, ParsedDocument
+from task_service.pipeline.hyphens import load_word_list, resolve_line_hyphens
 from task_service.pipeline.limits import DEFAULT_LIMITS
 
 _PDFIUM_LOCK = threading.Lock()
@@ -61,11 +62,14 @@ def extract_pdf(
                 text = _page_text(pdf, index, used, max_text_chars)
                 used += len(text)
                 blocks.append(Block(text, page=index + 1))
-            return ParsedDocument(tuple(blocks), _warnings(blocks))
         except pdfium.PdfiumError as exc:
             raise CorruptDocumentError(f"PDF page cannot be read: {exc}") from exc
         finally:
             pdf.close()
+    words = load_word_list()
+    texts = resolve_line_hyphens((block.text for block in blocks), words.__contains__)
+    blocks = [Block(text, page=block.page) for text, block in zip(texts, blocks, strict=True)]
+    return ParsedDocument(tuple(blocks), _warnings(blocks))
 
 
 def _page_text(pdf: pdfium.PdfDocument, index: int, used: int, limit: int) -> str:

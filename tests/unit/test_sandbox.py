@@ -162,13 +162,13 @@ def test_generators_build_valid_files() -> None:
 # ---------------------------------------------------------------- structural limits (in process)
 
 
-def test_docx_bomb_is_refused_before_unstructured_sees_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_docx_bomb_is_refused_before_the_reader_sees_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from task_service.pipeline import parse
 
     def must_not_run(*a: object, **k: object) -> str:
-        raise AssertionError("the bomb reached unstructured")
+        raise AssertionError("the bomb reached the DOCX reader")
 
-    monkeypatch.setattr(parse, "partition_markup", must_not_run)
+    monkeypatch.setattr(parse, "extract_docx", must_not_run)
     with pytest.raises(ParseLimitError, match="DOCX_MAX_INFLATE_RATIO") as info:
         parse_text(docx_bomb(), "bomb.docx")
     assert info.value.error_code == "parse_limit"
