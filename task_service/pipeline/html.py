@@ -19,8 +19,9 @@ Walking (our own, iterative, so depth costs no Python recursion):
   block carries the path ending with itself;
 - a table row is one block, its cells joined by ``" | "``; a row whose cells hold several
   blocks (a layout table, a nested table) gives those blocks one by one instead;
-- ``<img alt>`` text is kept; ``script``, ``style``, ``template``, ``noscript``, ``svg``,
-  ``iframe``, ``head`` and comments never become text; ``<nav>`` menus are dropped with a
+- the ``<title>`` comes first, as a block of its own; SVG ``text``/``title``/``desc`` are blocks;
+- ``<img alt>`` text is kept; ``script``, ``style``, ``template``, ``noscript``,
+  ``iframe``, the rest of ``head`` and comments never become text; ``<nav>`` menus are dropped with a
   warning; ``<del>`` text is kept (it is visible on the page); nothing outside ``<main>`` is
   dropped (``aside``, ``header``, ``footer`` are content);
 - ``data:`` URIs never become text (removed with a warning);
@@ -55,7 +56,9 @@ _BLOCK_TAGS = frozenset(
     "ol optgroup option p plaintext search section select summary table tbody textarea tfoot thead ul xmp".split()
 )
 _HEADINGS = {f"h{level}": level for level in range(1, 7)}
-_SKIP_TAGS = frozenset("head script style template noscript svg iframe noembed noframes".split())
+_SKIP_TAGS = frozenset("head script style template noscript iframe noembed noframes".split())
+# SVG elements that carry visible text (labels) or its accessible name; other SVG elements hold none.
+_SVG_TEXT_TAGS = frozenset("text title desc".split())
 _PRE_TAGS = frozenset(("pre", "listing", "plaintext", "xmp", "textarea"))
 # HTML's ASCII whitespace (not NBSP, which is text).
 _WHITESPACE = re.compile("[ \t\n\f\r]+")
@@ -86,10 +89,13 @@ def extract_html(text: str, *, link_targets: bool = False) -> ParsedDocument:
         from selectolax.lexbor import LexborHTMLParser
     except ImportError as exc:  # pragma: no cover - declared dependency
         raise DependencyMissingError(f"selectolax is not installed: install 'selectolax>=1,<2' ({exc})") from exc
-    root = LexborHTMLParser(text).root
+    tree = LexborHTMLParser(text)
     walker = _Walker(link_targets)
-    if root is not None:
-        walker.walk(root)
+    title = tree.css_first("head > title")
+    if title is not None:  # the page's name (browser tab, search results): content, before the body
+        walker.walk(title)
+    if tree.root is not None:
+        walker.walk(tree.root)
     return walker.result()
 
 
@@ -186,7 +192,7 @@ class _Walker:
         self.kinds = self._kinds()
 
     def _kinds(self) -> dict[str, _Kind]:
-        kinds = dict.fromkeys(_BLOCK_TAGS, _Kind("block", self._enter_block, self._leave_block))
+        kinds = dict.fromkeys(_BLOCK_TAGS | _SVG_TEXT_TAGS, _Kind("block", self._enter_block, self._leave_block))
         kinds.update(dict.fromkeys([*_SKIP_TAGS, "-comment", "-doctype"], _SKIPPED))
         kinds["-text"] = _TEXT
         kinds["br"] = _Kind("br", self._enter_br)
