@@ -24,7 +24,8 @@ This module walks every story of the package (ECMA-376 Part 1, §17):
   smart tags, custom XML, tracked insertions and moves (``w:ins``, ``w:moveTo``), simple fields
   (``w:fldSimple``) and complex-field *results*, math (``m:t``), DrawingML and VML text boxes
   (of an ``mc:AlternateContent`` only the first branch we understand: a text box is stored
-  twice, as ``wps`` in ``mc:Choice`` and as VML in ``mc:Fallback``);
+  twice, as ``wps`` in ``mc:Choice`` and as VML in ``mc:Fallback``), a drawing's alt text
+  (``wp:docPr/@descr``, else ``@title``) as a block after its paragraph;
 - dropped: deleted text (``w:del``, ``w:delText``, ``w:moveFrom``), field instructions
   (``w:instrText``), properties, comments (counted in a warning);
 - ``w:tab``/``w:ptab`` → tab, ``w:br``/``w:cr`` → newline, ``w:noBreakHyphen`` → ``-``,
@@ -74,6 +75,7 @@ _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 _DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
 _R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
+_DOC_PR = "{http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing}docPr"
 _PKG_RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
 _REL_TYPES = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
 
@@ -448,13 +450,18 @@ class _Walker:
                 self._math(child, parts)
 
     def _objects(self, element: etree._Element) -> None:
-        """Text boxes inside a drawing/picture become blocks; images, charts, diagrams, OLE objects are counted."""
+        """Text boxes and alt texts inside a drawing/picture become blocks; images, charts, diagrams, OLE
+        objects are counted (their pixels are not read)."""
         if element.tag == _W + "object":
             self._count("object")
             return
         for node in _find_objects(element):
             tag = node.tag
-            if tag == _W + "txbxContent":
+            if tag == _DOC_PR:  # a drawing's alt text (descr) or, failing that, its title
+                alt = (node.get("descr") or node.get("title") or "").strip()
+                if alt:
+                    self.out.append(Block(alt, self.section))
+            elif tag == _W + "txbxContent":
                 outer = self.cell, self.flow
                 self.cell, self.flow = None, False
                 self._blocks(node)
@@ -477,7 +484,7 @@ def _find_objects(element: etree._Element) -> Iterator[etree._Element]:
     (its own drawings are found when it is walked) and taking one branch of mc:AlternateContent."""
     for child in element:
         tag = child.tag
-        if tag == _W + "txbxContent" or tag in _OBJECT_KINDS:
+        if tag == _W + "txbxContent" or tag in _OBJECT_KINDS or tag == _DOC_PR:
             yield child
         elif tag == _MC + "AlternateContent":
             yield from _find_objects(_choose(child))

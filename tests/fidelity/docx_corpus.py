@@ -295,7 +295,7 @@ def _fill_structure(document: Any, placeholder: Callable[[], object]) -> list[st
     document.add_paragraph("APPENDIXMARK closes the guide.")
     placeholder()
     document.add_paragraph("OUTLINEMARK under a direct outline level.")
-    document.add_picture(io.BytesIO(_png()))
+    document.add_picture(io.BytesIO(_png()))._inline.docPr.set("descr", "ALTTEXTMARK harbour photo")
     document.add_picture(io.BytesIO(_png()))
     section = document.sections[0]
     section.different_first_page_header_footer = True
@@ -326,7 +326,7 @@ def samples() -> list[Sample]:
         Sample(
             "docx-structure", "structure.docx", _build(_fill_structure),
             must=("INTROMARK", "TABLECELLMARK", "NESTEDTABLEMARK", "LINUXMARK", "HYPERLINKMARK", "APPENDIXMARK",
-                  "OUTLINEMARK", "HEADERMARK", "FOOTERMARK", "FIRSTPAGEMARK"),
+                  "OUTLINEMARK", "HEADERMARK", "FOOTERMARK", "FIRSTPAGEMARK", "ALTTEXTMARK"),
             sections={"INTROMARK": "Guide", "TABLECELLMARK": "Guide > Install", "NESTEDTABLEMARK": "Guide > Install",
                       "LINUXMARK": "Guide > Install > Linux", "HYPERLINKMARK": "Guide > Install > Linux",
                       "APPENDIXMARK": "Guide > Appendix", "OUTLINEMARK": "Guide > Appendix > Outline Topic"},
