@@ -29,7 +29,7 @@ def ours(data: bytes) -> str:
 
 
 def unstructured(data: bytes) -> str:
-    from task_service.pipeline.markup import partition_markup
+    from bench.parser_candidates.unstructured_offline import partition_markup
 
     return partition_markup("docx", data=data)
 

@@ -41,7 +41,6 @@ from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.html import extract_html
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
 from task_service.pipeline.markdown import extract_markdown
-from task_service.pipeline.markup import ensure_parsers_ready
 from task_service.pipeline.normalize import (
     has_visible_text,
     normalize_text,
@@ -63,6 +62,21 @@ SUPPORTED_EXTENSIONS: dict[str, DocumentKind] = {
     "markdown": "md",
     "txt": "txt",
 }
+
+
+_WARM_UP: tuple[tuple[str, bytes], ...] = (
+    ("warm-up.html", b"<h1>Warm-up</h1><p>The parser reads this sentence once at start-up.</p>"),
+    ("warm-up.md", b"# Warm-up\n\nThe parser reads [this](https://example.invalid) once."),
+    ("warm-up.txt", b"The parser reads this sentence once at start-up."),
+)
+
+
+def ensure_parsers_ready() -> None:
+    """Import every reader's library and parse a tiny document of each text kind once (tens of
+    milliseconds; no network). Raises ``DependencyMissingError`` when a reader's library
+    (selectolax, pyromark, lxml, pypdfium2) is not installed."""
+    for name, data in _WARM_UP:
+        parse_document(data, name)
 
 
 def document_kind(filename: str) -> DocumentKind:
