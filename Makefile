@@ -56,7 +56,12 @@ test: services
 	$(BIN)/mypy
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider
 
+# Benchmarks: each writes its section of bench/RESULTS.md (figures as ratios or MB/s measured in one run).
 bench: migrate
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m bench.parsers
+	$(BIN)/python -m bench.chunking
+	$(BIN)/python -m bench.retrieval
 	$(BIN)/python -m bench.pipeline
 
 clean:

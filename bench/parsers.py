@@ -7,8 +7,9 @@ generated document of that format), then writes the table to ``bench/RESULTS.md`
 (section ``parsers``). Candidates live in ``bench/parser_candidates/<format>.py``: each module
 exposes ``CANDIDATES: dict[str, Callable[[bytes], str]]`` (bytes → extracted text; name
 ``ours`` is the production reader), ``samples() -> list[Sample]`` and
-``big_sample(smoke: bool) -> Sample`` for the speed figure. A candidate that is not installed
-(ImportError) is reported as such, not fatal.
+``big_sample(smoke: bool) -> Sample`` for the speed figure, and optionally ``RUNS: dict[str, int]``
+(fewer timed runs for a very slow candidate). A candidate that is not installed (ImportError) is
+reported as such, not fatal.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def _format_rows(fmt: str, module: ModuleType, smoke: bool) -> list[str]:
     for name, fn in module.CANDIDATES.items():
         try:
             found, total, leaked, missing = _recall(fn, samples)
-            rate, spread = _speed(fn, big, 1 if smoke else RUNS)
+            rate, spread = _speed(fn, big, 1 if smoke else getattr(module, "RUNS", {}).get(name, RUNS))
         except ImportError as exc:
             rows.append(f"| {fmt} | {name} | not installed ({exc.name}) | | | |")
             continue

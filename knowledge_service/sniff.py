@@ -8,8 +8,10 @@ file, before anything is stored:
 | ``.pdf``             | ``%PDF-`` within the first 1024 bytes (what PDF readers accept)  |
 | ``.docx``            | a ZIP (``PK\\x03\\x04``) whose central directory lists            |
 |                      | ``word/document.xml`` (checked once the whole file is stored)    |
-| ``.html .htm .md``   | text: no NUL byte anywhere, unless it starts with a UTF-16/32    |
-| ``.markdown .txt``   | BOM; and not a PDF or ZIP                                        |
+| ``.html .htm .md``   | text: UTF-16/32 (BOM, or NUL pattern + strict decode, see        |
+| ``.markdown .txt``   | ``shared.text_sniff``), or UTF-8/legacy text with at most a few  |
+|                      | stray NUL bytes (:func:`stray_nul_limit`, counted over the whole |
+|                      | upload); not a PDF, ZIP or other known binary format             |
 | no extension         | any of the above, typed by content (text → txt, or html when it  |
 |                      | starts with ``<!doctype html`` / ``<html``)                      |
 | anything else        | nothing: 415                                                     |
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from shared.doc_types import _EXTENSION, ALLOWED_EXTENSIONS, MIME_TYPES, Kind, parser_filename
+from shared.text_sniff import stray_nul_limit, strip_stray_nuls, wide_encoding
 
 __all__ = [
     "ALLOWED_EXTENSIONS",
@@ -41,13 +44,26 @@ __all__ = [
     "docx_has_document",
     "judge",
     "parser_filename",
+    "stray_nul_limit",
 ]
 
 HEAD_BYTES = 8192
 _PDF_WINDOW = 1024
 _PDF_MAGIC = b"%PDF-"
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # local file header; empty archive
-_WIDE_BOMS = (b"\x00\x00\xfe\xff", b"\xff\xfe\x00\x00", b"\xfe\xff", b"\xff\xfe")  # UTF-32 before UTF-16
+_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),  # UTF-32 first
+              (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+_WIDE_BOM_PREFIXES = tuple(bom for bom, _ in _WIDE_BOMS)
+_WIDE_TEXT = "UTF-16/32 text"
+# Magic numbers of binary formats whose first bytes are not text in any encoding (PNG, JPEG, GIF,
+# ELF, Windows PE, gzip, xz, 7z, RAR, zstd, OLE2 (.doc/.xls), Java class, Mach-O, WebAssembly,
+# SQLite): binary even when the head happens to hold no NUL byte.
+_BINARY_MAGIC = (
+    b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"\x7fELF", b"MZ\x90\x00", b"\x1f\x8b",
+    b"\xfd7zXZ\x00", b"7z\xbc\xaf\x27\x1c", b"Rar!\x1a\x07", b"\x28\xb5\x2f\xfd", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
+    b"\xca\xfe\xba\xbe", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe",
+    b"\x00asm", b"SQLite format 3\x00",
+)
 _EXTENSION_LIKE = re.compile(r"[a-z0-9]{0,9}[a-z][a-z0-9]{0,9}")
 DOCX_MAIN_PART = "word/document.xml"
 #: Never read more than this much of a ZIP's end (central directory + comment) to type it.
@@ -61,7 +77,8 @@ class UnsupportedContentError(ValueError):
 @dataclass(frozen=True)
 class Verdict:
     kind: Kind
-    #: Text without a UTF-16/32 BOM: a NUL byte anywhere later still makes it binary (→ 415).
+    #: Text that is not UTF-16/32: more NUL bytes than :func:`stray_nul_limit` of the size so far
+    #: make it binary (→ 415); a few stray ones are accepted (the worker removes and reports them).
     reject_nul: bool
     #: A ZIP: the central directory must list ``word/document.xml`` (:func:`docx_has_document`).
     check_docx: bool
@@ -83,20 +100,40 @@ def _looks_pdf(head: bytes, anywhere: bool) -> bool:
     return head.startswith(_PDF_MAGIC) or (anywhere and _PDF_MAGIC in head[:_PDF_WINDOW])
 
 
-def _wide_bom(head: bytes) -> bool:
-    return head.startswith(_WIDE_BOMS)
+def _wide(head: bytes) -> str | None:
+    """The UTF-16/32 codec of a head with a BOM or a clear NUL pattern (``text_sniff``), else None."""
+    for bom, codec in _WIDE_BOMS:
+        if head.startswith(bom):
+            return codec
+    return wide_encoding(head)
 
 
 def _looks_html(head: bytes) -> bool:
-    for bom, codec in ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
-                       (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"), (b"\xef\xbb\xbf", "utf-8")):
-        if head.startswith(bom):
-            text = head[len(bom):].decode(codec, errors="ignore")
-            break
-    else:
-        text = head.decode("latin-1")
+    codec = _wide(head) or ("utf-8" if head.startswith(b"\xef\xbb\xbf") else "latin-1")
+    text = head.decode(codec, errors="ignore").lstrip("\ufeff")
     start = text.lstrip()[:16].lower()
     return start.startswith(("<!doctype html", "<html"))
+
+
+def _text_head(head: bytes) -> tuple[bool, bool]:
+    """``(is text, is UTF-16/32)`` for a head that is not a PDF/ZIP/known binary format; the
+    same rules as the worker's ``decode``.
+
+    Text: no NUL at all; or UTF-16/32 (BOM, or a clear NUL pattern unless the NULs are a few
+    stray ones in otherwise plausible text); or a few stray NULs in such text; or (weak
+    pattern) a strict, plausible UTF-16 reading, e.g. Chinese whose only NULs come from U+xx00
+    characters.
+    """
+    if b"\x00" not in head:
+        return True, False
+    wide = _wide(head)
+    stray = strip_stray_nuls(head, complete=False)
+    if wide is not None and (head.startswith(_WIDE_BOM_PREFIXES) or stray is None):
+        return True, True
+    if stray is not None:
+        return True, False
+    lenient = wide_encoding(head, lenient=True) is not None
+    return lenient, lenient
 
 
 def _describe(head: bytes) -> str:
@@ -104,9 +141,12 @@ def _describe(head: bytes) -> str:
         return "a PDF"
     if head.startswith(_ZIP_MAGIC):
         return "a ZIP archive"
-    if b"\x00" in head and not _wide_bom(head):
+    if head.startswith(_BINARY_MAGIC):
         return "binary data"
-    return "text"
+    is_text, wide = _text_head(head)
+    if not is_text:
+        return "binary data"
+    return _WIDE_TEXT if wide else "text"
 
 
 def _allowed() -> str:
@@ -117,8 +157,10 @@ def judge(ext: str, head: bytes) -> Verdict:
     """Decide the type of an upload from its name's extension (:func:`extension`) and its
     first :data:`HEAD_BYTES` (fewer only when the file is shorter).
 
-    Raises :class:`UnsupportedContentError` (→ 415) with a readable reason.
+    Raises :class:`UnsupportedContentError` (→ 415) with a readable reason. Only the first
+    :data:`HEAD_BYTES` of a longer ``head`` are looked at.
     """
+    head = head[:HEAD_BYTES]
     named = name_extension(ext)
     if named == "unknown":
         raise UnsupportedContentError(f"file type .{ext} is not allowed; allowed: {_allowed()}")
@@ -130,9 +172,9 @@ def judge(ext: str, head: bytes) -> Verdict:
         return Verdict("pdf", reject_nul=False, check_docx=False)
     if seen == "a ZIP archive":
         return Verdict("docx", reject_nul=False, check_docx=True)
-    if seen == "text":
+    if seen in ("text", _WIDE_TEXT):
         kind: Kind = "html" if _looks_html(head) else "txt"
-        return Verdict(kind, reject_nul=not _wide_bom(head), check_docx=False)
+        return Verdict(kind, reject_nul=seen == "text", check_docx=False)
     raise UnsupportedContentError(f"the content is {seen}, not one of: {_allowed()}")
 
 
@@ -146,9 +188,9 @@ def _judge_named(named: Kind, ext: str, head: bytes, seen: str) -> Verdict:
         if not head.startswith(_ZIP_MAGIC):
             raise UnsupportedContentError(f"the name says DOCX but the content is {seen}, not a DOCX (ZIP) file")
         return Verdict("docx", reject_nul=False, check_docx=True)
-    if seen != "text":  # html, md, txt
+    if seen not in ("text", _WIDE_TEXT):  # html, md, txt
         raise UnsupportedContentError(f"the name says .{ext} (text) but the content is {seen}")
-    return Verdict(named, reject_nul=not _wide_bom(head), check_docx=False)
+    return Verdict(named, reject_nul=seen == "text", check_docx=False)
 
 
 # ------------------------------------------------------------------ DOCX (ZIP central directory)

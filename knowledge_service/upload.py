@@ -283,6 +283,7 @@ class _FileSink:
         self.size = 0
         self._sha = hashlib.sha256()
         self._head = bytearray()
+        self._nuls = 0  # NUL bytes seen so far (text that is not UTF-16/32: see _count_nuls)
         self._tail = _Tail(TAIL_BYTES)
         self.verdict: sniff.Verdict | None = None
         self._pipe: _Pipe | None = None
@@ -291,7 +292,6 @@ class _FileSink:
     async def feed(self, data: bytes) -> None:
         if self.size + len(data) > self._limit:
             raise UploadTooLargeError(too_large(self._limit))
-        offset = self.size
         self.size += len(data)
         self._sha.update(data)
         if self.verdict is None:
@@ -299,18 +299,28 @@ class _FileSink:
             if len(self._head) >= sniff.HEAD_BYTES:
                 await self._decide()
             return
-        if self.verdict.reject_nul and (at := data.find(b"\x00")) >= 0:
-            raise UnsupportedUploadError(
-                f"the content is binary (NUL byte at offset {offset + at}), not {self.verdict.kind} text")
+        if self.verdict.reject_nul:
+            self._count_nuls(data, self.verdict.kind)
         await self._send(data)
+
+    def _count_nuls(self, data: bytes, kind: str) -> None:
+        """Text (not UTF-16/32) may hold a few stray NULs; more than ``stray_nul_limit`` of the
+        bytes so far make it binary."""
+        self._nuls += data.count(0)
+        if self._nuls > sniff.stray_nul_limit(self.size):
+            raise UnsupportedUploadError(
+                f"the content is binary ({self._nuls} NUL bytes in its first {self.size} bytes), not {kind} text")
 
     async def _decide(self) -> None:
         head = bytes(self._head)
         self._head = bytearray()
+        self._nuls = head.count(0)
         try:
             self.verdict = sniff.judge(extension(self.filename), head)
         except sniff.UnsupportedContentError as exc:
             raise UnsupportedUploadError(str(exc)) from exc
+        if self.verdict.reject_nul:  # the head may be longer than what judge looked at
+            self._count_nuls(b"", self.verdict.kind)
         pipe = self._pipe = _Pipe(PIPE_CAPACITY)
         mime = self.verdict.mime
 

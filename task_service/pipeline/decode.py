@@ -1,11 +1,23 @@
-"""Bytes → str for text-like documents (txt, html, md) without mojibake.
+"""Bytes → str for text-like documents (txt, html, md) without mojibake, with what was guessed.
 
-Order: byte-order mark (UTF-8/16/32) → strict UTF-8 → the charset an HTML document declares →
-"mostly UTF-8" (a few stray bytes in otherwise UTF-8 text become U+FFFD instead of failing the
-whole document) → ``charset-normalizer`` detection, with a preference for windows-1252 among
-Latin code pages.
+Order: byte-order mark (UTF-8/16/32) → UTF-16/32 without a BOM, recognised by its NUL pattern
+(``shared.text_sniff.wide_encoding``) → NUL bytes that are not UTF-16/32 are stray: removed and
+reported → strict UTF-8 → the charset an HTML document declares → "mostly UTF-8" (a few stray
+bytes in otherwise UTF-8 text become U+FFFD instead of failing the whole document) →
+``charset-normalizer`` detection, with a preference for windows-1252 among Latin code pages.
+:func:`decode` returns the text, the codec and warnings for the document API ("3 NUL bytes
+removed", "decoded as windows-1252 (detected)"); :func:`decode_text` only the text.
 
-Why the preference: measured with charset-normalizer 3.5.3, the corpus file
+UTF-16 vs text with stray NULs: ASCII text in UTF-16 is also valid UTF-8 (NUL is a valid UTF-8
+byte), UTF-8 text with one NUL at an odd offset shows a "UTF-16 LE" NUL pattern whose decode is
+CJK-looking but plausible, and GBK text with one NUL reads as plausible UTF-16 Hangul. So when
+the NULs are few (``stray_nul_limit``) and the bytes without them are text (plausible UTF-8, or
+legacy bytes without control codes: ``strip_stray_nuls``), they are stripped; otherwise the
+UTF-16/32 reading wins (UTF-16 CJK or Cyrillic bytes hold control codes: U+4E0C is 0C 4E). When
+the stripped bytes decode in no encoding, a weak UTF-16 reading is the last resort (Chinese
+UTF-16 whose only NUL is the low byte of U+4E00 "一").
+
+Why the windows-1252 preference: measured with charset-normalizer 3.5.3, the corpus file
 ``fake-html-cp1252.html`` (German/French/Spanish/Swedish in cp1252) is detected as cp1250,
 which turns "niño" into "nińo", and a French cp1252 sentence is detected as mac_latin2
 ("été" → "ťtť"). The detector ranks near-equal Latin code pages arbitrarily, so when cp1252
@@ -19,10 +31,18 @@ from __future__ import annotations
 
 import codecs
 import re
+from dataclasses import dataclass
 
 import charset_normalizer
 
 from shared.errors import UndecodableTextError
+from shared.text_sniff import (
+    MAX_IMPLAUSIBLE_SHARE,
+    WIDE_SAMPLE_BYTES,
+    implausible_share,
+    strip_stray_nuls,
+    wide_encoding,
+)
 
 # UTF-32 LE (FF FE 00 00) must be tested before UTF-16 LE (FF FE).
 _BOMS: tuple[tuple[bytes, str], ...] = (
@@ -77,32 +97,102 @@ def sniff_html_charset(data: bytes) -> str | None:
     return None if name.startswith(("utf-16", "utf-32")) else name
 
 
+@dataclass(frozen=True)
+class Decoded:
+    """Decoded document text; ``encoding`` is the Python codec name used (``"utf-8"``,
+    ``"utf-16-le"``, ``"cp1252"``...); ``warnings`` are sentences for the document API."""
+
+    text: str
+    encoding: str
+    warnings: tuple[str, ...] = ()
+
+
 def decode_text(data: bytes, *, declared: str | None = None) -> str:
-    """Decode document bytes to ``str``.
+    """``decode(data, declared=declared).text``."""
+    return decode(data, declared=declared).text
+
+
+def decode(data: bytes, *, declared: str | None = None) -> Decoded:
+    """Decode document bytes to ``str`` and say what was guessed or altered.
 
     ``declared`` is a codec name the container declared (e.g. from ``sniff_html_charset``); it
-    is used only when the bytes are not UTF-8 and have no BOM, and only if it decodes them
-    strictly. Lone surrogates in UTF-8/16/32 input are let through (``surrogatepass``) for the
-    normalizer to remove. Raises ``UndecodableTextError`` when no encoding fits (binary data).
+    is used only when the bytes are not UTF-8/16/32 and have no BOM, and only if it decodes them
+    strictly. NUL bytes/characters are removed and counted in a warning. Lone surrogates in
+    UTF-8/16/32 input are let through (``surrogatepass``) for the normalizer to remove. Raises
+    ``UndecodableTextError`` when no encoding fits (binary data).
     """
     if not data:
-        return ""
+        return Decoded("", "utf-8")
     for bom, encoding in _BOMS:
         if data.startswith(bom):
-            return _decode_utf(data[len(bom) :], encoding)
+            return _without_nul_chars(_decode_utf(data[len(bom) :], encoding), encoding, ())
+    nuls = data.count(0)
+    if not nuls:
+        return _decode_narrow(data, declared)
+    wide = wide_encoding(data)
+    if wide is not None and strip_stray_nuls(data) is None:
+        return _decode_wide(data, wide)
+    return _decode_with_stray_nuls(data, nuls, declared)
+
+
+def _decode_with_stray_nuls(data: bytes, nuls: int, declared: str | None) -> Decoded:
+    """NULs without a clear UTF-16/32 pattern: the bytes without them; if those are not text
+    (undecodable, or more than ``MAX_IMPLAUSIBLE_SHARE`` control characters: 16-bit integers), a
+    weak UTF-16 reading of the whole (CJK text whose only NULs come from U+xx00 characters).
+
+    The UTF-16 reading is only the fallback: GBK or Big5 bytes read as UTF-16 are plausible
+    Hangul and Yi syllables, so a legacy reading that works wins.
+    """
     try:
-        return data.decode("utf-8", errors="surrogatepass")
+        narrow: Decoded | None = _decode_narrow(data.replace(b"\x00", b""), declared)
+    except UndecodableTextError:
+        narrow = None
+    if narrow is None or (narrow.text and implausible_share(narrow.text[:WIDE_SAMPLE_BYTES]) > MAX_IMPLAUSIBLE_SHARE):
+        weak = wide_encoding(data, lenient=True)
+        if weak is None:
+            raise UndecodableTextError(
+                "text is neither UTF-8/16/32 nor a recognized encoding once NUL bytes are removed (binary data?)"
+            )
+        return _decode_wide(data, weak)
+    return Decoded(narrow.text, narrow.encoding, (_nul_warning(nuls, "byte"), *narrow.warnings))
+
+
+def _nul_warning(count: int, unit: str) -> str:
+    return f"{count} NUL {unit}{'s' if count != 1 else ''} removed"
+
+
+def _without_nul_chars(text: str, encoding: str, warnings: tuple[str, ...]) -> Decoded:
+    nuls = text.count("\x00")
+    if nuls:
+        text = text.replace("\x00", "")
+        warnings = (*warnings, _nul_warning(nuls, "character"))
+    return Decoded(text, encoding, warnings)
+
+
+def _decode_narrow(data: bytes, declared: str | None) -> Decoded:
+    """Bytes without NULs or a BOM: UTF-8, declared charset, mostly UTF-8, detection."""
+    try:
+        return Decoded(data.decode("utf-8", errors="surrogatepass"), "utf-8")
     except UnicodeDecodeError:
         pass
     if declared is not None and not declared.startswith("utf"):
         try:
-            return data.decode(declared)
+            return Decoded(data.decode(declared), declared)
         except (UnicodeDecodeError, LookupError):
             pass
     mostly = _mostly_utf8(data)
     return mostly if mostly is not None else _detect(data)
 
 
+def _label(encoding: str) -> str:
+    """Python codec name → the name people know: ``cp1252`` → ``windows-1252``, ``utf-16-le`` →
+    ``UTF-16 LE``."""
+    name = codecs.lookup(encoding).name
+    if name.startswith("utf-"):
+        return name.upper().replace("-LE", " LE").replace("-BE", " BE")
+    if re.fullmatch(r"cp125\d", name):
+        return "windows-" + name[2:]
+    return name.replace("_", "-")
 def _decode_utf(payload: bytes, encoding: str) -> str:
     unit = 4 if encoding.startswith("utf-32") else 2 if encoding.startswith("utf-16") else 1
     payload = payload[: len(payload) - len(payload) % unit]  # drop a truncated last code unit
@@ -114,16 +204,36 @@ def _decode_utf(payload: bytes, encoding: str) -> str:
         ) from exc
 
 
-def _mostly_utf8(data: bytes) -> str | None:
+def _decode_wide(data: bytes, encoding: str) -> Decoded:
+    """BOM-less UTF-16/32 chosen on a sample: bytes later in the file that do not decode become
+    U+FFFD (reported) instead of failing the document."""
+    note = f"decoded as {_label(encoding)} without a byte-order mark (detected)"
+    try:
+        return _without_nul_chars(_decode_utf(data, encoding), encoding, (note,))
+    except UndecodableTextError:
+        unit = 4 if encoding.startswith("utf-32") else 2
+        text = data[: len(data) - len(data) % unit].decode(encoding, errors="replace")
+        bad = f"{text.count(chr(0xFFFD))} invalid {_label(encoding)} code units replaced with U+FFFD"
+        return _without_nul_chars(text, encoding, (note, bad))
+
+
+def _mostly_utf8(data: bytes) -> Decoded | None:
     escaped = data.decode("utf-8", errors="surrogateescape")
     invalid = len(_ESCAPED_BYTE.findall(escaped))
     valid_non_ascii = sum(1 for ch in escaped if ch > "\x7f") - invalid
     if valid_non_ascii < _UTF8_VALID_PER_INVALID * invalid:
         return None
-    return _ESCAPED_BYTE.sub("\ufffd", escaped)
+    plural = "s" if invalid != 1 else ""
+    note = f"{invalid} byte{plural} that {'are' if plural else 'is'} not valid UTF-8 replaced with U+FFFD"
+    return Decoded(_ESCAPED_BYTE.sub("\ufffd", escaped), "utf-8", (note,))
 
 
-def _detect(data: bytes) -> str:
+def _detect(data: bytes) -> Decoded:
+    """charset-normalizer's guess (windows-1252 preferred among near-equal Latin code pages).
+
+    Raises ``UndecodableTextError`` when it has none, or when the decoded sample is not
+    plausible text (more than ``MAX_IMPLAUSIBLE_SHARE`` control/unassigned characters).
+    """
     best = charset_normalizer.from_bytes(data).best()
     if best is None:
         raise UndecodableTextError(
@@ -132,5 +242,10 @@ def _detect(data: bytes) -> str:
     if best.encoding != "cp1252":
         western = charset_normalizer.from_bytes(data, cp_isolation=["cp1252"]).best()
         if western is not None and western.chaos <= best.chaos + _CP1252_CHAOS_TOLERANCE:
-            return str(western)
-    return str(best)
+            best = western
+    text = str(best)
+    if implausible_share(text[:WIDE_SAMPLE_BYTES]) > MAX_IMPLAUSIBLE_SHARE:
+        raise UndecodableTextError(
+            f"text decoded as {_label(best.encoding)} is mostly control or unassigned characters (binary data?)"
+        )
+    return Decoded(text, codecs.lookup(best.encoding).name, (f"decoded as {_label(best.encoding)} (detected)",))

@@ -71,8 +71,8 @@ def check_zip_limits(data: bytes, limits: ParseLimits = DEFAULT_LIMITS, *, kind:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             entries = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError):
-        return
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError, NotImplementedError):
+        return  # e.g. NotImplementedError("zip file version 25.0") from a damaged central directory
     if len(entries) > limits.docx_max_entries:
         raise ParseLimitError(
             f"{kind} (ZIP) has {len(entries):,} entries; the limit is {limits.docx_max_entries:,} "

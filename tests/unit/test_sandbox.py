@@ -179,13 +179,13 @@ def test_generators_build_valid_files() -> None:
 # ---------------------------------------------------------------- structural limits (in process)
 
 
-def test_docx_bomb_is_refused_before_unstructured_sees_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_docx_bomb_is_refused_before_the_reader_sees_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from task_service.pipeline import parse
 
     def must_not_run(*a: object, **k: object) -> str:
-        raise AssertionError("the bomb reached unstructured")
+        raise AssertionError("the bomb reached the DOCX reader")
 
-    monkeypatch.setattr(parse, "partition_markup", must_not_run)
+    monkeypatch.setattr(parse, "extract_docx", must_not_run)
     with pytest.raises(ParseLimitError, match="DOCX_MAX_INFLATE_RATIO") as info:
         parse_text(docx_bomb(), "bomb.docx")
     assert info.value.error_code == "parse_limit"
@@ -360,10 +360,11 @@ def test_cpu_limit_is_per_document_not_cumulative() -> None:
         for _ in range(8):  # ≈0.4 s of CPU each (parse + chunk), ≈3 s in all: more than one budget
             assert parser(novel[:300_000], "novel.txt").chunks
         assert parser.pid == pid
-        # unstructured's per-paragraph spaCy classification: ≈25 s/MB of markup
-        heavy = novel[:400_000].decode("utf-8", "ignore").encode()
+        # Six novels in one file: ≈3.6 s of CPU, more than one budget (Markdown no longer goes
+        # through unstructured's ≈25 s/MB, so a slice of the novel as .md is no longer enough).
+        heavy = novel * 6
         with pytest.raises(ParseLimitError, match=r"exceeded 2 s of CPU \(PARSE_CPU_LIMIT_S; killed by SIGXCPU\)"):
-            parser(heavy, "heavy.md")
+            parser(heavy, "heavy.txt")
         assert parser.pid != pid
         assert text_of(parser(b"still works", "ok.txt")) == "still works"
     finally:

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import io
+import random
 import threading
 import unicodedata
 import zipfile
+from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.requests import Request
 
 from knowledge_service import sniff, upload
@@ -138,7 +142,7 @@ def test_judge_accepts(name: str, head: bytes, kind: str) -> None:
     ("late.pdf", b" " * 2000 + PDF, "not a PDF"),
     ("a.docx", PDF, "not a DOCX"),
     ("a.docx", b"plain", "not a DOCX"),
-    ("binary.txt", b"abc\x00def", "binary data"),
+    ("binary.txt", bytes(range(256)) * 4, "binary data"),
     ("pdf-in-disguise.txt", PDF, "a PDF"),
     ("zip-in-disguise.md", DOCX, "a ZIP archive"),
     ("page.html", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary data"),
@@ -152,10 +156,92 @@ def test_judge_refuses(name: str, head: bytes, reason: str) -> None:
         sniff.judge(extension(name), head)
 
 
-def test_text_without_a_wide_bom_refuses_later_nul_bytes() -> None:
+def test_text_that_is_not_utf16_counts_later_nul_bytes() -> None:
     assert sniff.judge("txt", b"ascii").reject_nul
+    assert sniff.judge("txt", b"ascii with a stray \x00 NUL").reject_nul
     assert not sniff.judge("txt", "wide".encode("utf-16")).reject_nul
+    assert not sniff.judge("txt", ("BOM-less wide text " * 20).encode("utf-16-le")).reject_nul
     assert not sniff.judge("pdf", PDF).reject_nul
+
+
+# ------------------------------------------------------------------ text vs binary (issue 8)
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = ROOT.parent / "shared" / "cases" / "extraction"
+_ZH = "人人生而自由，在尊严和权利上一律平等。他们赋有理性和良心，并应以兄弟关系的精神相对待。"
+_RU = "Все люди рождаются свободными и равными в своем достоинстве и правах."
+_FR = "L'été était très chaud, la señora a mangé des crêpes à Noël."
+_TEXTS = {"ascii": "Quarterly report on indexing throughput.", "latin": _FR, "cjk": _ZH, "cyrillic": _RU}
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+@pytest.mark.parametrize("text", sorted(_TEXTS))
+@pytest.mark.parametrize("size", [1, 200])  # one line; the 8 KiB head cut mid-file
+def test_judge_accepts_bom_less_wide_text(codec: str, text: str, size: int) -> None:
+    data = ((_TEXTS[text] + "\r\n") * size).encode(codec)
+    for ext in ("txt", "md", ""):
+        verdict = sniff.judge(ext, data[: sniff.HEAD_BYTES])
+        assert verdict.kind == (ext or "txt") if ext != "md" else verdict.kind == "md"
+        assert not verdict.reject_nul
+
+
+def test_judge_accepts_chinese_utf16_whose_only_nul_is_in_a_character() -> None:
+    data = "一切人生而自由，在尊严和权利上平等。".encode("utf-16-le")  # 一 = U+4E00: 00 4E
+    assert data.count(0) == 1
+    assert sniff.judge("txt", data).kind == "txt"
+
+
+def test_judge_recognizes_bom_less_utf16_html() -> None:
+    data = "<!DOCTYPE html><html><body><p>Hi</p></body></html>".encode("utf-16-le")
+    assert sniff.judge("", data).kind == "html"
+
+
+@pytest.mark.parametrize("data", [
+    b"A text with one stray \x00 NUL byte in it.",
+    "Größe, café, L'été était très chaud.\x00 Fin.".encode("cp1252"),
+    "人人生而自由\x00，在尊严和权利上一律平等。".encode("gbk"),
+    b"abc\x00def",
+    (b"a line of a log file\n" * 400)[:8000] + b"\x00" * 16,
+])
+def test_judge_accepts_text_with_stray_nul_bytes(data: bytes) -> None:
+    verdict = sniff.judge("txt", data)
+    assert verdict.kind == "txt" and verdict.reject_nul
+
+
+def _elf() -> bytes:
+    return b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 8 + b"\x02\x00\x3e\x00\x01\x00\x00\x00" + bytes(range(256)) * 30
+
+
+def _png() -> bytes:
+    return b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\x00" + random.Random(3).randbytes(8000)
+
+
+@pytest.mark.parametrize(("name", "data"), [
+    ("elf", _elf()),
+    ("png", _png()),
+    ("png-head-without-nul", b"\x89PNG\r\n\x1a\n" + b"IHDR" * 10),
+    ("jpeg", b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + random.Random(4).randbytes(4000)),
+    ("random", random.Random(5).randbytes(sniff.HEAD_BYTES)),
+    ("random-few-nuls", random.Random(6).randbytes(sniff.HEAD_BYTES).replace(b"\x00", b"")[:-8] + b"\x00" * 3),
+    ("int16-array", b"".join(i.to_bytes(2, "little") for i in range(4000))),
+    ("text-then-nul-run", b"header line\n" * 10 + b"\x00" * 200),
+    ("zip", DOCX),
+    ("pdf", PDF),
+])
+def test_judge_still_refuses_binary_named_as_text(name: str, data: bytes) -> None:
+    for ext in ("txt", "html", "md", "") if name not in ("zip", "pdf") else ("txt", "html", "md"):
+        with pytest.raises(sniff.UnsupportedContentError):
+            sniff.judge(ext, data[: sniff.HEAD_BYTES])
+
+
+needs_cases = pytest.mark.skipif(not CASES.is_dir(), reason=f"cases not found at {CASES}")
+
+
+@needs_cases
+def test_handed_utf16le_case_is_accepted() -> None:
+    data = (CASES / "utf16le-no-bom.txt").read_bytes()
+    verdict = sniff.judge("txt", data[: sniff.HEAD_BYTES])
+    assert (verdict.kind, verdict.reject_nul) == ("txt", False)
 
 
 def test_docx_directory_check() -> None:
@@ -312,12 +398,34 @@ async def test_fake_pdf_is_refused_without_touching_storage() -> None:
     assert store.objects == {} and store.reads == []
 
 
-async def test_nul_after_the_head_refuses_text_and_removes_the_object() -> None:
+async def test_binary_after_the_head_refuses_text_and_removes_the_object() -> None:
     store = MemoryStore()
-    data = b"a" * (sniff.HEAD_BYTES * 3) + b"\x00" + b"b" * 100
-    with pytest.raises(upload.UnsupportedUploadError, match="NUL byte at offset 24576"):
+    data = b"a" * (sniff.HEAD_BYTES * 3) + b"\x00\x01\x02\x00" * 100 + b"b" * 100
+    with pytest.raises(upload.UnsupportedUploadError, match=r"binary \(\d+ NUL bytes in its first \d+ bytes\)"):
         await _receive(store, _multipart([("file", "late-binary.txt", data)]), chunk=4096)
     assert store.objects == {}
+
+
+async def test_nuls_in_a_long_first_chunk_past_the_judged_head_are_counted() -> None:
+    store = MemoryStore()
+    data = b"a" * (sniff.HEAD_BYTES + 800) + b"\x00" * 100  # one 64 KiB chunk, the whole file
+    with pytest.raises(upload.UnsupportedUploadError, match=r"binary \(100 NUL bytes"):
+        await _receive(store, _multipart([("file", "tail-binary.txt", data)]), chunk=65536)
+    assert store.objects == {} and store.reads == []
+
+
+async def test_a_stray_nul_after_the_head_is_accepted() -> None:
+    store = MemoryStore()
+    data = b"a" * (sniff.HEAD_BYTES * 3) + b"\x00" + b"b" * 100
+    got = await _receive(store, _multipart([("file", "late-nul.txt", data)]), chunk=4096)
+    assert store.objects[got.key] == data and got.content_type == "text/plain"
+
+
+async def test_utf16_without_bom_streams_with_all_its_nuls() -> None:
+    store = MemoryStore()
+    data = ("Quarterly report on indexing throughput.\r\n" * 500).encode("utf-16-le")
+    got = await _receive(store, _multipart([("file", "report.txt", data)]), chunk=4096)
+    assert store.objects[got.key] == data and got.content_type == "text/plain"
 
 
 async def test_zip_without_word_document_is_refused_after_upload_and_removed() -> None:
@@ -374,3 +482,25 @@ async def test_odd_names_survive_httpx_encoding() -> None:
         assert got.filename == clean_filename(name), name
     assert [clean_filename(n) for n in names[-2:]] == ["nulin-name.txt", 'quote"d.txt']
 
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(st.binary(max_size=9000), st.binary(max_size=64).map(lambda b: b * 200)))
+def test_judge_answers_a_verdict_or_415_for_any_bytes(data: bytes) -> None:
+    for ext in ("txt", "", "pdf"):
+        try:
+            verdict = sniff.judge(ext, data)
+        except sniff.UnsupportedContentError:
+            continue
+        assert verdict.kind in sniff.MIME_TYPES
+
+
+_LETTERS = st.characters(categories=["Lu", "Ll", "Lo"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=st.lists(st.text(_LETTERS, min_size=1, max_size=10), min_size=6, max_size=60),
+       codec=st.sampled_from(["utf-16-le", "utf-16-be"]))
+def test_judge_accepts_bom_less_utf16_words(words: list[str], codec: str) -> None:
+    data = "\r\n".join(" ".join(words[i:i + 6]) for i in range(0, len(words), 6)).encode(codec)
+    assert sniff.judge("txt", data[:sniff.HEAD_BYTES]).kind == "txt"

@@ -1,0 +1,425 @@
+"""HTML → paragraph-level blocks with heading paths (pure; selectolax's lexbor HTML5 parser).
+
+Parsing: lexbor (``selectolax.lexbor``) builds the tree the way a browser does (WHATWG HTML
+tree construction), with no depth limit and no text-node or attribute size limit (measured,
+selectolax 1.0.2: 100,000 nested ``<div>``, a 12 MB text node, a 12 MB attribute: every word
+after them kept), unlike libxml2 (lxml, hence unstructured), which silently drops everything
+after 256 levels of nesting or a 10 MB text node. Speed: ≈10 MB/s of CPU on a generated 3 MB
+page of SEC-filing-like tables, ≈40× unstructured (``bench/RESULTS.md``, section parsers).
+
+Walking (our own, iterative, so depth costs no Python recursion):
+
+- block elements (``p``, ``div``, ``li``, ``dt``/``dd``, ``blockquote``, ``figcaption``,
+  ``summary``, ``details``, ``address``, ``section``, ``center``, ...) end the current block;
+  other elements (``span``, ``b``, ``font``, ``a``, ``ins``, ``del``, ``mark``, custom elements)
+  are inline and join their text without adding spaces, as a browser renders them;
+- ``br`` ends a line; ``pre`` keeps its line breaks and indentation; elsewhere whitespace runs
+  become one space;
+- ``h1``-``h6`` set the heading path (``Block.section`` "Guide > Install > Linux"); a heading
+  block carries the path ending with itself;
+- a table row is one block, its cells joined by ``" | "``; a row whose cells hold several
+  blocks (a layout table, a nested table) gives those blocks one by one instead;
+- the ``<title>`` comes first, as a block of its own; SVG ``text``/``title``/``desc`` are blocks;
+- ``<img alt>`` text is kept; ``script``, ``style``, ``template``, ``noscript``,
+  ``iframe``, the rest of ``head`` and comments never become text; ``<nav>`` menus are dropped with a
+  warning; ``<del>`` text is kept (it is visible on the page); nothing outside ``<main>`` is
+  dropped (``aside``, ``header``, ``footer`` are content);
+- ``data:`` URIs never become text (removed with a warning);
+- ``link_targets=True`` (the Markdown reader) appends a link's target after its text:
+  ``the portal (https://host/path)``.
+
+Limits: lexbor's tree construction is quadratic in the nesting depth of block elements
+(measured, selectolax 1.0.2: 10,000 nested ``<div>`` 0.15 s, 40,000 → 3.2 s; 40,000 nested
+``<ul><li>`` 13 s), so a document whose estimated element nesting exceeds ``MAX_DEPTH`` is
+refused with ``ParseLimitError`` before parsing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from shared.errors import DependencyMissingError, ParseLimitError
+from task_service.pipeline.document import Block, ParsedDocument, section_path
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+MAX_DEPTH = 10_000
+"""Estimated element nesting above which a document is refused (``ParseLimitError``)."""
+
+_BLOCK_TAGS = frozenset(
+    "address article aside blockquote body caption center col colgroup dd details dialog dir div dl dt "
+    "fieldset figcaption figure footer form frameset header hgroup hr html legend li listing main menu "
+    "ol optgroup option p plaintext search section select summary table tbody textarea tfoot thead ul xmp".split()
+)
+_HEADINGS = {f"h{level}": level for level in range(1, 7)}
+_SKIP_TAGS = frozenset("head script style template noscript iframe noembed noframes".split())
+# SVG elements that carry visible text (labels) or its accessible name; other SVG elements hold none.
+_SVG_TEXT_TAGS = frozenset("text title desc".split())
+_PRE_TAGS = frozenset(("pre", "listing", "plaintext", "xmp", "textarea"))
+# HTML's ASCII whitespace (not NBSP, which is text).
+_WHITESPACE = re.compile("[ \t\n\f\r]+")
+DATA_URI = re.compile(r"\bdata:(?:[\w.+-]+/[\w.+-]+)?(?:;[\w.+-]+(?:=[^;,\s]*)?)*,[^\s\"'<>)\]]*", re.IGNORECASE)
+_SKIPPED_HREF = ("#", "javascript:", "data:", "vbscript:")
+# Elements whose end tag may be omitted, or that close a previous one of their kind when a new
+# one starts: they do not nest when left unclosed, so the depth estimate does not count them.
+_NON_NESTING_NAMES = (
+    "a area base br button col colgroup dd dt embed h1 h2 h3 h4 h5 h6 head hr html img input li link meta nobr "
+    "option optgroup p param rb rp rt rtc source tbody td tfoot th thead tr track wbr body"
+).split()
+_NON_NESTING = frozenset(_NON_NESTING_NAMES)
+_OPEN_NAME = re.compile(r"<([A-Za-z][A-Za-z0-9-]*)")
+_CLOSE_NAME = re.compile(r"</([A-Za-z][A-Za-z0-9-]*)")
+_OPEN_OR_CLOSE_NAME = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)")
+_SLICE = 64 * 1024
+
+
+def extract_html(text: str, *, link_targets: bool = False) -> ParsedDocument:
+    """Return the blocks of an HTML document (decoded text), in reading order, with warnings.
+
+    Blocks are not yet normalized (``parse.py`` does that). ``link_targets`` appends each
+    link's target to its text. Raises ``ParseLimitError`` when the estimated element nesting
+    exceeds ``MAX_DEPTH``; ``DependencyMissingError`` when selectolax is not installed.
+    """
+    _check_depth(text)
+    try:
+        from selectolax.lexbor import LexborHTMLParser
+    except ImportError as exc:  # pragma: no cover - declared dependency
+        raise DependencyMissingError(f"selectolax is not installed: install 'selectolax>=1,<2' ({exc})") from exc
+    tree = LexborHTMLParser(text)
+    walker = _Walker(link_targets)
+    title = tree.css_first("head > title")
+    if title is not None:  # the page's name (browser tab, search results): content, before the body
+        walker.walk(title)
+    if tree.root is not None:
+        walker.walk(tree.root)
+    return walker.result()
+
+
+def estimated_depth(text: str, *, limit: int = MAX_DEPTH) -> int:
+    """Estimate the element nesting depth of HTML ``text`` from its tags alone (no tree).
+
+    Counts start minus end tags of elements that nest when left unclosed (not ``p``, ``li``,
+    ``td``, void elements...). Cheap: per 64 KiB slice, one C-level count of start tags; only
+    a slice that could take the depth past ``limit`` is scanned tag by tag. The result is exact
+    up to ``limit`` (within a slice, stray end tags before start tags may hide some depth).
+    """
+    depth = peak = 0
+    start = 0
+    while start < len(text):
+        end = text.rfind("<", start + 1, start + _SLICE)  # cut before a tag, never inside one
+        end = end if end > 0 and start + _SLICE < len(text) else start + _SLICE
+        piece = text[start:end]
+        start = end
+        opens = _nesting(_OPEN_NAME.findall(piece))
+        if depth + opens <= limit:
+            depth = max(depth + opens - _nesting(_CLOSE_NAME.findall(piece)), 0)
+            peak = max(peak, depth)
+            continue
+        for close, name in _OPEN_OR_CLOSE_NAME.findall(piece):
+            if name.lower() not in _NON_NESTING:
+                depth = max(depth - 1, 0) if close else depth + 1
+                peak = max(peak, depth)
+    return peak
+
+
+def _nesting(names: list[str]) -> int:
+    """How many of these tag names are of elements that nest (counted in C by ``Counter``)."""
+    return sum(n for name, n in Counter(names).items() if name.lower() not in _NON_NESTING)
+
+
+def _check_depth(text: str) -> None:
+    if text.count("<") <= MAX_DEPTH:
+        return
+    depth = estimated_depth(text)
+    if depth > MAX_DEPTH:
+        raise ParseLimitError(
+            f"elements (HTML tags, or Markdown lists and block quotes) nested about {depth} levels deep; "
+            f"at most {MAX_DEPTH} levels are read (parse time grows with the square of the depth)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """What the walk does with a node of some tag: ``enter`` returns whether to descend."""
+
+    name: str
+    enter: Callable[[Any, int], bool] | None = None
+    leave: Callable[[Any, int], None] | None = None
+
+
+# Text; inline (descend only: the default); skipped. Other kinds are built per walker.
+_TEXT, _INLINE = _Kind("text"), _Kind("inline")
+_SKIPPED = _Kind("skipped", enter=lambda node, depth: False)
+
+
+@dataclass(slots=True)
+class _Row:
+    """An open table row: where its blocks start, and its cells so far.
+
+    A cell is (first block, end block, text): a cell of one line keeps its text here (no block
+    of its own); a cell with paragraphs, headings or a nested table has produced blocks.
+    """
+
+    start: int
+    cells: list[tuple[int, int, str | None]] = field(default_factory=list)
+    cell_start: int = -1
+
+
+class _Walker:
+    """Depth-first walk over a lexbor tree that turns it into blocks (see module docstring).
+
+    State: ``blocks`` so far; ``parts``, the text of the block being built; ``rows``, the open
+    table rows (a stack: tables nest).
+    """
+
+    def __init__(self, link_targets: bool) -> None:
+        self.link_targets = link_targets
+        self.blocks: list[Block] = []
+        self.parts: list[str] = []
+        self.pre = False  # ``parts`` holds preformatted text
+        self.rows: list[_Row] = []
+        self.headings: list[tuple[int, str]] = []
+        self.section: str | None = None
+        self.heading_depth = -1  # stack depth of the open heading element, -1 when none
+        self.pre_depth = 0
+        self.links: list[tuple[str, int, int]] = []  # (href, len(blocks), len(parts)) at the link's start
+        self.navs = 0
+        self.data_uris = 0
+        self.kinds = self._kinds()
+
+    def _kinds(self) -> dict[str, _Kind]:
+        kinds = dict.fromkeys(_BLOCK_TAGS | _SVG_TEXT_TAGS, _Kind("block", self._enter_block, self._leave_block))
+        kinds.update(dict.fromkeys([*_SKIP_TAGS, "-comment", "-doctype"], _SKIPPED))
+        kinds["-text"] = _TEXT
+        kinds["br"] = _Kind("br", self._enter_br)
+        kinds["img"] = _Kind("img", self._enter_img)
+        kinds["nav"] = _Kind("nav", self._enter_nav)
+        kinds["tr"] = _Kind("row", self._enter_row, self._leave_row)
+        kinds["td"] = kinds["th"] = _Kind("cell", self._enter_cell, self._leave_cell)
+        kinds["a"] = _Kind("link", self._enter_link, self._leave_link) if self.link_targets else _INLINE
+        kinds.update(dict.fromkeys(_HEADINGS, _Kind("heading", self._enter_heading, self._leave_heading)))
+        kinds.update(dict.fromkeys(_PRE_TAGS, _Kind("pre", self._enter_pre, self._leave_pre)))
+        return kinds
+
+    # ------------------------------------------------------------------ traversal
+
+    def walk(self, root: Any) -> None:
+        """Visit every node below ``root`` (iteratively: no recursion, any depth).
+
+        The hot loop (≈0.7 million nodes in 3 MB of table-heavy HTML): inline elements cost no
+        method call (text one, other elements one per enter and leave); ``open_kinds``
+        parallels ``stack`` so leaving needs no lookup.
+        """
+        stack: list[Any] = []
+        open_kinds: list[_Kind] = []
+        kinds = self.kinds
+        node = root
+        while node is not None:
+            kind = kinds.get(node.tag, _INLINE)
+            if kind is _TEXT:
+                self._text(node.text_content)
+            elif kind is _INLINE or kind.enter(node, len(stack)):  # type: ignore[misc]
+                child = node.child
+                if child is not None:
+                    stack.append(node)
+                    open_kinds.append(kind)
+                    node = child
+                    continue
+                if kind is not _INLINE:
+                    kind.leave(node, len(stack))  # type: ignore[misc]
+            node = node.next if stack else None
+            while node is None and stack:
+                node = stack.pop()
+                kind = open_kinds.pop()
+                if kind is not _INLINE:
+                    kind.leave(node, len(stack))  # type: ignore[misc]
+                node = node.next if stack else None
+
+    def _text(self, text: str) -> None:
+        if self.pre_depth:
+            self.pre = True
+            self.parts.append(text)
+        elif self.parts or not text.isspace():  # a block's leading whitespace is dropped anyway
+            if "\n" in text or "  " in text or "\t" in text:  # \r, \f: gone after ``sanitize``
+                text = _WHITESPACE.sub(" ", text)
+            self.parts.append(text)
+
+    # ------------------------------------------------------------------ text and blocks
+
+    def _take(self) -> str:
+        """Return and clear the pending text, lines stripped (kept as they are in ``pre``)."""
+        if not self.parts:
+            return ""
+        text = "".join(self.parts)
+        self.parts.clear()
+        if "data:" in text:
+            text, count = DATA_URI.subn("", text)
+            self.data_uris += count
+        if self.pre:
+            self.pre = False
+            return text.strip("\n") if text.strip() else ""
+        if "\n" not in text:
+            return text.strip()
+        return "\n".join(line for line in (raw.strip() for raw in text.split("\n")) if line)
+
+    def _flush(self) -> None:
+        text = self._take()
+        if text:
+            self.blocks.append(Block(text, self.section))
+
+    def result(self) -> ParsedDocument:
+        """The blocks collected (call after ``walk``) and the warnings."""
+        self._flush()
+        warnings = []
+        if self.navs:
+            warnings.append(f"{self.navs} navigation menu(s) (<nav>) not indexed")
+        if self.data_uris:
+            warnings.append(f"{self.data_uris} embedded data: URI(s) removed from the text")
+        return ParsedDocument(tuple(self.blocks), tuple(warnings))
+
+    # ------------------------------------------------------------------ element handlers
+
+    def _enter_block(self, node: Any, depth: int) -> bool:
+        self._leave_block(node, depth)
+        return True
+
+    def _leave_block(self, node: Any, depth: int) -> None:
+        if not self.parts:
+            return
+        if self.heading_depth >= 0:  # <h2><p>Title</p></h2>: the heading's text goes on
+            if self.parts[-1] != " ":
+                self.parts.append(" ")
+        else:
+            self._flush()
+
+    def _enter_br(self, node: Any, depth: int) -> bool:
+        self.parts.append("\n")
+        return False
+
+    def _enter_img(self, node: Any, depth: int) -> bool:
+        alt = node.attributes.get("alt")
+        if alt and not alt.isspace():
+            self.parts.append(f" {_WHITESPACE.sub(' ', alt).strip()} ")
+        return False
+
+    def _enter_nav(self, node: Any, depth: int) -> bool:
+        self.navs += 1
+        return False
+
+    def _enter_pre(self, node: Any, depth: int) -> bool:
+        self._flush()
+        self.pre_depth += 1
+        return True
+
+    def _leave_pre(self, node: Any, depth: int) -> None:
+        self._flush()
+        self.pre_depth -= 1
+
+    def _enter_heading(self, node: Any, depth: int) -> bool:
+        if self.heading_depth < 0:
+            self._flush()
+            self.heading_depth = depth
+        return True
+
+    def _leave_heading(self, node: Any, depth: int) -> None:
+        if depth != self.heading_depth:
+            return
+        self.heading_depth = -1
+        text = self._take()
+        if not text:
+            return
+        level = _HEADINGS[node.tag]
+        while self.headings and self.headings[-1][0] >= level:
+            self.headings.pop()
+        self.headings.append((level, text))
+        self.section = section_path([heading for _, heading in self.headings])
+        self.blocks.append(Block(text, self.section))
+
+    def _enter_row(self, node: Any, depth: int) -> bool:
+        if self.parts:
+            self._flush()
+        self.rows.append(_Row(len(self.blocks)))
+        return True
+
+    def _enter_cell(self, node: Any, depth: int) -> bool:
+        if self.parts:
+            self._flush()
+        if not self.rows:
+            return True
+        row = self.rows[-1]
+        text = None if self.pre_depth else self._lone_text(node)
+        if text is not None and "data:" not in text:  # the usual cell: taken whole, not walked
+            row.cells.append((len(self.blocks), len(self.blocks), text))
+            return False
+        row.cell_start = len(self.blocks)
+        return True
+
+    def _lone_text(self, node: Any) -> str | None:
+        """The text of an element that is empty or holds one text node, possibly wrapped in
+        inline elements that each hold only the next (``<td><font><span>12</span></font></td>``);
+        ``None`` for anything else."""
+        child = node.child
+        while child is not None and child.next is None:
+            kind = self.kinds.get(child.tag, _INLINE)
+            if kind is _TEXT:
+                return str(_WHITESPACE.sub(" ", child.text_content).strip())
+            if kind is not _INLINE:
+                return None
+            child = child.child
+        return "" if child is None else None
+
+    def _leave_cell(self, node: Any, depth: int) -> None:
+        """A cell that gave one line (``<td><p>12</p></td>``) becomes a text cell of the row."""
+        self._flush()
+        if not self.rows or self.rows[-1].cell_start < 0:
+            return
+        row = self.rows[-1]
+        start, row.cell_start = row.cell_start, -1
+        blocks = self.blocks
+        if len(blocks) == start + 1 and "\n" not in blocks[-1].text:
+            row.cells.append((start, start, blocks.pop().text))
+        else:
+            row.cells.append((start, len(blocks), None if len(blocks) > start else ""))
+
+    def _leave_row(self, node: Any, depth: int) -> None:
+        """One block "a | b | c" when every cell is one line; otherwise (a layout table, cells of
+        several paragraphs) the cells' blocks in order, one-line cells as blocks of their own."""
+        self._flush()
+        if not self.rows:
+            return
+        row = self.rows.pop()
+        blocks = self.blocks
+        if len(blocks) == row.start:
+            texts = [text or "" for _, _, text in row.cells]
+            while texts and not texts[-1]:
+                texts.pop()
+            if texts:
+                blocks.append(Block(" | ".join(texts), self.section))
+            return
+        merged: list[Block] = []
+        position = row.start
+        for _, end, text in row.cells:
+            merged.extend(blocks[position:end])
+            position = max(position, end)
+            if text:
+                merged.append(Block(text, self.section))
+        merged.extend(blocks[position:])
+        blocks[row.start :] = merged
+
+    def _enter_link(self, node: Any, depth: int) -> bool:
+        href = (node.attributes.get("href") or "").strip()
+        self.links.append((href, len(self.blocks), len(self.parts)))
+        return True
+
+    def _leave_link(self, node: Any, depth: int) -> None:
+        if not self.links:
+            return
+        href, block_count, start = self.links.pop()
+        if not href or href.lower().startswith(_SKIPPED_HREF) or block_count != len(self.blocks):
+            return  # no usable target, or the link's text spans blocks
+        if href.removeprefix("mailto:") not in "".join(self.parts[start:]):
+            self.parts.append(f" ({href})")
