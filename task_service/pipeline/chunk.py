@@ -67,6 +67,10 @@ if TYPE_CHECKING:
 DEFAULT_MAX_TOKENS = 250
 DEFAULT_OVERLAP_TOKENS = 32
 DEFAULT_MAX_CHARS = 2_000
+# Chunks per document: bounds the embedding (≈20 ms a chunk on 2 CPU cores) and the one commit
+# transaction (a 50 MB log gave 107,338 chunks; inserting their vectors into the HNSW index
+# passed the 60 s statement timeout).
+DEFAULT_MAX_CHUNKS = 20_000
 # A single character takes at most 3 MiniLM tokens (a Hangul syllable, which BERT's NFD normalizer
 # splits into its jamo; measured over all 1,111,998 non-surrogate code points), so any text can be
 # cut into chunks of >= 3 tokens.
@@ -110,10 +114,11 @@ class ChunkSettings:
     max_tokens: int = DEFAULT_MAX_TOKENS
     overlap_tokens: int = DEFAULT_OVERLAP_TOKENS
     max_chars: int = DEFAULT_MAX_CHARS
+    max_chunks: int = DEFAULT_MAX_CHUNKS  # per document, checked by ``extract``
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ChunkSettings:
-        return cls(s.chunk_max_tokens, s.chunk_overlap_tokens, s.chunk_max_chars)
+        return cls(s.chunk_max_tokens, s.chunk_overlap_tokens, s.chunk_max_chars, s.chunk_max_per_document)
 
 
 DEFAULT_CHUNKING = ChunkSettings()
@@ -143,6 +148,7 @@ class Chunker:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
         max_chars: int = DEFAULT_MAX_CHARS,
+        max_chunks: int = DEFAULT_MAX_CHUNKS,
     ) -> None:
         """``tokenizer`` is copied (truncation/padding disabled on the copy; the caller's object
         is left unchanged). Raises ``ValueError`` unless ``3 <= max_tokens`` (``MIN_MAX_TOKENS``),
@@ -156,6 +162,7 @@ class Chunker:
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens
         self.max_chars = max_chars
+        self.max_chunks = max_chunks  # not used here: ``extract`` refuses a document with more
         self.overlap_chars = max_chars * overlap_tokens // max_tokens
         self._tokenizer = _counting_copy(tokenizer)
         self._fast_ascii = _bert_like(self._tokenizer)
@@ -163,11 +170,11 @@ class Chunker:
 
     @classmethod
     def from_settings(cls, tokenizer: Tokenizer, settings: ChunkSettings) -> Chunker:
-        return cls(tokenizer, settings.max_tokens, settings.overlap_tokens, settings.max_chars)
+        return cls(tokenizer, settings.max_tokens, settings.overlap_tokens, settings.max_chars, settings.max_chunks)
 
     @property
     def settings(self) -> ChunkSettings:
-        return ChunkSettings(self.max_tokens, self.overlap_tokens, self.max_chars)
+        return ChunkSettings(self.max_tokens, self.overlap_tokens, self.max_chars, self.max_chunks)
 
     def count_tokens(self, text: str) -> int:
         """Number of model tokens in ``text``, special tokens excluded (lone surrogates ignored)."""

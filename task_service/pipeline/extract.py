@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.errors import NoTextError
+from shared.errors import NoTextError, ParseLimitError
 from task_service.pipeline.chunk import Chunk, Chunker
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.parse import parse_document
@@ -49,11 +49,16 @@ def extract(data: bytes, filename: str, parse_limits: ParseLimits, chunker: Chun
     """``parse_document`` then ``chunker.chunk``.
 
     Raises what ``parse_document`` raises (``ParseLimitError``, ``CorruptDocumentError``,
-    ``NoTextError``...), and ``NoTextError`` when the text has no model token at all.
+    ``NoTextError``...), ``NoTextError`` when the text has no model token at all, and
+    ``ParseLimitError`` when it gives more than ``chunker.max_chunks`` chunks.
     """
     parsed = parse_document(data, filename, parse_limits)
     chunks = chunker.chunk(parsed)
     if not chunks:
         raise NoTextError()
+    if len(chunks) > chunker.max_chunks:
+        raise ParseLimitError(
+            f"document gives {len(chunks):,} chunks; the limit is {chunker.max_chunks:,} (CHUNK_MAX_PER_DOCUMENT)"
+        )
     return Extraction(tuple(chunks), parsed.warnings)
 

@@ -248,7 +248,7 @@ def test_limits_come_from_settings() -> None:
     parser = parser_from_settings(s)
     assert isinstance(parser, InProcessParser)
     assert parser.limits == ParseLimits(3 * MIB, 9, 50.0, 7, 11)
-    assert parser.chunker.settings == ChunkSettings(250, 32, 2000) == ChunkSettings.from_settings(s)
+    assert parser.chunker.settings == ChunkSettings(250, 32, 2000, 20_000) == ChunkSettings.from_settings(s)
     assert ChunkSettings.from_settings(WorkerSettings(chunk_max_chars=500, chunk_overlap_tokens=0)) == \
         ChunkSettings(250, 0, 500)
     assert SandboxLimits.from_settings(s) == SandboxLimits(1536 * MIB, 5, 6.0, 7.0)
@@ -476,3 +476,11 @@ def test_in_process_parser_extracts_with_provenance() -> None:
     parser.cancel(token)
     with pytest.raises(ExtractionCancelled):
         parser(b"x", "x.txt", token)
+
+
+def test_too_many_chunks_is_a_parse_limit() -> None:
+    few = Chunker(load_minilm_tokenizer(), 8, 0, 40, max_chunks=3)
+    text = b"Each of these sentences is a chunk of its own here. " * 10
+    with pytest.raises(ParseLimitError, match=r"the limit is 3 \(CHUNK_MAX_PER_DOCUMENT\)"):
+        extract(text, "many.txt", DEFAULT_LIMITS, few)
+    assert len(extract(text[:60], "one.txt", DEFAULT_LIMITS, few).chunks) <= 3
