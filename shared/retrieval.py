@@ -1,0 +1,182 @@
+"""Search over one knowledge base: vector, keyword (full text) and hybrid (RRF of the two).
+
+The SQL the API runs (and ``bench/retrieval.py`` measures). Scores, per mode:
+
+* ``vector``: cosine similarity of query and chunk embeddings, -1..1.
+* ``keyword``: the share of the query's term weight the chunk holds (each term weighted by its
+  inverse document frequency, ``ln(1 + 1/df)``, df read from PostgreSQL's statistics of the
+  ``content_tsv`` column), 0..1, plus 1 when the chunk holds the whole query as a phrase: 0..2.
+* ``hybrid``: reciprocal rank fusion of the two lists (:mod:`shared.ranking`), 0..2/(k+1).
+
+Vector search is exact (a scan of the KB's vectors) when the KB holds at most
+``exact_max_chunks`` vectors, and uses the HNSW index with pgvector's iterative scan above that;
+the threshold comes from ``bench/retrieval.py`` (see bench/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import asyncpg
+import numpy as np
+
+from shared.ranking import RRF_K, rrf
+
+
+class Mode(StrEnum):
+    VECTOR = "vector"
+    KEYWORD = "keyword"
+    HYBRID = "hybrid"
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Tuning of one search; the API fills it from settings (``search_*``)."""
+
+    candidate_depth: int = 50  #: items taken from each list before fusing (hybrid)
+    rrf_k: int = RRF_K
+    exact_max_chunks: int = 20_000  #: KBs with at most this many vectors are searched exactly
+    ef_search: int = 400  #: HNSW ef_search above the threshold (pgvector: 1..1000)
+    keyword_max_df: float = 0.05  #: terms in a larger share of chunks do not select candidates
+
+
+@dataclass(frozen=True)
+class Hit:
+    chunk_id: int
+    document_id: int
+    filename: str
+    chunk_index: int
+    content: str
+    page: int | None
+    section: str | None
+    score: float
+    sources: dict[str, int] = field(default_factory=dict)
+
+
+Ranked = list[tuple[int, float]]  # (chunk id, score), best first
+
+_EXACT = (
+    "SELECT chunk_id, 1 - d AS score FROM (SELECT chunk_id, embedding <=> $1 AS d FROM document_vector"
+    " WHERE kb_id = $2 OFFSET 0) s ORDER BY d, chunk_id LIMIT $3"
+)
+_HNSW = (
+    "SELECT chunk_id, 1 - d AS score FROM (SELECT chunk_id, embedding <=> $1 AS d FROM document_vector"
+    " WHERE kb_id = $2 ORDER BY embedding <=> $1 LIMIT $3) s ORDER BY d, chunk_id"
+)
+
+# Keyword ranking in one statement. $1 query text (cleaned), $2 kb id, $3 limit, $4 keyword_max_df.
+# Term frequencies come from pg_stats.most_common_elems of content_tsv (ANALYZE keeps up to
+# 10 x statistics target lexemes with their share of rows); a term not listed is rarer than the
+# rarest listed one. Without statistics (a new table) every term weighs the same.
+_KEYWORD = r"""
+WITH stats AS (
+    SELECT e.elem, e.freq
+      FROM pg_stats s, unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(elem, freq)
+     WHERE s.schemaname = current_schema() AND s.tablename = 'document_chunk' AND s.attname = 'content_tsv'
+), rare AS (
+    SELECT coalesce(min(freq), 0.01) AS f FROM stats WHERE elem IS NOT NULL
+), terms AS (
+    SELECT t.lexeme, coalesce(s.freq, (SELECT f FROM rare)) AS freq,
+           '''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || '''' AS lit
+      FROM unnest(to_tsvector('rag_simple', rag_search_text($1))) t
+      LEFT JOIN stats s ON s.elem = t.lexeme
+), weighted AS (
+    SELECT lit, lit::tsquery AS q, ln(1 + 1 / greatest(freq, 1e-9)) AS w, freq FROM terms
+), sel AS (
+    SELECT string_agg(lit, ' | ')::tsquery AS q FROM weighted
+     WHERE freq <= $4 OR NOT EXISTS (SELECT 1 FROM weighted WHERE freq <= $4)
+)
+SELECT c.id AS chunk_id,
+       sum(t.w) / (SELECT sum(w) FROM weighted)
+       + CASE WHEN c.content_tsv @@ phraseto_tsquery('rag_simple', rag_search_text($1)) THEN 1 ELSE 0 END AS score
+  FROM document_chunk c
+  JOIN weighted t ON c.content_tsv @@ t.q
+ WHERE c.content_tsv @@ (SELECT q FROM sel)
+   AND c.document_id IN (SELECT id FROM document_info WHERE kb_id = $2)
+ GROUP BY c.id
+ ORDER BY score DESC, c.id
+ LIMIT $3
+"""
+
+_DETAILS = (
+    "SELECT c.id AS chunk_id, d.id AS document_id, d.filename, c.chunk_index, c.content, c.page, c.section"
+    " FROM document_chunk c JOIN document_info d ON d.id = c.document_id WHERE c.id = ANY($1::bigint[])"
+)
+
+
+async def kb_vector_count_at_most(conn: asyncpg.Connection, kb_id: int, n: int) -> bool:
+    """True if the KB holds at most ``n`` vectors (reads at most n + 1 index entries)."""
+    got = await conn.fetchval(
+        "SELECT count(*) FROM (SELECT 1 FROM document_vector WHERE kb_id = $1 LIMIT $2) s", kb_id, n + 1
+    )
+    return int(got) <= n
+
+
+async def vector_ranking(
+    conn: asyncpg.Connection, kb_id: int, embedding: np.ndarray, limit: int, params: SearchParams
+) -> Ranked:
+    """Top ``limit`` chunks of the KB by cosine similarity; ``embedding`` is ``(dim,) float32``.
+
+    Must run inside a transaction (SET LOCAL). Exact below ``params.exact_max_chunks`` vectors;
+    above, HNSW with iterative scan (pgvector 0.8 README, "Iterative Index Scans") at
+    ``params.ef_search``, re-sorted by distance.
+    """
+    if await kb_vector_count_at_most(conn, kb_id, params.exact_max_chunks):
+        rows = await conn.fetch(_EXACT, embedding, kb_id, limit)
+    else:
+        ef = max(1, min(int(params.ef_search), 1000))
+        await conn.execute(f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef}")
+        rows = await conn.fetch(_HNSW, embedding, kb_id, limit)
+    return [(r["chunk_id"], float(r["score"])) for r in rows]
+
+
+async def keyword_ranking(conn: asyncpg.Connection, kb_id: int, text: str, limit: int, params: SearchParams) -> Ranked:
+    """Top ``limit`` chunks of the KB by full-text match of ``text`` (score: see module doc)."""
+    rows = await conn.fetch(_KEYWORD, text, kb_id, limit, params.keyword_max_df)
+    return [(r["chunk_id"], float(r["score"])) for r in rows]
+
+
+async def _details(conn: asyncpg.Connection, ids: Sequence[int]) -> dict[int, asyncpg.Record]:
+    return {r["chunk_id"]: r for r in await conn.fetch(_DETAILS, list(ids))}
+
+
+def _hit(r: asyncpg.Record, score: float, sources: dict[str, int]) -> Hit:
+    return Hit(r["chunk_id"], r["document_id"], r["filename"], r["chunk_index"], r["content"], r["page"],
+               r["section"], score, sources)
+
+
+async def rank(
+    conn: asyncpg.Connection, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int,
+    params: SearchParams,
+) -> list[tuple[int, float, dict[str, int]]]:
+    """``[(chunk id, score, {list: rank})]`` best first, at most ``top_k``, in one transaction.
+
+    ``embedding`` is required unless ``mode`` is keyword (ValueError otherwise).
+    """
+    async with conn.transaction():
+        await conn.execute("SET LOCAL jit = off")  # JIT compiles for 10s of ms; these queries are short
+        lists: dict[str, Ranked] = {}
+        depth = max(top_k, params.candidate_depth) if mode is Mode.HYBRID else top_k
+        if mode is not Mode.KEYWORD:
+            if embedding is None:
+                raise ValueError("vector and hybrid search need the query embedding")
+            lists["vector"] = await vector_ranking(conn, kb_id, embedding, depth, params)
+        if mode is not Mode.VECTOR:
+            lists["keyword"] = await keyword_ranking(conn, kb_id, text, depth, params)
+    if mode is not Mode.HYBRID:
+        ((name, ranked),) = lists.items()
+        return [(cid, score, {name: i}) for i, (cid, score) in enumerate(ranked, start=1)]
+    fused = rrf({name: [cid for cid, _ in ranked] for name, ranked in lists.items()}, k=params.rrf_k, depth=depth)
+    return [(f.key, f.score, f.sources) for f in fused[:top_k]]
+
+
+async def search(
+    conn: asyncpg.Connection, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int,
+    params: SearchParams,
+) -> list[Hit]:
+    """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section."""
+    ranked = await rank(conn, kb_id, mode, text, embedding, top_k, params)
+    rows = await _details(conn, [cid for cid, _, _ in ranked])
+    return [_hit(rows[cid], score, sources) for cid, score, sources in ranked if cid in rows]
