@@ -96,10 +96,14 @@ class SearchRequest(_Strict):
     top_k: int = Field(5, ge=1, description="at most the search_max_top_k setting (422 above)")
     mode: SearchMode = "hybrid"
 
-    @field_validator("query")
+    @field_validator("query", mode="before")
     @classmethod
-    def _clean(cls, v: str) -> str:
-        """The query as document text is cleaned (``normalize_text``); nothing left → 422."""
+    def _clean(cls, v: object) -> object:
+        """The query as document text is cleaned (``normalize_text``), before pydantic's own string
+        check (which refuses lone surrogates, and whose error echoing one could not be encoded); nothing
+        left → 422."""
+        if not isinstance(v, str):
+            return v
         cleaned = normalize_text(v)
         if not has_visible_text(cleaned):
             raise ValueError("query has no searchable text once control characters and whitespace are removed")
