@@ -61,7 +61,7 @@ class Size:
     max_corpus_file: int
 
 
-FULL = Size(chunks=100_000, queries_per_kb=40, tokens=1000, passages=400, max_corpus_file=10**9)
+FULL = Size(chunks=100_000, queries_per_kb=20, tokens=1000, passages=400, max_corpus_file=10**9)
 SMOKE = Size(chunks=3000, queries_per_kb=5, tokens=40, passages=20, max_corpus_file=200_000)
 
 
@@ -229,7 +229,7 @@ async def vector_bench(conn: asyncpg.Connection, t: Table, size: Size, runs: int
         sims = queries @ t.vecs[members].T
         truth = [[int(t.chunk_ids[members[j]]) for j in np.argsort(-s)[:10]] for s in sims]
         for name, params in configs.items():
-            calls = [lambda q=q, p=params: rank(conn, kb, Mode.VECTOR, "", q, 10, p) for q in queries]
+            calls = [lambda q=q, p=params, kb=kb: rank(conn, kb, Mode.VECTOR, "", q, 10, p) for q in queries]
             timing, out = await timed(calls, runs)
             r = statistics.mean(recall([c for c, _, _ in got], tr) for got, tr in zip(out, truth, strict=True))  # type: ignore[attr-defined]
             rows.append(VectorRow(len(members), name, r, timing))
@@ -413,14 +413,15 @@ async def run(size: Size, runs: int, params: SearchParams, seed: int, keep: bool
         finally:
             await conn.close()
     finally:
-        if keep:
-            print(f"kept database {db}")
-            return ""
-        admin = await asyncpg.connect(ADMIN_DSN)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-        finally:
-            await admin.close()
+        if not keep:
+            admin = await asyncpg.connect(ADMIN_DSN)
+            try:
+                await admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+            finally:
+                await admin.close()
+    if keep:
+        print(f"kept database {db}")
+        return ""
     return report(size, vec, modes, ident, selfr, params, runs, load_s)
 
 
@@ -441,7 +442,8 @@ def main() -> None:
     s = KnowledgeSettings()
     params = SearchParams(candidate_depth=s.search_candidate_depth, rrf_k=s.search_rrf_k,
                           exact_max_chunks=s.search_exact_max_chunks, ef_search=s.search_ef_search,
-                          keyword_max_df=s.search_keyword_max_df)
+                          keyword_budget=s.search_keyword_budget,
+                          keyword_max_candidates=s.search_keyword_max_candidates)
     os.environ.setdefault("DO_NOT_TRACK", "1")
     text = asyncio.run(run(size, runs, params, args.seed, args.keep))
     print(text)

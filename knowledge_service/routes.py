@@ -222,7 +222,8 @@ async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: User
     vector = None if mode is retrieval.Mode.KEYWORD else (await res.embedder.embed([body.query]))[0]
     params = retrieval.SearchParams(
         candidate_depth=s.search_candidate_depth, rrf_k=s.search_rrf_k, exact_max_chunks=s.search_exact_max_chunks,
-        ef_search=s.search_ef_search, keyword_max_df=s.search_keyword_max_df,
+        ef_search=s.search_ef_search, keyword_budget=s.search_keyword_budget,
+        keyword_max_candidates=s.search_keyword_max_candidates,
     )
     async with res.pool.acquire() as conn:
         hits = await retrieval.search(conn, kb_id, mode, body.query, vector, body.top_k, params)

@@ -39,7 +39,8 @@ class SearchParams:
     rrf_k: int = RRF_K
     exact_max_chunks: int = 20_000  #: KBs with at most this many vectors are searched exactly
     ef_search: int = 400  #: HNSW ef_search above the threshold (pgvector: 1..1000)
-    keyword_max_df: float = 0.05  #: terms in a larger share of chunks do not select candidates
+    keyword_budget: int = 2000  #: candidates are chunks holding the rarest query terms, up to this many (estimated)
+    keyword_max_candidates: int = 5000  #: hard cap on the chunks scored per keyword query
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ _HNSW = (
     " WHERE kb_id = $2 ORDER BY embedding <=> $1 LIMIT $3) s ORDER BY d, chunk_id"
 )
 
-# Keyword ranking in one statement. $1 query text (cleaned), $2 kb id, $3 limit, $4 keyword_max_df.
+# Keyword ranking in one statement. $1 query text (cleaned), $2 kb id, $3 limit, $4 candidate budget (rows of
+# the table the selecting terms may hold, estimated), $5 hard cap on the KB's candidates.
 # Term frequencies come from pg_stats.most_common_elems of content_tsv (ANALYZE keeps up to
 # 10 x statistics target lexemes with their share of rows); a term not listed is rarer than the
 # rarest listed one. Without statistics (a new table) every term weighs the same.
@@ -83,19 +85,26 @@ WITH stats AS (
       FROM unnest(to_tsvector('rag_simple', rag_search_text($1))) t
       LEFT JOIN stats s ON s.elem = t.lexeme
 ), weighted AS (
-    SELECT lit, lit::tsquery AS q, ln(1 + 1 / greatest(freq, 1e-9)) AS w, freq FROM terms
-), sel AS (
-    SELECT string_agg(lit, ' | ')::tsquery AS q FROM weighted
-     WHERE freq <= $4 OR NOT EXISTS (SELECT 1 FROM weighted WHERE freq <= $4)
+    SELECT lit, lit::tsquery AS q, ln(1 + 1 / greatest(freq, 1e-9)) AS w, freq,
+           sum(freq) OVER (ORDER BY freq, lit) - freq AS rarer  -- share of rows held by the rarer terms
+      FROM terms
+), sel AS (  -- OR of the rarest term and the next rarest while their rows fit in the budget
+    SELECT string_agg(lit, ' | ')::tsquery AS q
+      FROM weighted, (SELECT greatest(reltuples, 0) AS rows FROM pg_class WHERE oid = 'document_chunk'::regclass) n
+     WHERE rarer * n.rows < $4
+), cand AS MATERIALIZED (
+    SELECT c.id, c.content_tsv
+      FROM document_chunk c
+     WHERE c.content_tsv @@ (SELECT q FROM sel)
+       AND c.document_id IN (SELECT id FROM document_info WHERE kb_id = $2)
+     LIMIT $5
+), copied AS MATERIALIZED (  -- the KB's candidates detoasted once each, not at every @@ below
+    SELECT id, content_tsv || ''::tsvector AS tsv FROM cand
 )
 SELECT c.id AS chunk_id,
-       sum(t.w) / (SELECT sum(w) FROM weighted)
-       + CASE WHEN c.content_tsv @@ phraseto_tsquery('rag_simple', rag_search_text($1)) THEN 1 ELSE 0 END AS score
-  FROM document_chunk c
-  JOIN weighted t ON c.content_tsv @@ t.q
- WHERE c.content_tsv @@ (SELECT q FROM sel)
-   AND c.document_id IN (SELECT id FROM document_info WHERE kb_id = $2)
- GROUP BY c.id
+       (SELECT sum(t.w) FROM weighted t WHERE c.tsv @@ t.q) / (SELECT sum(w) FROM weighted)
+       + CASE WHEN c.tsv @@ phraseto_tsquery('rag_simple', rag_search_text($1)) THEN 1 ELSE 0 END AS score
+  FROM copied c
  ORDER BY score DESC, c.id
  LIMIT $3
 """
@@ -134,7 +143,7 @@ async def vector_ranking(
 
 async def keyword_ranking(conn: asyncpg.Connection, kb_id: int, text: str, limit: int, params: SearchParams) -> Ranked:
     """Top ``limit`` chunks of the KB by full-text match of ``text`` (score: see module doc)."""
-    rows = await conn.fetch(_KEYWORD, text, kb_id, limit, params.keyword_max_df)
+    rows = await conn.fetch(_KEYWORD, text, kb_id, limit, params.keyword_budget, params.keyword_max_candidates)
     return [(r["chunk_id"], float(r["score"])) for r in rows]
 
 

@@ -74,9 +74,10 @@ class KnowledgeSettings(CommonSettings):
     search_exact_max_chunks: int = Field(
         20_000, ge=0, description="KBs with at most this many vectors are searched exactly (no HNSW)"
     )
-    search_keyword_max_df: float = Field(
-        0.05, gt=0, le=1, description="keyword: terms in a larger share of chunks do not select candidates"
+    search_keyword_budget: int = Field(
+        2000, ge=1, description="keyword: candidates are chunks holding the rarest query terms, about this many rows"
     )
+    search_keyword_max_candidates: int = Field(5000, ge=1, description="keyword: hard cap on chunks scored per query")
     in_flight_retry_after_s: int = Field(30, ge=1, description="Retry-After of a 429 (in-flight cap), seconds")
 
 
