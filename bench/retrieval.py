@@ -88,7 +88,8 @@ def clustered_vectors(n: int, rng: np.random.Generator, clusters: int = 500, noi
     centres = rng.standard_normal((clusters, DIM)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
     v = centres[rng.integers(0, clusters, n)] + noise * rng.standard_normal((n, DIM)).astype(np.float32)
-    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+    out: np.ndarray = (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+    return out
 
 
 def token(i: int, rng: np.random.Generator) -> str:
@@ -187,9 +188,12 @@ class Timing:
 
 async def timed(calls: Sequence[Callable[[], Awaitable[object]]], runs: int) -> tuple[Timing, list[object]]:
     """Run every call once per run; per-run p50/p99 in ms; results of the last run."""
-    p50, p99, out = [], [], []
+    p50: list[float] = []
+    p99: list[float] = []
+    out: list[object] = []
     for _ in range(runs):
-        times, out = [], []
+        times: list[float] = []
+        out = []
         for call in calls:
             t0 = time.perf_counter()
             out.append(await call())

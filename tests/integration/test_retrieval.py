@@ -42,7 +42,8 @@ async def _doc(conn: asyncpg.Connection, kb_id: int, texts: list[str], vecs: np.
 
 def _unit(n: int, seed: int) -> np.ndarray:
     v = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+    out: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out
 
 
 async def test_exact_and_hnsw_vector_search_agree_on_a_small_kb(db: asyncpg.Connection) -> None:

@@ -26,4 +26,4 @@ def test_a_query_with_nothing_left_is_refused_clearly(raw: str) -> None:
 def test_mode_defaults_to_hybrid_and_is_checked() -> None:
     assert SearchRequest(query="x").mode == "hybrid"
     with pytest.raises(ValidationError):
-        SearchRequest(query="x", mode="fuzzy")  # type: ignore[arg-type]
+        SearchRequest.model_validate({"query": "x", "mode": "fuzzy"})
