@@ -37,10 +37,11 @@ class SearchParams:
 
     candidate_depth: int = 50  #: items taken from each list before fusing (hybrid)
     rrf_k: int = RRF_K
-    exact_max_chunks: int = 20_000  #: KBs with at most this many vectors are searched exactly
+    exact_max_chunks: int = 10_000  #: KBs with at most this many vectors are searched exactly
     ef_search: int = 400  #: HNSW ef_search above the threshold (pgvector: 1..1000)
     keyword_budget: int = 2000  #: candidates are chunks holding the rarest query terms, up to this many (estimated)
     keyword_max_candidates: int = 5000  #: hard cap on the chunks scored per keyword query
+    keyword_count_cap: int = 500  #: a term missing from the statistics is counted up to this many chunks
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,8 @@ _HNSW = (
 )
 
 # Keyword ranking in one statement. $1 query text (cleaned), $2 kb id, $3 limit, $4 candidate budget (rows of
-# the table the selecting terms may hold, estimated), $5 hard cap on the KB's candidates.
+# the table the selecting terms may hold, estimated), $5 hard cap on the KB's candidates, $6 count cap of a term
+# missing from the statistics.
 # Term frequencies come from pg_stats.most_common_elems of content_tsv (ANALYZE keeps up to
 # 10 x statistics target lexemes with their share of rows); a term not listed is rarer than the
 # rarest listed one. Without statistics (a new table) every term weighs the same.
@@ -78,19 +80,26 @@ WITH stats AS (
       FROM pg_stats s, unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(elem, freq)
      WHERE s.schemaname = current_schema() AND s.tablename = 'document_chunk' AND s.attname = 'content_tsv'
 ), rare AS (
-    SELECT coalesce(min(freq), 0.01) AS f FROM stats WHERE elem IS NOT NULL
-), terms AS (
-    SELECT t.lexeme, coalesce(s.freq, (SELECT f FROM rare)) AS freq,
-           '''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || '''' AS lit
+    SELECT coalesce(min(freq), 1) AS f FROM stats WHERE elem IS NOT NULL
+), n AS (
+    SELECT greatest(reltuples, 1) AS rows FROM pg_class WHERE oid = 'document_chunk'::regclass
+), lexemes AS (
+    SELECT t.lexeme, '''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || '''' AS lit
       FROM unnest(to_tsvector('rag_simple', rag_search_text($1))) t
-      LEFT JOIN stats s ON s.elem = t.lexeme
+), terms AS (
+    -- a term missing from the statistics is counted, up to $6 chunks: its real rarity matters
+    -- (a unique identifier must outweigh a word just under the statistics' cut-off)
+    SELECT x.lexeme, x.lit, coalesce(s.freq, least((SELECT f FROM rare), (
+               SELECT count(*) FROM (SELECT 1 FROM document_chunk c WHERE c.content_tsv @@ x.lit::tsquery LIMIT $6) k
+           ) / (SELECT rows FROM n))) AS freq
+      FROM lexemes x LEFT JOIN stats s ON s.elem = x.lexeme
 ), weighted AS (
-    SELECT lit, lit::tsquery AS q, ln(1 + 1 / greatest(freq, 1e-9)) AS w, freq,
+    SELECT lit, lit::tsquery AS q, ln(1 + 1 / greatest(freq, 1e-7)) AS w, freq,
            sum(freq) OVER (ORDER BY freq, lit) - freq AS rarer  -- share of rows held by the rarer terms
       FROM terms
 ), sel AS (  -- OR of the rarest term and the next rarest while their rows fit in the budget
     SELECT string_agg(lit, ' | ')::tsquery AS q
-      FROM weighted, (SELECT greatest(reltuples, 0) AS rows FROM pg_class WHERE oid = 'document_chunk'::regclass) n
+      FROM weighted, n
      WHERE rarer * n.rows < $4
 ), cand AS MATERIALIZED (
     SELECT c.id, c.content_tsv
@@ -143,7 +152,8 @@ async def vector_ranking(
 
 async def keyword_ranking(conn: asyncpg.Connection, kb_id: int, text: str, limit: int, params: SearchParams) -> Ranked:
     """Top ``limit`` chunks of the KB by full-text match of ``text`` (score: see module doc)."""
-    rows = await conn.fetch(_KEYWORD, text, kb_id, limit, params.keyword_budget, params.keyword_max_candidates)
+    rows = await conn.fetch(_KEYWORD, text, kb_id, limit, params.keyword_budget, params.keyword_max_candidates,
+                           params.keyword_count_cap)
     return [(r["chunk_id"], float(r["score"])) for r in rows]
 
 
