@@ -251,8 +251,8 @@ async def vector_bench(conn: asyncpg.Connection, t: Table, size: Size, runs: int
     return rows
 
 
-async def mode_bench(conn: asyncpg.Connection, t: Table, size: Size, runs: int, params: SearchParams,
-                     rng: np.random.Generator) -> dict[str, tuple[float, Timing]]:
+async def mode_bench(conn: asyncpg.Connection, pool: asyncpg.Pool, t: Table, size: Size, runs: int,
+                     params: SearchParams, rng: np.random.Generator) -> dict[str, tuple[float, Timing]]:
     """Recall@10 (against the same mode with exact vector search) and latency per mode, every KB."""
     cases = []
     for k, kb in enumerate(t.kb_ids):
@@ -265,7 +265,7 @@ async def mode_bench(conn: asyncpg.Connection, t: Table, size: Size, runs: int, 
     exact = replace(params, exact_max_chunks=10**9)
     out: dict[str, tuple[float, Timing]] = {}
     for mode in Mode:
-        calls = [lambda c=c, m=mode: rank(conn, c[0], m, c[1], c[2], 10, params) for c in cases]
+        calls = [lambda c=c, m=mode: rank(pool, c[0], m, c[1], c[2], 10, params) for c in cases]
         timing, got = await timed(calls, runs)
         truth = [await rank(conn, kb, mode, text, q, 10, exact) for kb, text, q in cases]
         r = statistics.mean(recall([x[0] for x in g], [x[0] for x in tr])  # type: ignore[attr-defined]
@@ -274,7 +274,7 @@ async def mode_bench(conn: asyncpg.Connection, t: Table, size: Size, runs: int, 
     return out
 
 
-async def identifier_bench(conn: asyncpg.Connection, t: Table, params: SearchParams,
+async def identifier_bench(conn: asyncpg.Pool, t: Table, params: SearchParams,
                            rng: np.random.Generator) -> dict[tuple[str, str], float]:
     """Recall@5 of the planted chunk, per mode and query form (token alone / in a sentence)."""
     found: dict[tuple[str, str], list[bool]] = {}
@@ -371,7 +371,7 @@ def report(size: Size, vec: list[VectorRow], modes: dict[str, tuple[float, Timin
     lines = [
         f"`python -m bench.retrieval`: {size.chunks:,} chunks in {len(SHARES)} KBs (skewed: "
         f"{', '.join(str(n) for n in kb_sizes(size.chunks))}), corpus text, synthetic clustered 384-d vectors; "
-        f"loaded + indexed in {load_s:.0f} s. Latency = SQL of `shared.retrieval.rank` (no embedding), ms, "
+        f"loaded + indexed in {load_s:.0f} s. Latency = SQL of `shared.retrieval.rank` (no embedding; modes through a 2-connection pool as the API: hybrid runs both lists at once), ms, "
         f"median over {runs} runs (min–max of the run values).",
         "",
         "**Vector search per KB size** (recall@10 against exact numpy search)",
@@ -420,9 +420,13 @@ async def run(size: Size, runs: int, params: SearchParams, seed: int, keep: bool
             print(f"loaded {size.chunks} chunks in {load_s:.0f} s", flush=True)
             vec = await vector_bench(conn, table, size, runs, rng)
             print("vector done", flush=True)
-            modes = await mode_bench(conn, table, size, runs, params, rng)
-            print("modes done", flush=True)
-            ident = await identifier_bench(conn, table, params, rng)
+            pool = await asyncpg.create_pool(dsn, min_size=2, max_size=2, init=register_vector)
+            try:  # as the API: a pool, hybrid runs its two lists at once
+                modes = await mode_bench(conn, pool, table, size, runs, params, rng)
+                print("modes done", flush=True)
+                ident = await identifier_bench(pool, table, params, rng)
+            finally:
+                await pool.close()
             print("identifiers done", flush=True)
             selfr = await self_retrieval(conn, size, params, rng)
         finally:

@@ -15,9 +15,11 @@ the threshold comes from ``bench/retrieval.py`` (see bench/RESULTS.md).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeAlias
 
 import asyncpg
 import numpy as np
@@ -166,24 +168,39 @@ def _hit(r: asyncpg.Record, score: float, sources: dict[str, int]) -> Hit:
                r["section"], score, sources)
 
 
-async def rank(
-    conn: asyncpg.Connection, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int,
-    params: SearchParams,
-) -> list[tuple[int, float, dict[str, int]]]:
-    """``[(chunk id, score, {list: rank})]`` best first, at most ``top_k``, in one transaction.
+Db: TypeAlias = "asyncpg.Connection | asyncpg.Pool"
 
-    ``embedding`` is required unless ``mode`` is keyword (ValueError otherwise).
+
+async def _one_list(db: Db, name: str, kb_id: int, text: str, embedding: np.ndarray | None, depth: int,
+                    params: SearchParams) -> Ranked:
+    if isinstance(db, asyncpg.Pool):
+        async with db.acquire() as conn:
+            return await _one_list(conn, name, kb_id, text, embedding, depth, params)
+    async with db.transaction():
+        await db.execute("SET LOCAL jit = off")  # JIT compiles for 10s of ms; these queries are short
+        if name == "vector":
+            assert embedding is not None
+            return await vector_ranking(db, kb_id, embedding, depth, params)
+        return await keyword_ranking(db, kb_id, text, depth, params)
+
+
+async def rank(
+    db: Db, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int, params: SearchParams,
+) -> list[tuple[int, float, dict[str, int]]]:
+    """``[(chunk id, score, {list: rank})]`` best first, at most ``top_k``.
+
+    Given a pool, hybrid mode runs its two lists at once on two connections; given a connection,
+    one after the other. ``embedding`` is required unless ``mode`` is keyword (ValueError otherwise).
     """
-    async with conn.transaction():
-        await conn.execute("SET LOCAL jit = off")  # JIT compiles for 10s of ms; these queries are short
-        lists: dict[str, Ranked] = {}
-        depth = max(top_k, params.candidate_depth) if mode is Mode.HYBRID else top_k
-        if mode is not Mode.KEYWORD:
-            if embedding is None:
-                raise ValueError("vector and hybrid search need the query embedding")
-            lists["vector"] = await vector_ranking(conn, kb_id, embedding, depth, params)
-        if mode is not Mode.VECTOR:
-            lists["keyword"] = await keyword_ranking(conn, kb_id, text, depth, params)
+    names = {Mode.VECTOR: ["vector"], Mode.KEYWORD: ["keyword"], Mode.HYBRID: ["vector", "keyword"]}[mode]
+    if embedding is None and "vector" in names:
+        raise ValueError("vector and hybrid search need the query embedding")
+    depth = max(top_k, params.candidate_depth) if mode is Mode.HYBRID else top_k
+    if isinstance(db, asyncpg.Pool):
+        got = await asyncio.gather(*(_one_list(db, n, kb_id, text, embedding, depth, params) for n in names))
+    else:
+        got = [await _one_list(db, n, kb_id, text, embedding, depth, params) for n in names]
+    lists = dict(zip(names, got, strict=True))
     if mode is not Mode.HYBRID:
         ((name, ranked),) = lists.items()
         return [(cid, score, {name: i}) for i, (cid, score) in enumerate(ranked, start=1)]
@@ -192,10 +209,14 @@ async def rank(
 
 
 async def search(
-    conn: asyncpg.Connection, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int,
-    params: SearchParams,
+    db: Db, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int, params: SearchParams,
 ) -> list[Hit]:
     """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section."""
-    ranked = await rank(conn, kb_id, mode, text, embedding, top_k, params)
-    rows = await _details(conn, [cid for cid, _, _ in ranked])
+    ranked = await rank(db, kb_id, mode, text, embedding, top_k, params)
+    ids = [cid for cid, _, _ in ranked]
+    if isinstance(db, asyncpg.Pool):
+        async with db.acquire() as conn:
+            rows = await _details(conn, ids)
+    else:
+        rows = await _details(db, ids)
     return [_hit(rows[cid], score, sources) for cid, score, sources in ranked if cid in rows]

@@ -106,3 +106,13 @@ async def test_hybrid_reports_both_ranks_page_and_section(db: asyncpg.Connection
     assert [(h.chunk_id, h.sources) for h in only_kw] == [(ids[1], {"keyword": 1})]
     with pytest.raises(ValueError):
         await search(db, kb, Mode.VECTOR, "x", None, 3, SearchParams())
+
+
+async def test_hybrid_through_a_pool_runs_both_lists_and_agrees(db: asyncpg.Connection, pool: asyncpg.Pool) -> None:
+    kb = await _kb(db)
+    vecs = _unit(4, 6)
+    ids = await _doc(db, kb, ["alpha", "beta ZX-9", "gamma", "delta"], vecs)
+    one = await search(db, kb, Mode.HYBRID, "ZX-9", vecs[2], 4, SearchParams())
+    two = await search(pool, kb, Mode.HYBRID, "ZX-9", vecs[2], 4, SearchParams())
+    assert [(h.chunk_id, h.sources) for h in one] == [(h.chunk_id, h.sources) for h in two]
+    assert {h.chunk_id: h.sources for h in two}[ids[1]]["keyword"] == 1
