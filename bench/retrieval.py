@@ -371,7 +371,8 @@ def report(size: Size, vec: list[VectorRow], modes: dict[str, tuple[float, Timin
     lines = [
         f"`python -m bench.retrieval`: {size.chunks:,} chunks in {len(SHARES)} KBs (skewed: "
         f"{', '.join(str(n) for n in kb_sizes(size.chunks))}), corpus text, synthetic clustered 384-d vectors; "
-        f"loaded + indexed in {load_s:.0f} s. Latency = SQL of `shared.retrieval.rank` (no embedding; modes through a 2-connection pool as the API: hybrid runs both lists at once), ms, "
+        f"loaded + indexed in {load_s:.0f} s. Latency = SQL of `shared.retrieval.rank` (no embedding; modes through a "
+        "2-connection pool as the API: hybrid runs both lists at once), ms, "
         f"median over {runs} runs (min–max of the run values).",
         "",
         "**Vector search per KB size** (recall@10 against exact numpy search)",
