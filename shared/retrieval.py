@@ -177,7 +177,8 @@ async def _one_list(db: Db, name: str, kb_id: int, text: str, embedding: np.ndar
         async with db.acquire() as conn:
             return await _one_list(conn, name, kb_id, text, embedding, depth, params)
     async with db.transaction():
-        await db.execute("SET LOCAL jit = off")  # JIT compiles for 10s of ms; these queries are short
+        # JIT compiles for 10s of ms (these queries are short); a generic plan ignores the KB and the terms
+        await db.execute("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
         if name == "vector":
             assert embedding is not None
             return await vector_ranking(db, kb_id, embedding, depth, params)
