@@ -3,9 +3,11 @@
 The SQL the API runs (and ``bench/retrieval.py`` measures). Scores, per mode:
 
 * ``vector``: cosine similarity of query and chunk embeddings, -1..1.
-* ``keyword``: the share of the query's term weight the chunk holds (each term weighted by its
-  inverse document frequency, ``ln(1 + 1/df)``, df read from PostgreSQL's statistics of the
-  ``content_tsv`` column), 0..1, plus 1 when the chunk holds the whole query as a phrase: 0..2.
+* ``keyword``: the share of the query's term weight the chunk holds, 0..1, plus 1 when the chunk
+  holds the whole query as a phrase: 0..2. A term weighs ``idf²`` with ``idf = ln(1 + 1/df)``
+  (squared as in Lucene's ClassicSimilarity, query weight x document weight: one unique
+  identifier outweighs two uncommon words of a sentence around it); ``df`` (share of chunks) comes
+  from PostgreSQL's statistics of ``content_tsv``, or is counted for a term they do not list.
 * ``hybrid``: reciprocal rank fusion of the two lists (:mod:`shared.ranking`), 0..2/(k+1).
 
 Vector search is exact (a scan of the KB's vectors) when the KB holds at most
@@ -96,7 +98,7 @@ WITH stats AS (
            ) / (SELECT rows FROM n))) AS freq
       FROM lexemes x LEFT JOIN stats s ON s.elem = x.lexeme
 ), weighted AS (
-    SELECT lit, lit::tsquery AS q, ln(1 + 1 / greatest(freq, 1e-7)) AS w, freq,
+    SELECT lit, lit::tsquery AS q, power(ln(1 + 1 / greatest(freq, 1e-7)), 2) AS w, freq,
            sum(freq) OVER (ORDER BY freq, lit) - freq AS rarer  -- share of rows held by the rarer terms
       FROM terms
 ), sel AS (  -- OR of the rarest term and the next rarest while their rows fit in the budget
