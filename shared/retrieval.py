@@ -41,7 +41,7 @@ class SearchParams:
 
     candidate_depth: int = 50  #: items taken from each list before fusing (hybrid)
     rrf_k: int = RRF_K
-    exact_max_chunks: int = 10_000  #: KBs with at most this many vectors are searched exactly
+    exact_max_chunks: int = 40_000  #: KBs with at most this many vectors are searched exactly
     ef_search: int = 400  #: HNSW ef_search above the threshold (pgvector: 1..1000)
     keyword_budget: int = 2000  #: candidates are chunks holding the rarest query terms, up to this many (estimated)
     keyword_max_candidates: int = 5000  #: hard cap on the chunks scored per keyword query

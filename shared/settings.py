@@ -72,7 +72,7 @@ class KnowledgeSettings(CommonSettings):
     search_candidate_depth: int = Field(50, ge=1, le=1000, description="hybrid: items taken from each list for RRF")
     search_rrf_k: int = Field(60, ge=1, description="hybrid: RRF constant k (Cormack et al. 2009)")
     search_exact_max_chunks: int = Field(
-        10_000, ge=0, description="KBs with at most this many vectors are searched exactly (no HNSW)"
+        40_000, ge=0, description="KBs with at most this many vectors are searched exactly (no HNSW)"
     )
     search_keyword_budget: int = Field(
         2000, ge=1, description="keyword: candidates are chunks holding the rarest query terms, about this many rows"
