@@ -101,10 +101,10 @@ WITH stats AS (
     SELECT lit, lit::tsquery AS q, power(ln(1 + 1 / greatest(freq, 1e-7)), 2) AS w, freq,
            sum(freq) OVER (ORDER BY freq, lit) - freq AS rarer  -- share of rows held by the rarer terms
       FROM terms
-), sel AS (  -- OR of the rarest term and the next rarest while their rows fit in the budget
+), sel AS (  -- OR of the rarest term and of the next rarest while all their rows fit in the budget
     SELECT string_agg(lit, ' | ')::tsquery AS q
       FROM weighted, n
-     WHERE rarer * n.rows < $4
+     WHERE rarer = 0 OR (rarer + freq) * n.rows <= $4
 ), cand AS MATERIALIZED (
     SELECT c.id, c.content_tsv
       FROM document_chunk c
