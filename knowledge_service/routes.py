@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 
 from knowledge_service import schemas, service, upload
 from knowledge_service.deps import Res, UserId
-from shared import queries
+from shared import queries, retrieval
 from shared.errors import StorageUnavailableError
 from shared.fencing import Action, EnqueueRequest, RequestKind
 
@@ -215,11 +215,24 @@ async def retry_task(
 
 @router.post("/knowledge-bases/{kb_id}/search", response_model=schemas.SearchResponse)
 async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: UserId) -> schemas.SearchResponse:
+    """Vector, keyword or hybrid (default) search; scores per mode in :mod:`shared.retrieval`."""
+    s = res.settings
+    if body.top_k > s.search_max_top_k:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, f"top_k must be at most {s.search_max_top_k}")
     await _owned_kb(res, user_id, kb_id)
-    vector = (await res.embedder.embed([body.query]))[0]
-    async with res.pool.acquire() as conn:
-        rows = await queries.search(conn, kb_id, vector, body.top_k, res.settings.search_ef_search)
-    return schemas.SearchResponse(results=[schemas.SearchHit.model_validate(dict(r.items())) for r in rows])
+    mode = retrieval.Mode(body.mode)
+    vector = None if mode is retrieval.Mode.KEYWORD else (await res.embedder.embed([body.query]))[0]
+    params = retrieval.SearchParams(
+        candidate_depth=s.search_candidate_depth, rrf_k=s.search_rrf_k, exact_max_chunks=s.search_exact_max_chunks,
+        ef_search=s.search_ef_search, keyword_budget=s.search_keyword_budget,
+        keyword_max_candidates=s.search_keyword_max_candidates,
+    )
+    hits = await retrieval.search(res.pool, kb_id, mode, body.query, vector, body.top_k, params)
+    return schemas.SearchResponse(mode=body.mode, results=[
+        schemas.SearchHit(document_id=h.document_id, filename=h.filename, chunk_index=h.chunk_index,
+                          content=h.content, page=h.page, section=h.section, score=h.score, sources=h.sources)
+        for h in hits
+    ])
 
 
 # ------------------------------------------------------------------ health

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from task_service.pipeline.normalize import has_visible_text, normalize_text
 
 
 class _Strict(BaseModel):
@@ -90,9 +93,27 @@ class ChunkPage(BaseModel):
     total: int
 
 
+SearchMode = Literal["vector", "keyword", "hybrid"]
+
+
 class SearchRequest(_Strict):
-    query: str = Field(min_length=1, max_length=10_000)
-    top_k: int = Field(5, ge=1, le=50)
+    query: str = Field(min_length=1, max_length=10_000,
+                       description="cleaned like document text (control characters, lone surrogates, NFC)")
+    top_k: int = Field(5, ge=1, description="at most the search_max_top_k setting (422 above)")
+    mode: SearchMode = "hybrid"
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _clean(cls, v: object) -> object:
+        """The query as document text is cleaned (``normalize_text``), before pydantic's own string
+        check (which refuses lone surrogates, and whose error echoing one could not be encoded); nothing
+        left → 422."""
+        if not isinstance(v, str):
+            return v
+        cleaned = normalize_text(v)
+        if not has_visible_text(cleaned):
+            raise ValueError("query has no searchable text once control characters and whitespace are removed")
+        return cleaned
 
 
 class SearchHit(BaseModel):
@@ -100,10 +121,16 @@ class SearchHit(BaseModel):
     filename: str
     chunk_index: int
     content: str
-    score: float
+    page: int | None = Field(description="1-based PDF page of the chunk; null where unknown")
+    section: str | None = Field(description='heading path "A > B > C"; null where unknown')
+    score: float = Field(description="vector: cosine similarity (-1..1); keyword: weighted share of query terms "
+                                     "found, +1 for a whole-phrase match (0..2); hybrid: RRF score (0..2/(k+1))")
+    sources: dict[str, int] = Field(description='1-based rank in each list that held the chunk, e.g. '
+                                                '{"vector": 3, "keyword": 1}')
 
 
 class SearchResponse(BaseModel):
+    mode: SearchMode
     results: list[SearchHit]
 
 

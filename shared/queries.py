@@ -236,31 +236,6 @@ async def list_chunks(
     return list(rows), int(total)
 
 
-async def search(
-    conn: asyncpg.Connection, kb_id: int, embedding: np.ndarray, top_k: int, ef_search: int = 400
-) -> list[asyncpg.Record]:
-    """Top-k chunks of a KB by cosine similarity; ``embedding`` is ``(384,) float32``.
-
-    HNSW with pgvector 0.8's iterative scan, so the kb_id filter does not starve the result
-    (pgvector README, "Iterative Index Scans"). ``ef_search`` (pgvector default 40, max 1000) is
-    raised: measured here, a KB of 3 800 near-identical novel chunks hid a small document's best
-    chunk (cosine 0.51) from ef_search 40 and 100; 400 matched exact search.
-    """
-    async with conn.transaction():
-        await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        await conn.execute(f"SET LOCAL hnsw.ef_search = {max(1, min(int(ef_search), 1000))}")
-        return list(
-            await conn.fetch(
-                "SELECT * FROM (SELECT d.id AS document_id, d.filename, c.chunk_index, c.content,"
-                " 1 - (v.embedding <=> $1) AS score FROM document_vector v"
-                " JOIN document_chunk c ON c.id = v.chunk_id"
-                " JOIN document_info d ON d.id = v.document_id"
-                " WHERE v.kb_id = $2 ORDER BY v.embedding <=> $1 LIMIT $3) r ORDER BY score DESC",
-                embedding, kb_id, top_k,
-            )
-        )
-
-
 async def load_task_snapshot(conn: asyncpg.Connection, task_id: int) -> TaskSnapshot | None:
     """The task with its document's generation and status; None if the task is gone."""
     r = await conn.fetchrow(

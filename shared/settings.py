@@ -67,8 +67,17 @@ class KnowledgeSettings(CommonSettings):
     stale_waiting_s: float = Field(600.0, description="WAITING/RETRYING untouched this long → takeover")
     stale_running_s: float = Field(2700.0, description="RUNNING untouched this long → takeover")
     max_in_flight_tasks_per_user: int = 20
-    search_max_top_k: int = 50
+    search_max_top_k: int = Field(50, ge=1, le=1000, description="largest top_k a search may ask for")
     search_ef_search: int = Field(400, ge=1, le=1000, description="HNSW ef_search for search queries")
+    search_candidate_depth: int = Field(50, ge=1, le=1000, description="hybrid: items taken from each list for RRF")
+    search_rrf_k: int = Field(60, ge=1, description="hybrid: RRF constant k (Cormack et al. 2009)")
+    search_exact_max_chunks: int = Field(
+        40_000, ge=0, description="KBs with at most this many vectors are searched exactly (no HNSW)"
+    )
+    search_keyword_budget: int = Field(
+        2000, ge=1, description="keyword: candidates are chunks holding the rarest query terms, about this many rows"
+    )
+    search_keyword_max_candidates: int = Field(5000, ge=1, description="keyword: hard cap on chunks scored per query")
     in_flight_retry_after_s: int = Field(30, ge=1, description="Retry-After of a 429 (in-flight cap), seconds")
 
 

@@ -1,0 +1,118 @@
+"""Issue 9: the search SQL (shared.retrieval) on the real database: exact and HNSW vector search
+agree, keyword search finds identifiers, CJK and accented text, and hybrid reports both ranks."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import numpy as np
+import pytest
+
+from shared import queries
+from shared.retrieval import Mode, SearchParams, keyword_ranking, search, vector_ranking
+
+DIM = 384
+
+
+async def _kb(conn: asyncpg.Connection) -> int:
+    user_id = await queries.create_user(conn, f"it-{uuid.uuid4().hex}")
+    return int((await queries.create_kb(conn, user_id, "kb", "all-MiniLM-L6-v2", DIM))["kb_id"])
+
+
+async def _doc(conn: asyncpg.Connection, kb_id: int, texts: list[str], vecs: np.ndarray,
+               page: int | None = None, section: str | None = None) -> list[int]:
+    """One document holding ``texts`` as chunks (with ``vecs``); returns the chunk ids."""
+    user_id = await conn.fetchval("SELECT user_id FROM knowledge_base WHERE id = $1", kb_id)
+    doc_id = await conn.fetchval(
+        "INSERT INTO document_info (kb_id, user_id, filename, size_bytes, sha256, object_key, status, chunk_count)"
+        " VALUES ($1, $2, 'd.txt', 1, '0', $3, 'INDEXED', $4) RETURNING id",
+        kb_id, user_id, f"k/{uuid.uuid4()}", len(texts),
+    )
+    ids = []
+    for i, (text, vec) in enumerate(zip(texts, vecs, strict=True)):
+        cid = await conn.fetchval(
+            "INSERT INTO document_chunk (document_id, chunk_index, content, token_count, page, section)"
+            " VALUES ($1, $2, $3, 1, $4, $5) RETURNING id", doc_id, i, text, page, section,
+        )
+        await conn.execute("INSERT INTO document_vector VALUES ($1, $2, $3, $4)", cid, doc_id, kb_id, vec)
+        ids.append(cid)
+    return ids
+
+
+def _unit(n: int, seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    out: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out
+
+
+async def test_exact_and_hnsw_vector_search_agree_on_a_small_kb(db: asyncpg.Connection) -> None:
+    kb = await _kb(db)
+    vecs = _unit(60, 1)
+    ids = await _doc(db, kb, [f"text {i}" for i in range(60)], vecs)
+    q = vecs[7] + 0.1 * _unit(1, 2)[0]
+    truth = [ids[int(i)] for i in np.argsort(-(vecs @ (q / np.linalg.norm(q))))[:10]]
+    async with db.transaction():
+        exact = await vector_ranking(db, kb, q, 10, SearchParams(exact_max_chunks=1000))
+    async with db.transaction():
+        hnsw = await vector_ranking(db, kb, q, 10, SearchParams(exact_max_chunks=0, ef_search=400))
+    assert [cid for cid, _ in exact] == truth
+    assert set(cid for cid, _ in hnsw) == set(truth)
+    assert exact[0][1] == pytest.approx(float(vecs[7] @ q / np.linalg.norm(q)), abs=1e-4)
+
+
+async def test_keyword_finds_identifiers_cjk_and_accents(db: asyncpg.Connection) -> None:
+    kb = await _kb(db)
+    other = await _kb(db)
+    texts = [
+        "the harbour ferry leaves at noon every day",
+        "error code XK-4471 means the pump lost pressure",
+        "人人生而自由，在尊严和权利上一律平等。",
+        "Le café crème était délicieux à Paris",
+        "chaos marker 7 saffron basalt harbor orchard willow cd32d136",
+    ]
+    ids = await _doc(db, kb, texts, _unit(len(texts), 3), page=4, section="A > B")
+    await _doc(db, other, ["error code XK-4471 in another KB"], _unit(1, 4))
+    p = SearchParams()
+
+    async def top(q: str) -> int:
+        return (await keyword_ranking(db, kb, q, 5, p))[0][0]
+
+    assert await top("XK-4471") == ids[1]
+    assert await top("4471") == ids[1]
+    assert await top("what does cd32d136 mean") == ids[4]
+    assert await top("自由") == ids[2]
+    assert await top("尊严") == ids[2]
+    assert await top("cafe creme") == ids[3]
+    assert await top("café") == ids[3]
+    got = await keyword_ranking(db, kb, "XK-4471", 5, p)
+    assert [cid for cid, _ in got] == [ids[1]]  # the other KB's chunk is not returned
+    assert 1.0 < got[0][1] <= 2.0  # all terms (1) + the whole query as a phrase (1)
+    assert await keyword_ranking(db, kb, "nothing here matches", 5, p) == []
+    assert await keyword_ranking(db, kb, "!!!", 5, p) == []
+
+
+async def test_hybrid_reports_both_ranks_page_and_section(db: asyncpg.Connection) -> None:
+    kb = await _kb(db)
+    vecs = _unit(3, 5)
+    ids = await _doc(db, kb, ["alpha beta", "gamma delta PN-88A1", "epsilon"], vecs, page=2, section="Intro")
+    hits = await search(db, kb, Mode.HYBRID, "PN-88A1", vecs[1], 3, SearchParams())
+    assert hits[0].chunk_id == ids[1]
+    assert hits[0].sources == {"vector": 1, "keyword": 1}
+    assert hits[0].score == pytest.approx(2 / 61)
+    assert (hits[0].page, hits[0].section) == (2, "Intro")
+    assert all(h.sources.keys() == {"vector"} for h in hits[1:])
+    only_kw = await search(db, kb, Mode.KEYWORD, "gamma", None, 3, SearchParams())
+    assert [(h.chunk_id, h.sources) for h in only_kw] == [(ids[1], {"keyword": 1})]
+    with pytest.raises(ValueError):
+        await search(db, kb, Mode.VECTOR, "x", None, 3, SearchParams())
+
+
+async def test_hybrid_through_a_pool_runs_both_lists_and_agrees(db: asyncpg.Connection, pool: asyncpg.Pool) -> None:
+    kb = await _kb(db)
+    vecs = _unit(4, 6)
+    ids = await _doc(db, kb, ["alpha", "beta ZX-9", "gamma", "delta"], vecs)
+    one = await search(db, kb, Mode.HYBRID, "ZX-9", vecs[2], 4, SearchParams())
+    two = await search(pool, kb, Mode.HYBRID, "ZX-9", vecs[2], 4, SearchParams())
+    assert [(h.chunk_id, h.sources) for h in one] == [(h.chunk_id, h.sources) for h in two]
+    assert {h.chunk_id: h.sources for h in two}[ids[1]]["keyword"] == 1
