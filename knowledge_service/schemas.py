@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from task_service.pipeline.normalize import has_visible_text, normalize_text
+from shared.normalize import has_visible_text, normalize_text
 
 
 class _Strict(BaseModel):

@@ -22,8 +22,8 @@ RUNS = {"unstructured": 1}
 
 
 def _decoded(data: bytes) -> str:
+    from shared.normalize import sanitize
     from task_service.pipeline.decode import decode_text
-    from task_service.pipeline.normalize import sanitize
 
     return sanitize(decode_text(data))
 

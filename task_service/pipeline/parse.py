@@ -35,18 +35,18 @@ from pathlib import PurePosixPath
 from typing import Literal
 
 from shared.errors import NoTextError, UnsupportedTypeError
+from shared.normalize import (
+    has_visible_text,
+    normalize_text,
+    reflow_plain_text,
+    sanitize,
+)
 from task_service.pipeline.decode import decode, sniff_html_charset
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.html import extract_html
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
 from task_service.pipeline.markdown import extract_markdown
-from task_service.pipeline.normalize import (
-    has_visible_text,
-    normalize_text,
-    reflow_plain_text,
-    sanitize,
-)
 from task_service.pipeline.pdf import extract_pdf
 
 __all__ = ["SUPPORTED_EXTENSIONS", "document_kind", "ensure_parsers_ready", "parse_document", "parse_text"]

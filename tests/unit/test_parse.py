@@ -23,8 +23,8 @@ from shared.errors import (
     UndecodableTextError,
     UnsupportedTypeError,
 )
+from shared.normalize import normalize_text, reflow_plain_text
 from task_service.pipeline.decode import decode_text, sniff_html_charset
-from task_service.pipeline.normalize import normalize_text, reflow_plain_text
 from task_service.pipeline.parse import document_kind, ensure_parsers_ready, parse_text
 
 CORPUS = Path(__file__).parents[3] / "shared" / "corpus"
