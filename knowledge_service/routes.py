@@ -218,7 +218,11 @@ async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: User
     """Vector, keyword or hybrid (default) search; scores per mode in :mod:`shared.retrieval`."""
     s = res.settings
     if body.top_k > s.search_max_top_k:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, f"top_k must be at most {s.search_max_top_k}")
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, [{  # FastAPI's validation-error shape
+            "type": "less_than_equal", "loc": ["body", "top_k"], "input": body.top_k,
+            "msg": f"top_k must be at most {s.search_max_top_k} (SEARCH_MAX_TOP_K)",
+            "ctx": {"le": s.search_max_top_k},
+        }])
     await _owned_kb(res, user_id, kb_id)
     mode = retrieval.Mode(body.mode)
     vector = None if mode is retrieval.Mode.KEYWORD else (await res.embedder.embed([body.query]))[0]
