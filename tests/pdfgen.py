@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import zlib
 
-_PAGE = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R /Resources"
-         b" << /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >> >>")
+#: A Letter page whose content stream is object %d; Helvetica as F1.
+PAGE = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R /Resources"
+        b" << /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >> >>")
 
 
 def text_page(*lines: str) -> bytes:
@@ -21,8 +22,13 @@ def pdf_pages(streams: list[bytes]) -> bytes:
                f"<< /Type /Pages /Kids [{' '.join(f'{3 + 2 * i} 0 R' for i in range(n))}] /Count {n} >>".encode()]
     for i, stream in enumerate(streams):
         packed = zlib.compress(stream)
-        objects.append(_PAGE % (4 + 2 * i))
+        objects.append(PAGE % (4 + 2 * i))
         objects.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream")
+    return assemble(objects)
+
+
+def assemble(objects: list[bytes]) -> bytes:
+    """A PDF file of ``objects`` (numbered from 1; object 1 is the catalog) with its xref table."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, 1):

@@ -264,3 +264,14 @@ def skips(dsn: str, document_id: int) -> list[str]:
 def chunk_ids(dsn: str, document_id: int) -> list[int]:
     return [r["id"] for r in sql(dsn, "SELECT id FROM document_chunk WHERE document_id = $1 ORDER BY chunk_index",
                                  document_id)]
+
+
+def assert_one_chunk_set(api: Api, dsn: str, document_id: int) -> list[int]:
+    """Assert the document is INDEXED with exactly one chunk set (indexes 0..n-1, one vector each); its chunk ids."""
+    doc = api.document(document_id)
+    assert (doc["status"], doc["task"]["status"]) == ("INDEXED", "SUCCESS"), (doc["error_message"], doc["task"])
+    idx = [r["chunk_index"] for r in sql(dsn, "SELECT chunk_index FROM document_chunk WHERE document_id = $1"
+                                              " ORDER BY chunk_index", document_id)]
+    assert idx == list(range(doc["chunk_count"])) and idx
+    assert sql_value(dsn, "SELECT count(*) FROM document_vector WHERE document_id = $1", document_id) == len(idx)
+    return chunk_ids(dsn, document_id)

@@ -35,6 +35,7 @@ from tests.support import (
     VHOST,
     Api,
     Proc,
+    assert_one_chunk_set,
     chunk_ids,
     consumers,
     embedding_runs,
@@ -97,15 +98,6 @@ def _task(dsn: str, document_id: int) -> dict[str, Any]:
 def _stopped(p: Proc) -> None:
     poll(lambda: process_state(p.pid) == "T", timeout=120, what=f"{p.name} stopped at its fault point")
 
-
-def _assert_one_chunk_set(api: Api, dsn: str, document_id: int) -> list[int]:
-    doc = api.document(document_id)
-    assert (doc["status"], doc["task"]["status"]) == ("INDEXED", "SUCCESS"), (doc["error_message"], doc["task"])
-    idx = [r["chunk_index"] for r in sql(dsn, "SELECT chunk_index FROM document_chunk WHERE document_id = $1"
-                                              " ORDER BY chunk_index", document_id)]
-    assert idx == list(range(doc["chunk_count"])) and idx
-    assert sql_value(dsn, "SELECT count(*) FROM document_vector WHERE document_id = $1", document_id) == len(idx)
-    return chunk_ids(dsn, document_id)
 
 
 def _rows_left(dsn: str, document_id: int) -> dict[str, int]:
@@ -217,7 +209,7 @@ def test_sigkilled_worker_is_timed_out_by_the_scanner_then_retry_succeeds(
     _start(workers, **FAST)
     final = api.wait_terminal(doc_id, timeout=120)
     assert final["status"] == "INDEXED", (final["error_message"], final["task"])
-    _assert_one_chunk_set(api, dsn, doc_id)
+    assert_one_chunk_set(api, dsn, doc_id)
     task = _task(dsn, doc_id)
     assert task["generation"] == 2 and task["retry_count"] == 1 and task["status"] == "SUCCESS"
     # The killed run's message (generation 1) came back from the broker and was skipped as stale.
@@ -334,7 +326,7 @@ def test_message_crashing_every_worker_hits_the_delivery_limit_then_replays(
     assert replayed == {"replayed": True, "task_id": task_id, "generation": 2}, replayed
     final = api.wait_terminal(doc_id, timeout=120)
     assert final["status"] == "INDEXED", (final["error_message"], final["task"])
-    _assert_one_chunk_set(api, dsn, doc_id)
+    assert_one_chunk_set(api, dsn, doc_id)
     task = _task(dsn, doc_id)
     assert task["generation"] == 2 and task["attempt"] == crashes + 1 and task["status"] == "SUCCESS", task
     assert sql_value(dsn, "SELECT replayed_at IS NOT NULL FROM dead_letter WHERE id = $1", rows[0]["id"])
@@ -383,7 +375,7 @@ def test_connection_closed_from_the_management_api_resubscribes(
     final = api.wait_terminal(doc["document_id"], timeout=120)
     _timing("  upload after reconnect -> INDEXED", time.monotonic() - uploaded)
     assert final["status"] == "INDEXED", (final["error_message"], final["task"])
-    _assert_one_chunk_set(api, dsn, doc["document_id"])
+    assert_one_chunk_set(api, dsn, doc["document_id"])
     assert w.alive() and w.pid == pid
 
 
@@ -429,7 +421,7 @@ def test_delete_while_embedding_leaves_nothing_behind(
     assert again["document_id"] != doc_id
     final = api.wait_terminal(again["document_id"], timeout=120)
     assert final["status"] == "INDEXED", (final["error_message"], final["task"])
-    _assert_one_chunk_set(api, dsn, again["document_id"])
+    assert_one_chunk_set(api, dsn, again["document_id"])
     left = _rows_left(dsn, doc_id)
     assert left == dict.fromkeys(left, 0), left
 

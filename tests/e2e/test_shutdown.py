@@ -27,7 +27,16 @@ import pytest
 
 from tests.e2e.conftest import WorkerFactory
 from tests.e2e.test_hostile_files import _sandbox_children
-from tests.support import FAST, Api, Proc, chunk_ids, embedding_runs, poll, process_state, sql, sql_value
+from tests.support import (
+    FAST,
+    Api,
+    Proc,
+    assert_one_chunk_set,
+    embedding_runs,
+    poll,
+    process_state,
+    sql,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -93,15 +102,6 @@ def _task(dsn: str, document_id: int) -> dict[str, Any]:
     return sql(dsn, "SELECT * FROM index_task WHERE document_id = $1", document_id)[0]
 
 
-def _assert_one_chunk_set(api: Api, dsn: str, document_id: int) -> list[int]:
-    doc = api.document(document_id)
-    assert (doc["status"], doc["task"]["status"]) == ("INDEXED", "SUCCESS"), (doc["error_message"], doc["task"])
-    idx = [r["chunk_index"] for r in sql(dsn, "SELECT chunk_index FROM document_chunk WHERE document_id = $1"
-                                              " ORDER BY chunk_index", document_id)]
-    assert idx == list(range(doc["chunk_count"])) and idx
-    assert sql_value(dsn, "SELECT count(*) FROM document_vector WHERE document_id = $1", document_id) == len(idx)
-    return chunk_ids(dsn, document_id)
-
 
 def long_word_text(lines: int = 20_000, seed: int = 3) -> bytes:
     """≈40 MB of UTF-8: lines of 8 words of 120 random Cyrillic letters (each word is one [UNK])."""
@@ -143,7 +143,7 @@ def test_sigterm_mid_chunking(api: Api, workers: WorkerFactory, services_env: di
 
     workers(**env)
     api.wait_terminal(doc["document_id"], timeout=600)
-    _assert_one_chunk_set(api, dsn, doc["document_id"])
+    assert_one_chunk_set(api, dsn, doc["document_id"])
     assert _task(dsn, doc["document_id"])["attempt"] == 2
     assert embedding_runs(dsn, doc["document_id"]) == 1
 
@@ -166,6 +166,6 @@ def test_sigterm_mid_embedding(api: Api, workers: WorkerFactory, services_env: d
 
     workers(**FAST)
     api.wait_terminal(doc["document_id"], timeout=600)
-    _assert_one_chunk_set(api, dsn, doc["document_id"])
+    assert_one_chunk_set(api, dsn, doc["document_id"])
     assert _task(dsn, doc["document_id"])["attempt"] == 2
     assert embedding_runs(dsn, doc["document_id"]) == 2  # the abandoned run's and the one that committed

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import re
 
-from tests.fidelity import Sample
+from tests.fidelity import Sample, html_corpus
 
 _MARK = re.compile(r"(?<![&;\w])[A-Z0-9]+MARK\b")
 # Link targets are kept after the link text.
@@ -120,13 +120,7 @@ On Windows WINDOWSMARK.
 
 Use it USAGEMARK.
 """
-SECTIONS = {
-    "GUIDEINTROMARK": "Guide",
-    "INSTALLMARK": "Guide > Install",
-    "LINUXMARK": "Guide > Install > Linux",
-    "WINDOWSMARK": "Guide > Install > Windows",
-    "USAGEMARK": "Guide > Usage",
-}
+SECTIONS = html_corpus.SECTIONS  # the same outline, written in Markdown
 
 _FRONT_MATTER = """---
 title: Front matter FRONTMATTERMARK

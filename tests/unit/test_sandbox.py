@@ -36,6 +36,7 @@ from task_service.pipeline.sandbox import (
     SandboxLimits,
     parser_from_settings,
 )
+from tests.pdfgen import PAGE, assemble
 from tests.support import process_state
 
 CORPUS = Path(__file__).parents[3] / "shared" / "corpus"
@@ -124,19 +125,8 @@ def pdf(stream: bytes, *, pages: int = 1, flate: bool = True) -> bytes:
         f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
         b"<< /Length %d%s >>\nstream\n" % (len(stream), filt) + stream + b"\nendstream",
     ]
-    page = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R /Resources"
-            b" << /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >> >>")
-    objects += [page] * pages
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+    objects += [PAGE % 3] * pages
+    return assemble(objects)
 
 
 def huge_flate_pdf(inflated_mib: int = 1536) -> bytes:
