@@ -8,8 +8,10 @@ from collections.abc import AsyncIterator
 
 import redis.asyncio as aioredis
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 
 from knowledge_service.deps import Resources
+from knowledge_service.errors_http import validation_error
 from knowledge_service.routes import health, router
 from shared import amqp
 from shared.db import create_pool
@@ -63,6 +65,7 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
                 await close()
 
     app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan)
+    app.add_exception_handler(RequestValidationError, validation_error)
     app.include_router(router)
     app.include_router(health)
     return app

@@ -213,7 +213,8 @@ def test_object_store_down_during_download_then_manual_retry(
         _services("up", private_s3)
         r = api.http.post(f"/api/v1/tasks/{doc['task_id']}/retry")
         assert r.status_code == 202, r.text
-        assert r.json()["status"] == "RETRYING" and r.json()["generation"] == 2
+        # The task as read after the publish: an idle worker may already have claimed it.
+        assert r.json()["status"] in ("RETRYING", "RUNNING", "SUCCESS") and r.json()["generation"] == 2
         d = api.wait_terminal(doc["document_id"], timeout=120)
         assert d["status"] == "INDEXED" and d["task"]["retry_count"] == 1
     finally:

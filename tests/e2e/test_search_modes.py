@@ -87,3 +87,18 @@ def test_bad_queries_are_answered_clearly(api: Api) -> None:
     r = api.http.post(url, json={"query": "x", "top_k": 51})  # search_max_top_k defaults to 50
     assert r.status_code == 422 and "at most 50" in r.text
     assert api.http.post(url, json={"query": "x", "top_k": 50, "mode": "keyword"}).status_code == 200
+
+
+def test_validation_errors_echoing_a_lone_surrogate_are_422(api: Api) -> None:
+    """The 422 handler echoes the input; a JSON ``"\\ud800"`` made it fail with a 500."""
+    kb = api.create_kb("surrogates")
+    json_type = {"Content-Type": "application/json"}
+    for url, body in (
+        (f"/api/v1/knowledge-bases/{kb}/search", b'{"query": "\\ud800"}'),
+        (f"/api/v1/knowledge-bases/{kb}/search", b'{"query": "x", "mode": "\\ud800"}'),
+        ("/api/v1/knowledge-bases", b'{"name": "\\ud800"}'),
+        ("/api/v1/knowledge-bases", b'{"name": "x", "\\ud800": 1}'),
+    ):
+        r = api.http.post(url, content=body, headers=json_type)
+        assert r.status_code == 422, (body, r.status_code, r.text)
+        assert isinstance(r.json()["detail"], list)

@@ -1,0 +1,36 @@
+"""HTTP error responses the framework would otherwise get wrong.
+
+FastAPI's default 422 handler echoes the offending input (``jsonable_encoder(exc.errors())``);
+a JSON string may legally hold a lone surrogate (``"\\ud800"``), which UTF-8 cannot encode, so
+that handler itself raised and the client got a 500. This one returns the same shape with
+every string made encodable (lone surrogates become U+FFFD).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(value: Any) -> Any:
+    """``value`` (JSON-like: dicts, lists, strings...) with lone surrogates replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {encodable(k): encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [encodable(v) for v in value]
+    return value
+
+
+async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """422 ``{"detail": [...]}`` as FastAPI writes it, safe for any input."""
+    assert isinstance(exc, RequestValidationError)
+    return JSONResponse(status_code=422, content={"detail": encodable(jsonable_encoder(exc.errors()))})
