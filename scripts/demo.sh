@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${VENV:-.venv}/bin/python
-set -a; [ -f .env ] && . ./.env; set +a
+# shellcheck source=scripts/dotenv.sh
+. scripts/dotenv.sh  # the environment wins over .env, as in services.sh and the services
+if [[ -f .env ]]; then load_dotenv .env; fi
 PORT=${KS_PORT:-8000}
 URL="http://127.0.0.1:${PORT}"
 RUN=${RAG_DATA_DIR:-.data}/run

@@ -23,19 +23,8 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$SCRIPT_DIR")
 cd "$REPO"
 
-# Source .env (set -a), but like pydantic-settings let the environment win over the file:
-# `S3_SECRET_KEY=x scripts/services.sh up` must use x even when .env defines another one.
-load_dotenv() {
-    local name kv saved=()
-    while IFS= read -r name; do
-        if [[ -n "${!name+x}" ]]; then saved+=("$name=${!name}"); fi
-    done < <(sed -nE 's/^[[:space:]]*(export[[:space:]]+)?([A-Za-z_][A-Za-z0-9_]*)=.*/\2/p' "$1")
-    set -a
-    # shellcheck disable=SC1090
-    . "$1"
-    set +a
-    for kv in "${saved[@]}"; do export "${kv%%=*}=${kv#*=}"; done
-}
+# shellcheck source=scripts/dotenv.sh
+. "$REPO/scripts/dotenv.sh"
 if [[ -f "$REPO/.env" ]]; then load_dotenv "$REPO/.env"; fi
 
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
