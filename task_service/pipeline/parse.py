@@ -108,11 +108,14 @@ def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIM
     too much PDF text), a DOCX part's XML exceeds the parser's nesting/text-node limits, or
     HTML/Markdown nests elements deeper than ``html.MAX_DEPTH``.
     """
-    parsed = _read(document_kind(filename), data, limits)
+    kind = document_kind(filename)
+    parsed = _read(kind, data, limits)
+    # The plain-text reader normalizes before it reflows (the reflow needs clean lines): not twice.
+    clean = str if kind == "txt" else normalize_text
     blocks = tuple(
         Block(text, block.section, block.page)
         for block in parsed.blocks
-        if has_visible_text(text := normalize_text(block.text))
+        if has_visible_text(text := clean(block.text))
     )
     if not blocks:
         raise NoTextError()
