@@ -102,8 +102,8 @@ async def _receive(request: Request, res: Res, kb_id: int) -> service.StoredObje
              openapi_extra=upload.OPENAPI_BODY, responses=upload.OPENAPI_ERRORS)
 async def upload_document(kb_id: Id, request: Request, res: Res, user_id: UserId) -> schemas.UploadAccepted:
     """Multipart ``file``: typed by content (pdf, docx, html, md, txt), streamed to storage."""
-    await _owned_kb(res, user_id, kb_id)
-    await service.check_in_flight(res, user_id)
+    if not await service.check_upload(res, user_id, kb_id):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
     obj = await _receive(request, res, kb_id)
     msg = await service.create_document(res, user_id=user_id, kb_id=kb_id, obj=obj)
     return schemas.UploadAccepted(

@@ -6,6 +6,7 @@ fast path; if that publish fails the outbox relay publishes later, so nothing is
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -81,6 +82,17 @@ async def check_in_flight(res: Resources, user_id: int, task_id: int | None = No
             raise _in_flight_error(res, close_connection=True)
 
 
+async def check_upload(res: Resources, user_id: int, kb_id: int) -> bool:
+    """Before an upload body is read, in one round trip: False if the KB is not the user's;
+    429 (:class:`InFlightLimitError`) if the user is at the in-flight cap (checked again, for
+    real, in the transaction that creates the work)."""
+    async with res.pool.acquire() as conn:
+        owned, in_flight = await queries.kb_owned_and_in_flight(conn, user_id, kb_id)
+    if owned and in_flight >= res.settings.max_in_flight_tasks_per_user:
+        raise _in_flight_error(res, close_connection=True)
+    return owned
+
+
 async def discard_object(res: Resources, key: str) -> None:
     """Best-effort removal of an object no row refers to (a refused or failed upload)."""
     try:
@@ -89,8 +101,24 @@ async def discard_object(res: Resources, key: str) -> None:
         log.warning("orphan object not removed from storage", extra={"object_key": key})
 
 
+#: Outbox marks in flight (a reference keeps each task alive until it ends).
+_marking: set[asyncio.Task[None]] = set()
+
+
+async def _mark_published(res: Resources, outbox_id: int) -> None:
+    try:
+        async with res.pool.acquire() as conn:
+            await queries.mark_published(conn, outbox_id)
+    except Exception as exc:  # the relay publishes the row again: a duplicate the worker skips
+        log.warning("outbox row not marked published", extra={"outbox_id": outbox_id, "error": str(exc)})
+
+
 async def publish_now(res: Resources, msg: IndexMessage, row: OutboxRow) -> bool:
-    """Fast path after commit: publish with confirm, then mark the outbox row published."""
+    """Fast path after commit: publish with confirm, then mark the outbox row published.
+
+    The mark runs in the background, off the request's latency (one round trip): if it is
+    lost (crash, database down), the relay publishes the row again after ``relay_grace_s`` and
+    the worker skips the duplicate (fenced by generation and claim)."""
     if res.publisher is None:
         log.warning("no broker connection; the outbox relay will publish")
         return False
@@ -100,8 +128,9 @@ async def publish_now(res: Resources, msg: IndexMessage, row: OutboxRow) -> bool
     except BrokerUnavailableError as exc:
         log.warning("inline publish failed; the outbox relay will publish", extra={"error": str(exc)})
         return False
-    async with res.pool.acquire() as conn:
-        await queries.mark_published(conn, row.id)
+    task = asyncio.create_task(_mark_published(res, row.id))
+    _marking.add(task)
+    task.add_done_callback(_marking.discard)
     return True
 
 

@@ -123,6 +123,17 @@ async def kb_owned(conn: asyncpg.Connection, user_id: int, kb_id: int) -> bool:
     )
 
 
+async def kb_owned_and_in_flight(conn: asyncpg.Connection, user_id: int, kb_id: int) -> tuple[bool, int]:
+    """(the KB is the user's, the user's WAITING/RETRYING/RUNNING task count) in one round trip."""
+    row = await conn.fetchrow(
+        "SELECT EXISTS (SELECT 1 FROM knowledge_base WHERE id = $1 AND user_id = $2) AS owned,"
+        " (SELECT count(*) FROM index_task WHERE user_id = $2"
+        " AND status IN ('WAITING','RETRYING','RUNNING')) AS in_flight",
+        kb_id, user_id,
+    )
+    return bool(row["owned"]), int(row["in_flight"])
+
+
 # ------------------------------------------------------------------ documents and tasks (API)
 
 
