@@ -107,6 +107,7 @@ async def run(settings: WorkerSettings) -> None:
         for t in background:
             t.cancel()
         parser.close()  # kills the sandbox child, even one still working for an abandoned task
+        await handler.flush()  # delivery_skip rows still being written
         await _close(pool.close(), "database pool", on_timeout=pool.terminate)
         await _close(redis.aclose(), "redis")
         close = getattr(embedder, "aclose", None)

@@ -48,6 +48,8 @@ from task_service.pipeline.extract import Extraction
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+#: delivery_skip rows written in the background at once, at most (then a skip waits for one).
+MAX_PENDING_SKIPS = 32
 
 
 class Outcome(StrEnum):
@@ -96,6 +98,7 @@ class IndexHandler:
         self._embedder = embedder
         self._parse = parse
         self.worker_name = worker_name
+        self._pending: set[asyncio.Task[None]] = set()  # delivery_skip rows being written
 
     # -------------------------------------------------------------- plumbing
 
@@ -112,12 +115,29 @@ class IndexHandler:
         raise AssertionError("unreachable")
 
     async def _skip(self, reason: str, msg: IndexMessage) -> Outcome:
+        """Ack; the ``delivery_skip`` row is written in the background (off the ack's path: a
+        worker draining a backlog of duplicates acks at once and writes while the next arrives);
+        at most :data:`MAX_PENDING_SKIPS` rows wait at once, and :meth:`flush` waits for them."""
         log.info("delivery skipped", extra={"reason": reason})
-        try:
-            await self._db(queries.record_skip, reason, msg.task_id, msg.document_id, msg.generation, self.worker_name)
-        except TransientError:
-            log.warning("could not record skip")
+        while len(self._pending) >= MAX_PENDING_SKIPS:
+            await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
+        task = asyncio.create_task(self._record_skip(reason, msg))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
         return Outcome.ACK
+
+    async def _record_skip(self, reason: str, msg: IndexMessage) -> None:
+        with bind(task_id=msg.task_id, document_id=msg.document_id, generation=msg.generation):
+            try:
+                await self._db(queries.record_skip, reason, msg.task_id, msg.document_id, msg.generation,
+                               self.worker_name)
+            except TransientError:
+                log.warning("could not record skip")
+
+    async def flush(self, timeout_s: float = 3.0) -> None:
+        """Wait up to ``timeout_s`` seconds for the skip rows still being written."""
+        if self._pending:
+            await asyncio.wait(set(self._pending), timeout=timeout_s)
 
     # -------------------------------------------------------------- entry
 
@@ -129,6 +149,9 @@ class IndexHandler:
             log.error("invalid message rejected", extra={"error": str(exc)[:500]})
             return Outcome.REJECT
         with bind(task_id=msg.task_id, document_id=msg.document_id, generation=msg.generation):
+            early = await self._skip_without_lock(msg)
+            if early is not None:
+                return early
             lock = DocumentLock(self._redis, msg.document_id, self._s.lock_ttl_s)
             try:
                 acquired = await lock.acquire()
@@ -147,6 +170,18 @@ class IndexHandler:
                 return Outcome.DELAY
             finally:
                 await lock.release()
+
+    async def _skip_without_lock(self, msg: IndexMessage) -> Outcome | None:
+        """A delivery the database already says to skip (its task succeeded or failed for good,
+        its generation moved on, the task is gone) is acked without taking the document lock:
+        a skip writes nothing but its record, so the lock would save no work. None: take the
+        lock and decide again (claimable, rejectable, or the database is unreachable)."""
+        try:
+            snap = await self._db(queries.load_task_snapshot, msg.task_id)
+        except TransientError:
+            return None
+        decision = decide_claim(msg, snap)
+        return await self._skip(decision.reason, msg) if isinstance(decision, Skip) else None
 
     async def _locked(self, msg: IndexMessage, lock: DocumentLock) -> Outcome:
         snap = await self._db(queries.load_task_snapshot, msg.task_id)
