@@ -240,3 +240,34 @@ class Stack:
                 await asyncio.sleep(0.1)
         finally:
             await conn.close()
+
+
+async def upload_all(http: httpx.AsyncClient, kb_id: int, files: Sequence[tuple[str, bytes]]) -> list[int]:
+    """Upload ``(name, bytes)`` files one after the other; their document ids (202 expected)."""
+    ids = []
+    for name, data in files:
+        r = await http.post(f"/api/v1/knowledge-bases/{kb_id}/documents", files={"file": (name, data)},
+                            params={"allow_duplicate": "true"})
+        if r.status_code != 202:
+            raise RuntimeError(f"upload of {name} answered {r.status_code}: {r.text[:300]}")
+        ids.append(int(r.json()["document_id"]))
+    return ids
+
+
+async def indexing_span(dsn: str, document_ids: Sequence[int]) -> tuple[float, int]:
+    """(seconds from the first claim to the last SUCCESS, chunks indexed) of these documents."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        row = await conn.fetchrow(
+            "SELECT extract(epoch FROM max(t.end_time) - min(t.start_time)) AS span,"
+            " (SELECT coalesce(sum(chunk_count), 0) FROM document_info WHERE id = ANY($1::bigint[])) AS chunks"
+            " FROM index_task t WHERE t.document_id = ANY($1::bigint[]) AND t.status = 'SUCCESS'",
+            list(document_ids))
+        return float(row["span"]), int(row["chunks"])
+    finally:
+        await conn.close()
+
+
+#: Worker settings for the indexing benches: no embedding cache (every chunk reaches the model,
+#: whatever earlier runs embedded; ignored where the cache does not exist), no scanner.
+NO_CACHE = {"embedding_cache_max_rows": "0"}
