@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import signal
 import statistics
 import time
 from collections.abc import Sequence
@@ -57,12 +58,19 @@ def rss_kib(pid: int) -> int:
 
 
 def children(pid: int) -> list[int]:
-    """Direct children of ``pid``."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
+    """Direct children of ``pid`` (from every process's ``stat``: a child started by any thread)."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            out.append(int(entry.name))
+    return out
 
 
 class Stack:
@@ -91,6 +99,8 @@ class Stack:
     # -------------------------------------------------------------- resources
 
     async def __aenter__(self) -> Stack:
+        # SIGTERM (make, CI) unwinds like Ctrl-C, so the processes and resources are cleaned up
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         admin = await asyncpg.connect(ADMIN_DSN)
         try:
             await admin.execute(f'DROP DATABASE IF EXISTS "{self.db}" WITH (FORCE)')
@@ -271,3 +281,37 @@ async def indexing_span(dsn: str, document_ids: Sequence[int]) -> tuple[float, i
 #: Worker settings for the indexing benches: no embedding cache (every chunk reaches the model,
 #: whatever earlier runs embedded; ignored where the cache does not exist), no scanner.
 NO_CACHE = {"embedding_cache_max_rows": "0"}
+
+
+class RssSampler:
+    """Samples the resident set of a process and all its descendants (the worker and its sandbox
+    child) every ``period_s`` seconds in a thread (~5 ms per sample); ``peak_kib`` is the largest sum seen."""
+
+    def __init__(self, pid: int, period_s: float = 0.05) -> None:
+        import threading
+
+        self.pid, self.period_s = pid, period_s
+        self.peak_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def total_kib(self) -> int:
+        todo, total = [self.pid], 0
+        while todo:
+            p = todo.pop()
+            total += rss_kib(p)
+            todo.extend(children(p))
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_kib = max(self.peak_kib, self.total_kib())
+            self._stop.wait(self.period_s)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

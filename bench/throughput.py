@@ -1,4 +1,5 @@
-"""P2 (issue 13): end-to-end indexing throughput against the model alone, in the same run.
+"""P2 and P5 (issue 13): end-to-end indexing throughput against the model alone, and the worker's
+peak memory against its idle footprint, in the same run.
 
 ``python -m bench.throughput [--smoke] [--runs N]`` (isolated stack, :mod:`bench.stack`) starts
 the API and one worker (default settings: local all-MiniLM-L6-v2, sandboxed parsing, batch
@@ -12,8 +13,16 @@ the API and one worker (default settings: local all-MiniLM-L6-v2, sandboxed pars
   same batch size, normalized, as one call; chunks/s excludes the model load.
 
 Figure: both rates, median over ``--runs`` runs (min–max), and the ratio end-to-end / raw within a
-run. Goal ≥ 0.9. Writes the ``throughput`` section of bench/RESULTS.md (``--smoke``: two small
-files, one run, print only).
+run. Goal ≥ 0.9.
+
+P5, same worker: its resident set plus its descendants' (the sandbox child) is sampled every
+50 ms from ``/proc/<pid>/status`` (VmRSS). Idle = the sum once the worker consumes, with the model
+loaded and the child warmed, before any upload. Each run's peak is taken while the corpus (its
+largest file: the novel) is indexed, and then while a generated 600-page text PDF
+(``tests.pdfgen``) is indexed alone. Goal: peak − idle ≤ 300 MB.
+
+Writes the ``throughput`` and ``memory`` sections of bench/RESULTS.md (``--smoke``: two small files
+and a 5-page PDF, one run, print only).
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,7 +41,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from bench.stack import CORPUS, NO_CACHE, ROOT, Stack, indexing_span, median_spread, upload_all
+from bench.stack import CORPUS, NO_CACHE, ROOT, RssSampler, Stack, indexing_span, median_spread, upload_all
 
 SMOKE_FILES = ("fake-text.txt", "handbook-1p.docx")
 
@@ -42,6 +52,35 @@ def corpus_files(smoke: bool) -> list[tuple[str, bytes]]:
     names = SMOKE_FILES if smoke else sorted(p.name for p in CORPUS.iterdir() if p.is_file())
     return [(n, (CORPUS / n).read_bytes()) for n in names
             if n not in ("README.md", "SOURCES.md") and (CORPUS / n).is_file()]
+
+
+def big_pdf(pages: int) -> bytes:
+    """A text PDF of ``pages`` pages, 45 lines of words each (every page different)."""
+    from tests.pdfgen import pdf_pages, text_page
+
+    words = ("index", "chunk", "vector", "worker", "queue", "fence", "token", "model", "batch", "commit")
+    return pdf_pages([text_page(*(" ".join(words[(p + i + j) % 10] + str(p) for j in range(12))
+                                  for i in range(45))) for p in range(pages)])
+
+
+def memory_report(idle: int, corpus_peaks: list[int], pdf_peaks: list[int], pages: int) -> str:
+    mb = 1024.0
+    d_corpus = [(p - idle) / mb for p in corpus_peaks]
+    d_pdf = [(p - idle) / mb for p in pdf_peaks]
+    worst = max(statistics.median(d_corpus), statistics.median(d_pdf))
+    ok = "met" if worst <= 300 else "**not met**"
+    return "\n".join([
+        "`python -m bench.throughput` (P5): resident set of the worker plus its sandbox child (VmRSS of the process "
+        "tree, sampled every 50 ms). Idle = once consuming, model loaded, child warmed, nothing uploaded; peak = "
+        f"while the corpus (largest file: the novel) is indexed, then while a generated {pages}-page text PDF is "
+        f"indexed alone. MB, median over {len(corpus_peaks)} runs (min–max).",
+        "",
+        "| idle MB | peak corpus + novel | Δ | peak 600-page PDF | Δ | goal Δ ≤ 300 MB |",
+        "|---:|---:|---:|---:|---:|---|",
+        f"| {idle / mb:.0f} | {median_spread([p / mb for p in corpus_peaks], '{:.0f}')} | "
+        f"{median_spread(d_corpus, '{:.0f}')} | {median_spread([p / mb for p in pdf_peaks], '{:.0f}')} | "
+        f"{median_spread(d_pdf, '{:.0f}')} | {ok} |",
+    ])
 
 
 def raw_encode(path: Path, batch_size: int) -> None:
@@ -105,29 +144,46 @@ async def run(smoke: bool, runs: int) -> str:
     files = corpus_files(smoke)
     e2e: list[float] = []
     raw: list[float] = []
+    corpus_peaks: list[int] = []
+    pdf_peaks: list[int] = []
+    pages = 5 if smoke else 600
+    pdf = big_pdf(pages)
     chunks = 0
     async with Stack("throughput") as stack:
         os.environ.update(stack.env)
         batch = WorkerSettings().embedding_batch_size
         url = await stack.start_api(embedding_provider="openai", max_in_flight_tasks_per_user="1000")
-        await stack.start_worker(**NO_CACHE)
+        worker = await stack.start_worker(**NO_CACHE)
+        await asyncio.sleep(2)
+        idle = RssSampler(worker.pid).total_kib()
         _, token = await stack.create_user()
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=300) as http:
             for r in range(runs):
                 kb = await stack.create_kb(http, f"run{r}")
-                ids = await upload_all(http, kb, files)
-                await stack.wait_indexed(ids)
+                with RssSampler(worker.pid) as rss:
+                    ids = await upload_all(http, kb, files)
+                    await stack.wait_indexed(ids)
+                corpus_peaks.append(rss.peak_kib)
                 span, chunks = await indexing_span(stack.dsn, ids)
                 texts = await chunk_texts(stack.dsn, ids)
                 e2e.append(chunks / span)
                 raw.append(await asyncio.to_thread(_raw_rate, texts, batch))
                 print(f"run {r + 1}: {chunks} chunks, end to end {e2e[-1]:.1f} chunks/s, raw encode {raw[-1]:.1f} "
                       f"chunks/s, ratio {e2e[-1] / raw[-1]:.2f}", flush=True)
+                with RssSampler(worker.pid) as rss:
+                    pdf_ids = await upload_all(http, kb, [(f"big-{r}.pdf", pdf)])
+                    by = await stack.wait_indexed(pdf_ids)
+                if by.get("INDEXED") != 1:
+                    raise RuntimeError(f"the {pages}-page PDF did not index: {by}")
+                pdf_peaks.append(rss.peak_kib)
+                print(f"  memory: idle {idle / 1024:.0f} MB, peak corpus {corpus_peaks[-1] / 1024:.0f} MB, "
+                      f"peak {pages}-page PDF {pdf_peaks[-1] / 1024:.0f} MB", flush=True)
                 if not smoke:  # after every run: a long bench cut short still leaves its figures (and run count)
                     from bench.report import write_section
 
                     write_section("throughput", report(len(files), chunks, batch, e2e, raw))
-    return report(len(files), chunks, batch, e2e, raw)
+                    write_section("memory", memory_report(idle, corpus_peaks, pdf_peaks, pages))
+    return report(len(files), chunks, batch, e2e, raw) + "\n\n" + memory_report(idle, corpus_peaks, pdf_peaks, pages)
 
 
 def main() -> None:
