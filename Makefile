@@ -55,14 +55,21 @@ test: services
 	$(BIN)/ruff check shared knowledge_service task_service tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+	# every benchmark in smoke mode (tiny sizes, nothing written): the harness keeps working
+	$(BIN)/python -m bench.smoke
 
 # Benchmarks: each writes its section of bench/RESULTS.md (figures as ratios or MB/s measured in one run).
+# P1-P6 of issue 13: upload (P1), throughput + memory (P2, P5), workers (P4), drain (P6).
 bench: migrate
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench.parsers
 	$(BIN)/python -m bench.chunking
 	$(BIN)/python -m bench.retrieval
 	$(BIN)/python -m bench.pipeline
+	$(BIN)/python -m bench.upload
+	$(BIN)/python -m bench.throughput
+	$(BIN)/python -m bench.workers
+	$(BIN)/python -m bench.drain
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
