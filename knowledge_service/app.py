@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 
 import redis.asyncio as aioredis
 from fastapi import FastAPI
@@ -19,6 +21,7 @@ from shared.embedding.configured import embedder_from_settings
 from shared.errors import BrokerUnavailableError, ServiceError
 from shared.migrate import migrate
 from shared.settings import KnowledgeSettings
+from shared.storage import POOL_CONNECTIONS as STORAGE_THREADS
 from shared.storage import ObjectStore
 
 log = logging.getLogger("knowledge_service")
@@ -29,6 +32,11 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Storage calls (the SDK is blocking) run in the default executor: size it like the
+        # storage connection pool, not asyncio's min(32, cores + 4) (6 here: concurrent uploads
+        # queued behind each other's PUTs)
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="knowledge-service-io"))
         await migrate(settings.database_url)
         pool = await create_pool(settings, app_name="knowledge_service")
         store = ObjectStore(settings)

@@ -29,6 +29,8 @@ def _translate(exc: Exception, what: str) -> Exception:
     return StorageUnavailableError(f"{what}: storage unavailable: {type(exc).__name__}: {exc}")
 
 
+#: Kept-alive connections to the S3 server (concurrent calls beyond it open and drop one each).
+POOL_CONNECTIONS = 64
 _MIN_PART = 5 * 1024 * 1024  # S3's smallest multipart part; below it put_object sends one PUT
 _ERRORS = (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
@@ -41,7 +43,7 @@ class ObjectStore:
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=min(5.0, timeout), read=timeout),
             retries=urllib3.Retry(total=1, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
-            maxsize=64,  # kept-alive connections per host: concurrent uploads beyond it would reconnect
+            maxsize=POOL_CONNECTIONS,
         )
         self._client = Minio(
             settings.s3_endpoint,
