@@ -524,6 +524,16 @@ async def record_skip(
     )
 
 
+async def record_skips(conn: asyncpg.Connection, rows: Sequence[tuple[str, int | None, int | None, int | None, str]]
+                       ) -> None:
+    """Several ``delivery_skip`` rows ``(reason, task_id, document_id, generation, worker)`` at once
+    (one pipelined statement)."""
+    await conn.executemany(
+        "INSERT INTO delivery_skip (reason, task_id, document_id, generation, worker) VALUES ($1, $2, $3, $4, $5)",
+        rows,
+    )
+
+
 async def commit_chunks(
     conn: asyncpg.Connection,
     *,

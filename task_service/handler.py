@@ -36,7 +36,7 @@ from shared.errors import (
     TransientError,
 )
 from shared.faults import fault_point
-from shared.fencing import Claim, Reject, Skip, SkipReason, decide_claim
+from shared.fencing import Claim, Reject, SettledTasks, Skip, SkipReason, decide_claim
 from shared.locks import DocumentLock, LockUnavailableError
 from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
@@ -49,8 +49,8 @@ from task_service.pipeline.extract import Extraction
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
-#: delivery_skip rows written in the background at once, at most (then a skip waits for one).
-MAX_PENDING_SKIPS = 32
+#: delivery_skip rows waiting for the background writer, at most (then a skip waits for it).
+MAX_PENDING_SKIPS = 1000
 
 
 class Outcome(StrEnum):
@@ -99,7 +99,9 @@ class IndexHandler:
         self._embedder = embedder
         self._parse = parse
         self.worker_name = worker_name
-        self._pending: set[asyncio.Task[None]] = set()  # delivery_skip rows being written
+        self._skip_rows: list[tuple[str, int, int, int, str]] = []  # delivery_skip rows not yet written
+        self._skip_writer: asyncio.Task[None] | None = None
+        self._settled = SettledTasks()  # what earlier snapshots proved for good
 
     # -------------------------------------------------------------- plumbing
 
@@ -116,29 +118,30 @@ class IndexHandler:
         raise AssertionError("unreachable")
 
     async def _skip(self, reason: str, msg: IndexMessage) -> Outcome:
-        """Ack; the ``delivery_skip`` row is written in the background (off the ack's path: a
-        worker draining a backlog of duplicates acks at once and writes while the next arrives);
-        at most :data:`MAX_PENDING_SKIPS` rows wait at once, and :meth:`flush` waits for them."""
+        """Ack; the ``delivery_skip`` row is written in the background, batched with the others
+        waiting (off the ack's path: a worker draining a backlog of duplicates acks at once and
+        writes many rows per round trip). Past :data:`MAX_PENDING_SKIPS` waiting rows a skip
+        waits for the writer; :meth:`flush` waits for all of them."""
         log.info("delivery skipped", extra={"reason": reason})
-        while len(self._pending) >= MAX_PENDING_SKIPS:
-            await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
-        task = asyncio.create_task(self._record_skip(reason, msg))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self._skip_rows.append((reason, msg.task_id, msg.document_id, msg.generation, self.worker_name))
+        if self._skip_writer is None or self._skip_writer.done():
+            self._skip_writer = asyncio.create_task(self._write_skips())
+        elif len(self._skip_rows) >= MAX_PENDING_SKIPS:
+            await asyncio.shield(self._skip_writer)
         return Outcome.ACK
 
-    async def _record_skip(self, reason: str, msg: IndexMessage) -> None:
-        with bind(task_id=msg.task_id, document_id=msg.document_id, generation=msg.generation):
+    async def _write_skips(self) -> None:
+        while self._skip_rows:
+            rows, self._skip_rows = self._skip_rows, []
             try:
-                await self._db(queries.record_skip, reason, msg.task_id, msg.document_id, msg.generation,
-                               self.worker_name)
+                await self._db(queries.record_skips, rows)
             except TransientError:
-                log.warning("could not record skip")
+                log.warning("could not record skips", extra={"count": len(rows)})
 
     async def flush(self, timeout_s: float = 3.0) -> None:
         """Wait up to ``timeout_s`` seconds for the skip rows still being written."""
-        if self._pending:
-            await asyncio.wait(set(self._pending), timeout=timeout_s)
+        if self._skip_writer is not None and not self._skip_writer.done():
+            await asyncio.wait({self._skip_writer}, timeout=timeout_s)
 
     # -------------------------------------------------------------- entry
 
@@ -175,12 +178,19 @@ class IndexHandler:
     async def _skip_without_lock(self, msg: IndexMessage) -> Outcome | None:
         """A delivery the database already says to skip (its task succeeded or failed for good,
         its generation moved on, the task is gone) is acked without taking the document lock:
-        a skip writes nothing but its record, so the lock would save no work. None: take the
-        lock and decide again (claimable, rejectable, or the database is unreachable)."""
+        a skip writes nothing but its record, so the lock would save no work. What a snapshot
+        proved for good (an older generation, a terminal task) answers later duplicates without
+        reading the database again (:class:`~shared.fencing.SettledTasks`). None: take the lock
+        and decide again (claimable, rejectable, or the database is unreachable)."""
+        known = self._settled.skip(msg)
+        if known is not None:
+            return await self._skip(known.reason, msg)
         try:
             snap = await self._db(queries.load_task_snapshot, msg.task_id)
         except TransientError:
             return None
+        if snap is not None:
+            self._settled.learn(snap)
         decision = decide_claim(msg, snap)
         return await self._skip(decision.reason, msg) if isinstance(decision, Skip) else None
 
