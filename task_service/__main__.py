@@ -22,8 +22,10 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import asyncpg
 import redis.asyncio as aioredis
 from aio_pika.abc import AbstractConnection
+from prometheus_client import CollectorRegistry
 
 from shared import amqp
 from shared.db import create_pool
@@ -33,8 +35,10 @@ from shared.log import configure
 from shared.migrate import migrate
 from shared.settings import WorkerSettings
 from shared.storage import ObjectStore
+from task_service import APP_ID
 from task_service.consumer import Consumer
 from task_service.handler import IndexHandler
+from task_service.metrics import WorkerMetrics, sample_forever, serve
 from task_service.pipeline.parse import ensure_parsers_ready
 from task_service.pipeline.sandbox import SandboxedParser, parser_from_settings
 from task_service.relay import relay_forever
@@ -67,9 +71,12 @@ async def run(settings: WorkerSettings) -> None:
     )
     store = ObjectStore(settings)
     await store.ensure_bucket()
+    metrics = WorkerMetrics(CollectorRegistry())
+    metrics_server = serve(metrics, settings.worker_metrics_host, settings.worker_metrics_port) \
+        if settings.worker_metrics_port else None
     handler = IndexHandler(
         settings=settings, pool=pool, redis=redis, store=store, embedder=embedder,
-        parse=parser, worker_name=name,
+        parse=parser, worker_name=name, metrics=metrics,
     )
     stop = asyncio.Event()
 
@@ -88,17 +95,11 @@ async def run(settings: WorkerSettings) -> None:
     background: list[asyncio.Task[None]] = []
 
     async def on_connected(conn: AbstractConnection) -> None:
-        """(Re)start the outbox relay and the recovery scanner on the new connection."""
+        """(Re)start the outbox relay, the recovery scanner and the metrics sampler on the new connection."""
         for t in background:
             t.cancel()
-        background.clear()
-        publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s)
-        background.append(asyncio.create_task(
-            relay_forever(pool, publisher, interval_s=settings.relay_interval_s,
-                          grace_s=settings.relay_grace_s, stop=stop)
-        ))
-        if settings.scan_interval_s > 0:
-            background.append(asyncio.create_task(scan_forever(pool, await conn.channel(), settings, stop)))
+        background[:] = await _start_background(conn, pool, settings, stop, metrics,
+                                                sample=metrics_server is not None)
 
     log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch})
     try:
@@ -106,6 +107,8 @@ async def run(settings: WorkerSettings) -> None:
     finally:
         for t in background:
             t.cancel()
+        if metrics_server is not None:
+            metrics_server.shutdown()
         parser.close()  # kills the sandbox child, even one still working for an abandoned task
         await _close(pool.close(), "database pool", on_timeout=pool.terminate)
         await _close(redis.aclose(), "redis")
@@ -113,6 +116,23 @@ async def run(settings: WorkerSettings) -> None:
         if close is not None:
             await _close(close(), "embedder")
     log.info("worker stopped")
+
+
+async def _start_background(conn: AbstractConnection, pool: asyncpg.Pool, settings: WorkerSettings,
+                            stop: asyncio.Event, metrics: WorkerMetrics, *, sample: bool) -> list[asyncio.Task[None]]:
+    """The outbox relay, the recovery scanner and (when metrics are served) the gauge sampler,
+    each on its own channel of ``conn``."""
+    publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID)
+    tasks = [asyncio.create_task(
+        relay_forever(pool, publisher, interval_s=settings.relay_interval_s,
+                      grace_s=settings.relay_grace_s, stop=stop, metrics=metrics)
+    )]
+    if settings.scan_interval_s > 0:
+        tasks.append(asyncio.create_task(scan_forever(pool, await conn.channel(), settings, stop, metrics)))
+    if sample:
+        tasks.append(asyncio.create_task(
+            sample_forever(metrics, pool, await conn.channel(), settings.worker_metrics_sample_s, stop)))
+    return tasks
 
 
 async def _close(closing: Awaitable[Any], what: str, on_timeout: Callable[[], Any] | None = None) -> None:

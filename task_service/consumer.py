@@ -26,6 +26,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMe
 from shared import amqp
 from shared.errors import BrokerUnavailableError
 from shared.settings import WorkerSettings
+from task_service import APP_ID
 from task_service.handler import IndexHandler, Outcome
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class Consumer:
     def __init__(self, settings: WorkerSettings, handler: IndexHandler, name: str) -> None:
         self._s = settings
         self._handler = handler
+        self._metrics = handler.metrics
         self._name = name
         self._delay_ms = settings.delay_ms
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -103,7 +105,7 @@ class Consumer:
             channel.close_callbacks.add(lambda *_: closed.set())
             await channel.set_qos(prefetch_count=self._s.prefetch)
             _, queue = await amqp.declare_topology(channel, delay_ms=self._delay_ms)
-            publisher = await amqp.Publisher.open(conn, self._s.amqp_publish_timeout_s)
+            publisher = await amqp.Publisher.open(conn, self._s.amqp_publish_timeout_s, app_id=APP_ID)
 
             async def on_message(message: AbstractIncomingMessage) -> None:
                 # Our own task, not aio-pika's callback task: aio-pika cancels callbacks when the
@@ -153,14 +155,17 @@ class Consumer:
     async def _process(self, message: AbstractIncomingMessage, publisher: amqp.Publisher) -> None:
         attempts = delay_attempts(message)
         if failed_deliveries(message) > amqp.DELIVERY_LIMIT:
+            self._metrics.deliveries.labels("dead_letter").inc()
             await self._dead_letter(message, publisher, "delivery_limit")
             return
         try:
             outcome = await self._handler.handle(message.body, delay_attempts=attempts)
         except Exception:
             log.exception("handler crashed; delivery returned to the queue")
+            self._metrics.deliveries.labels("requeue").inc()
             await _settle(message.nack(requeue=True))
             return
+        self._metrics.deliveries.labels(outcome.value).inc()
         if outcome is Outcome.ACK:
             await _settle(message.ack())
         elif outcome is Outcome.REJECT:
@@ -175,6 +180,7 @@ class Consumer:
         if await _dead_letter_copy(message, publisher, reason):
             await _settle(message.ack())
         else:
+            self._metrics.publish_failures.labels("dead_letter").inc()
             await _settle(message.reject(requeue=False))  # the broker dead-letters it (reason: rejected)
 
     async def _delay(self, message: AbstractIncomingMessage, publisher: amqp.Publisher, attempts: int) -> None:
@@ -189,6 +195,7 @@ class Consumer:
             )
         except BrokerUnavailableError:
             log.warning("delay re-publish failed; returning delivery to the queue")
+            self._metrics.publish_failures.labels("delay").inc()
             await _settle(message.nack(requeue=True))
             return
         await _settle(message.ack())

@@ -44,6 +44,7 @@ from shared.settings import WorkerSettings
 from shared.states import TaskStatus
 from shared.storage import ObjectStore
 from task_service.lease import run_with_lease
+from task_service.metrics import WorkerMetrics
 from task_service.pipeline.extract import Extraction
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class IndexHandler:
         embedder: Embedder,
         parse: Extractor,
         worker_name: str,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self._s = settings
         self._pool = pool
@@ -96,6 +98,7 @@ class IndexHandler:
         self._embedder = embedder
         self._parse = parse
         self.worker_name = worker_name
+        self.metrics = metrics or WorkerMetrics.unregistered()
 
     # -------------------------------------------------------------- plumbing
 
@@ -113,6 +116,7 @@ class IndexHandler:
 
     async def _skip(self, reason: str, msg: IndexMessage) -> Outcome:
         log.info("delivery skipped", extra={"reason": reason})
+        self.metrics.skipped.labels(str(reason)).inc()
         try:
             await self._db(queries.record_skip, reason, msg.task_id, msg.document_id, msg.generation, self.worker_name)
         except TransientError:
@@ -139,6 +143,7 @@ class IndexHandler:
                 if delay_attempts + 1 >= self._s.lock_retry_max_attempts:
                     return await self._skip(SkipReason.LOCK_HELD_EXHAUSTED, msg)
                 log.info("document lock held, delaying delivery", extra={"delay_attempts": delay_attempts})
+                self.metrics.lock_held_retries.inc()
                 return Outcome.DELAY
             try:
                 return await self._locked(msg, lock)
@@ -201,6 +206,8 @@ class IndexHandler:
             await self._finish(run, TaskStatus.FAILED, "internal_error", f"{type(exc).__name__}: {exc}")
             return Outcome.ACK
         log.info("task indexed", extra={"chunks": n, "seconds": round(time.monotonic() - started, 3)})
+        self.metrics.finished(TaskStatus.SUCCESS.value)
+        self.metrics.embedded_chunks.inc(n)
         await fault_point("after_commit")
         return Outcome.ACK
 
@@ -212,7 +219,9 @@ class IndexHandler:
             generation=run.msg.generation, attempt=run.attempt, status=status, error_code=code,
             error_message=message, warnings=run.warnings,
         )
-        if not ok:
+        if ok:
+            self.metrics.finished(status.value, code)
+        else:
             await self._skip(SkipReason.STALE_GENERATION, run.msg)
 
     # -------------------------------------------------------------- the pipeline
@@ -226,9 +235,12 @@ class IndexHandler:
         # The API typed the bytes at upload: a name without an allowed extension parses as that type.
 
         await fault_point("before_download")
-        data = await self._with_retries(self._store.get, object_key)
+        with self.metrics.stage("download"):
+            data = await self._with_retries(self._store.get, object_key)
         await fault_point("before_parse")
         extraction = await self._extract(data, parser_filename(filename, content_type))
+        self.metrics.observe_stage("parse", extraction.parse_s)
+        self.metrics.observe_stage("chunk", extraction.chunk_s)
         chunks = extraction.chunks
         run.warnings[:] = extraction.warnings
         # Fence before the expensive call: a stale run never reaches the model.
@@ -237,13 +249,15 @@ class IndexHandler:
         await self._db(queries.record_embedding_run, msg.task_id, msg.document_id, msg.generation,
                        run.attempt, len(chunks), self.worker_name)
         await fault_point("during_embed")
-        embeddings = await self._with_retries(self._embedder.embed, [c.content for c in chunks])
+        with self.metrics.stage("embed"):
+            embeddings = await self._with_retries(self._embedder.embed, [c.content for c in chunks])
         rows = [queries.ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
-        committed = await self._db(
-            queries.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
-            generation=msg.generation, attempt=run.attempt, chunks=rows, embeddings=embeddings,
-            warnings=extraction.warnings,
-        )
+        with self.metrics.stage("write"):
+            committed = await self._db(
+                queries.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
+                generation=msg.generation, attempt=run.attempt, chunks=rows, embeddings=embeddings,
+                warnings=extraction.warnings,
+            )
         if not committed:
             raise StaleGenerationError("fenced out at commit")
         return len(rows)
