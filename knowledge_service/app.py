@@ -9,9 +9,12 @@ from collections.abc import AsyncIterator
 import redis.asyncio as aioredis
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from prometheus_client import CollectorRegistry
 
 from knowledge_service.deps import Resources
 from knowledge_service.errors_http import validation_error
+from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
+from knowledge_service.metrics import router as metrics_router
 from knowledge_service.routes import health, router
 from shared import amqp
 from shared.db import create_pool
@@ -25,7 +28,9 @@ log = logging.getLogger("knowledge_service")
 
 
 def create_app(settings: KnowledgeSettings) -> FastAPI:
-    """Build the app; resources open in the lifespan and close when it ends."""
+    """Build the app; resources open in the lifespan and close when it ends. Each app has its own
+    metrics registry (``GET /metrics``)."""
+    metrics = ApiMetrics(CollectorRegistry())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -53,7 +58,7 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
                                                   app_id="knowledge_service")
         except BrokerUnavailableError as exc:
             log.error("broker unavailable at start-up; uploads go to the outbox", extra={"error": str(exc)})
-        app.state.resources = Resources(settings, pool, store, redis, embedder, publisher)
+        app.state.resources = Resources(settings, pool, store, redis, embedder, publisher, metrics)
         try:
             yield
         finally:
@@ -69,4 +74,6 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
     app.add_exception_handler(RequestValidationError, validation_error)
     app.include_router(router)
     app.include_router(health)
+    app.include_router(metrics_router)
+    app.add_middleware(UploadResultMiddleware, metrics=metrics)
     return app
