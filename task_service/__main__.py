@@ -20,10 +20,11 @@ import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
 import asyncpg
 import redis.asyncio as aioredis
+import typer
 from aio_pika.abc import AbstractConnection
 from prometheus_client import CollectorRegistry
 
@@ -151,7 +152,8 @@ def _exit_now() -> None:
     os._exit(1)
 
 
-def main() -> None:
+def start_worker() -> None:
+    """Build settings and run one worker until SIGTERM/SIGINT (exit 2 on invalid settings)."""
     try:
         settings = WorkerSettings()
     except ConfigurationError as exc:
@@ -166,6 +168,23 @@ def main() -> None:
     sys.stderr.flush()
     logging.shutdown()
     os._exit(0)
+
+
+def main() -> None:
+    """``python -m task_service [--metrics-port N]``; ``--help`` prints help and starts nothing."""
+    cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+    cli.command(help="Start one indexing worker (consumes rag.index.queue until SIGTERM). Settings come from "
+                     "the environment and .env (see .env.example); `rag worker` is the same command.")(worker)
+    cli()
+
+
+def worker(
+    metrics_port: Annotated[int | None, typer.Option(
+        "--metrics-port", help="serve /metrics on this port (WORKER_METRICS_PORT; 0: off)", min=0, max=65535)] = None,
+) -> None:
+    if metrics_port is not None:
+        os.environ["WORKER_METRICS_PORT"] = str(metrics_port)
+    start_worker()
 
 
 if __name__ == "__main__":
