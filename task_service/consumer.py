@@ -25,6 +25,8 @@ from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMe
 
 from shared import amqp
 from shared.errors import BrokerUnavailableError
+from shared.log import bind
+from shared.messages import IndexMessage, InvalidMessageError
 from shared.settings import WorkerSettings
 from task_service import APP_ID
 from task_service.handler import IndexHandler, Outcome
@@ -153,6 +155,11 @@ class Consumer:
             await asyncio.wait(tasks, timeout=timeout_s)
 
     async def _process(self, message: AbstractIncomingMessage, publisher: amqp.Publisher) -> None:
+        """Settle one delivery; its log lines carry the message's task_id, document_id, generation."""
+        with bind(**log_fields(message.body)):
+            await self._process_bound(message, publisher)
+
+    async def _process_bound(self, message: AbstractIncomingMessage, publisher: amqp.Publisher) -> None:
         attempts = delay_attempts(message)
         if failed_deliveries(message) > amqp.DELIVERY_LIMIT:
             self._metrics.deliveries.labels("dead_letter").inc()
@@ -199,6 +206,15 @@ class Consumer:
             await _settle(message.nack(requeue=True))
             return
         await _settle(message.ack())
+
+
+def log_fields(body: bytes) -> dict[str, int]:
+    """``task_id``, ``document_id``, ``generation`` of an index message body; {} if it is not one."""
+    try:
+        msg = IndexMessage.from_json(body)
+    except InvalidMessageError:
+        return {}
+    return {"task_id": msg.task_id, "document_id": msg.document_id, "generation": msg.generation}
 
 
 async def _dead_letter_copy(message: AbstractIncomingMessage, publisher: amqp.Publisher, reason: str) -> bool:

@@ -53,7 +53,8 @@ async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport)
         rows = await queries.active_tasks_older_than(conn, oldest, 500)
         for r in rows:
             decision = decide_scan(TaskStatus(r["status"]), r["start_time"], r["update_time"], r["now"], th)
-            with bind(task_id=r["id"], document_id=r["document_id"], generation=r["generation"]):
+            with bind(task_id=r["id"], document_id=r["document_id"], generation=r["generation"],
+                      attempt=r["attempt"]):
                 if decision.action is ScanAction.TIMEOUT:
                     if await queries.finish_unsuccessfully(
                         conn, task_id=r["id"], document_id=r["document_id"], generation=r["generation"],
