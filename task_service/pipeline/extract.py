@@ -23,8 +23,8 @@ class Extraction:
 
     chunks: tuple[Chunk, ...]
     warnings: tuple[str, ...] = field(default=())
-    parse_s: float = 0.0
-    chunk_s: float = 0.0
+    parse_s: float = field(default=0.0, compare=False)  # timings: not part of the result
+    chunk_s: float = field(default=0.0, compare=False)
 
     def pack(self) -> Packed:
         """A form that unpickles in a few large C calls (one string, flat lists) rather than one

@@ -3,7 +3,6 @@ collection, and the upload run (429 honoured) against a fake API (httpx.MockTran
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from datetime import UTC, datetime
