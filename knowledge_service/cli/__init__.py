@@ -197,12 +197,10 @@ def status(
         _fail("give exactly one of DOCUMENT, --task or --kb", 2)
     client = _client(api_url, token)
     try:
-        if task is not None:
-            tasks = [client.task(task)]
-            docs: list[dict[str, Any]] = []
-        else:
-            docs = client.documents(kb) if kb is not None else [client.document(document)]  # type: ignore[arg-type]
-            tasks = []
+        tasks = [client.task(task)] if task is not None else []
+        docs = client.documents(kb) if kb is not None else []
+        if document is not None:
+            docs = [client.document(document)]
     except (ApiError, TooManyRequests) as exc:
         _fail(str(exc))
     if as_json:
@@ -251,9 +249,13 @@ def reindex(
         _fail("give either DOCUMENT or --kb", 2)
     client = _client(api_url, token)
     try:
-        ids = [document] if document is not None else [d["document_id"] for d in client.documents(kb)]  # type: ignore[arg-type]
+        if document is not None:
+            ids = [document]
+        else:
+            assert kb is not None  # checked above: exactly one of the two
+            ids = [int(d["document_id"]) for d in client.documents(kb)]
         for doc_id in ids:
-            _print_json(_reindex_one(client, int(doc_id), force))  # type: ignore[arg-type]
+            _print_json(_reindex_one(client, doc_id, force))
     except ApiError as exc:
         _fail(str(exc))
 
