@@ -123,4 +123,11 @@ def test_rag_upload_folder_honours_429_and_metrics_move(
     assert value(after, "rag_deliveries_total", outcome="ack") >= n
     assert ("rag_dlq_depth", frozenset()) in after
     assert ("rag_tasks_oldest_age_seconds", frozenset({("status", "RUNNING")})) in after
+
+    # logs: JSON, one event per line; a claimed task's lines carry its ids, generation and attempt
+    lines = [json.loads(x) for x in worker.log.read_text().splitlines() if x.startswith("{")]
+    indexed = [x for x in lines if x["event"] == "task indexed"]
+    assert len(indexed) == n
+    for line in indexed + [x for x in lines if x["event"] == "task claimed"]:
+        assert {"task_id", "document_id", "generation", "attempt"} <= line.keys(), line
     assert ("rag_queue_messages", frozenset({("queue", "rag.index.queue")})) in after
