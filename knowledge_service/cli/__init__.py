@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
+import asyncpg
+import httpx
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -27,6 +30,7 @@ from rich.table import Table
 
 from knowledge_service.cli import admin
 from knowledge_service.cli.client import ApiClient, ApiError, TooManyRequests, UploadRun, collect_files
+from shared.errors import TransientError
 from shared.settings import KnowledgeSettings
 
 T = TypeVar("T")
@@ -52,7 +56,11 @@ DEFAULT_API = "http://127.0.0.1:8000"
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
+    """Run an operator use case; an unreachable database or broker is an error message, exit 1."""
+    try:
+        return asyncio.run(coro)
+    except (OSError, asyncpg.PostgresError, TransientError) as exc:
+        _fail(f"{type(exc).__name__}: {exc} (check DATABASE_URL / AMQP_URL in .env or the environment)")
 
 
 def _print_json(value: Any) -> None:
@@ -201,7 +209,7 @@ def status(
         docs = client.documents(kb) if kb is not None else []
         if document is not None:
             docs = [client.document(document)]
-    except (ApiError, TooManyRequests) as exc:
+    except (ApiError, TooManyRequests, httpx.HTTPError) as exc:
         _fail(str(exc))
     if as_json:
         for x in docs or tasks:
@@ -231,7 +239,7 @@ def retry(
         _print_json(_client(api_url, token).retry(task, force))
     except TooManyRequests as exc:
         _fail(f"too many tasks in flight; try again in {exc.retry_after_s:g} s")
-    except ApiError as exc:
+    except (ApiError, httpx.HTTPError) as exc:
         _fail(str(exc))
 
 
@@ -256,13 +264,11 @@ def reindex(
             ids = [int(d["document_id"]) for d in client.documents(kb)]
         for doc_id in ids:
             _print_json(_reindex_one(client, doc_id, force))
-    except ApiError as exc:
+    except (ApiError, httpx.HTTPError) as exc:
         _fail(str(exc))
 
 
 def _reindex_one(client: ApiClient, document_id: int, force: bool) -> dict[str, Any]:
-    import time
-
     while True:
         try:
             r = client.reindex(document_id, force)

@@ -72,6 +72,13 @@ def test_user_command_without_token_exits_2(tmp_path: Path, monkeypatch: pytest.
     assert "RAG_TOKEN" in r.output
 
 
+def test_unreachable_api_or_database_is_a_message_not_a_traceback() -> None:
+    r = runner.invoke(app, ["status", "1", "--api-url", "http://127.0.0.1:1", "--token", "t"])
+    assert r.exit_code == 1 and "error" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["list-tokens"], env={"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"})
+    assert r.exit_code == 1 and "DATABASE_URL" in r.output, r.output
+
+
 @pytest.mark.parametrize("module", ["task_service", "knowledge_service"])
 def test_python_m_help_prints_help_and_starts_nothing(module: str) -> None:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
