@@ -55,7 +55,8 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
             await amqp.declare_topology(channel, delay_ms=settings.delay_ms)
             await channel.close()
             publisher = await amqp.Publisher.open(connection, settings.amqp_publish_timeout_s,
-                                                  app_id="knowledge_service")
+                                                  app_id="knowledge_service",
+                                                  on_failure=metrics.publish_failures.labels("api").inc)
         except BrokerUnavailableError as exc:
             log.error("broker unavailable at start-up; uploads go to the outbox", extra={"error": str(exc)})
         app.state.resources = Resources(settings, pool, store, redis, embedder, publisher, metrics)

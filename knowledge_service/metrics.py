@@ -7,7 +7,7 @@ names), never ids.
 | metric | type | labels |
 |---|---|---|
 | ``rag_uploads_total`` | counter | ``result``: HTTP status of an upload or new content (202, 413, 415, 429...) |
-| ``rag_publish_failures_total`` | counter | ``source`` (``api``: the inline publish after commit; the relay retries) |
+| ``rag_publish_failures_total`` | counter | ``source``: ``api`` (the inline publish after commit) |
 | ``rag_outbox_backlog`` | gauge, sampled at scrape | |
 """
 

@@ -93,14 +93,12 @@ async def publish_now(res: Resources, msg: IndexMessage, row: OutboxRow) -> bool
     """Fast path after commit: publish with confirm, then mark the outbox row published."""
     if res.publisher is None:
         log.warning("no broker connection; the outbox relay will publish")
-        res.metrics.publish_failures.labels("api").inc()
         return False
     try:
         await res.publisher.publish(row.body, exchange=row.exchange, routing_key=row.routing_key,
                                     message_id=str(row.message_id))
     except BrokerUnavailableError as exc:
         log.warning("inline publish failed; the outbox relay will publish", extra={"error": str(exc)})
-        res.metrics.publish_failures.labels("api").inc()
         return False
     async with res.pool.acquire() as conn:
         await queries.mark_published(conn, row.id)

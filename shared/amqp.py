@@ -16,7 +16,7 @@ changed setting declares a new queue instead of failing on the old one.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -130,22 +130,26 @@ class Publisher:
     ``content_type`` ``application/json``, ``app_id`` (the publishing service), a ``timestamp``
     and the generation in the ``x-rag-generation`` header, so "Get messages" in the management
     console is readable. A broker nack, an unroutable return or a timeout raises
-    BrokerUnavailableError: never silence.
+    BrokerUnavailableError: never silence. ``on_failure`` (e.g. a metrics counter's ``inc``) is
+    called before it is raised.
     """
 
-    def __init__(self, channel: AbstractChannel, timeout_s: float, app_id: str = "rag") -> None:
+    def __init__(self, channel: AbstractChannel, timeout_s: float, app_id: str = "rag",
+                 on_failure: Callable[[], object] | None = None) -> None:
         self._channel = channel
         self._timeout_s = timeout_s
         self._app_id = app_id
+        self._on_failure = on_failure
 
     @classmethod
-    async def open(cls, connection: AbstractConnection, timeout_s: float, *, app_id: str = "rag") -> Publisher:
+    async def open(cls, connection: AbstractConnection, timeout_s: float, *, app_id: str = "rag",
+                   on_failure: Callable[[], object] | None = None) -> Publisher:
         """A confirming publisher on a new channel; ``app_id``: the service name shown on its messages."""
         try:
             channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         except _BROKER_ERRORS as exc:
             raise BrokerUnavailableError(f"cannot open publisher channel: {exc}") from exc
-        return cls(channel, timeout_s, app_id)
+        return cls(channel, timeout_s, app_id, on_failure)
 
     async def publish(
         self,
@@ -176,6 +180,8 @@ class Publisher:
             )
             await target.publish(message, routing_key=routing_key, mandatory=True, timeout=self._timeout_s)
         except _BROKER_ERRORS as exc:
+            if self._on_failure is not None:
+                self._on_failure()
             raise BrokerUnavailableError(f"publish not confirmed: {type(exc).__name__}: {exc}") from exc
 
     @property

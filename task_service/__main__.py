@@ -123,10 +123,11 @@ async def _start_background(conn: AbstractConnection, pool: asyncpg.Pool, settin
                             stop: asyncio.Event, metrics: WorkerMetrics, *, sample: bool) -> list[asyncio.Task[None]]:
     """The outbox relay, the recovery scanner and (when metrics are served) the gauge sampler,
     each on its own channel of ``conn``."""
-    publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID)
+    publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID,
+                                          on_failure=metrics.publish_failures.labels("relay").inc)
     tasks = [asyncio.create_task(
         relay_forever(pool, publisher, interval_s=settings.relay_interval_s,
-                      grace_s=settings.relay_grace_s, stop=stop, metrics=metrics)
+                      grace_s=settings.relay_grace_s, stop=stop)
     )]
     if settings.scan_interval_s > 0:
         tasks.append(asyncio.create_task(scan_forever(pool, await conn.channel(), settings, stop, metrics)))

@@ -107,7 +107,8 @@ class Consumer:
             channel.close_callbacks.add(lambda *_: closed.set())
             await channel.set_qos(prefetch_count=self._s.prefetch)
             _, queue = await amqp.declare_topology(channel, delay_ms=self._delay_ms)
-            publisher = await amqp.Publisher.open(conn, self._s.amqp_publish_timeout_s, app_id=APP_ID)
+            publisher = await amqp.Publisher.open(conn, self._s.amqp_publish_timeout_s, app_id=APP_ID,
+                                                  on_failure=self._metrics.publish_failures.labels("consumer").inc)
 
             async def on_message(message: AbstractIncomingMessage) -> None:
                 # Our own task, not aio-pika's callback task: aio-pika cancels callbacks when the
@@ -187,7 +188,6 @@ class Consumer:
         if await _dead_letter_copy(message, publisher, reason):
             await _settle(message.ack())
         else:
-            self._metrics.publish_failures.labels("dead_letter").inc()
             await _settle(message.reject(requeue=False))  # the broker dead-letters it (reason: rejected)
 
     async def _delay(self, message: AbstractIncomingMessage, publisher: amqp.Publisher, attempts: int) -> None:
@@ -202,7 +202,6 @@ class Consumer:
             )
         except BrokerUnavailableError:
             log.warning("delay re-publish failed; returning delivery to the queue")
-            self._metrics.publish_failures.labels("delay").inc()
             await _settle(message.nack(requeue=True))
             return
         await _settle(message.ack())

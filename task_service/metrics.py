@@ -12,7 +12,7 @@ statuses, error codes, stage names, skip reasons — never ids.
 | ``rag_deliveries_total`` | counter | ``outcome`` (ack, reject, delay, requeue, dead_letter) |
 | ``rag_deliveries_skipped_total`` | counter | ``reason`` (stale_generation, not_runnable, ...) |
 | ``rag_lock_held_retries_total`` | counter | |
-| ``rag_publish_failures_total`` | counter | ``source`` (relay, delay, dead_letter) |
+| ``rag_publish_failures_total`` | counter | ``source``: the publisher (relay; consumer = delay and DLQ copies) |
 | ``rag_outbox_backlog`` | gauge, sampled | |
 | ``rag_dlq_depth`` | gauge, sampled | |
 | ``rag_queue_messages`` | gauge, sampled | ``queue`` (rag.index.queue, rag.index.dlq) |

@@ -17,14 +17,12 @@ from shared import amqp, queries
 from shared.db import translate_errors
 from shared.errors import BrokerUnavailableError, TransientError
 from task_service import APP_ID
-from task_service.metrics import WorkerMetrics
 from task_service.oneshot import one_shot
 
 log = logging.getLogger(__name__)
 
 
-async def relay_once(pool: asyncpg.Pool, publisher: amqp.Publisher, *, grace_s: float, batch: int = 100,
-                     metrics: WorkerMetrics | None = None) -> int:
+async def relay_once(pool: asyncpg.Pool, publisher: amqp.Publisher, *, grace_s: float, batch: int = 100) -> int:
     """Publish one batch of pending outbox rows; returns how many were published."""
     published = 0
     async with translate_errors(), pool.acquire() as conn, conn.transaction():
@@ -36,8 +34,6 @@ async def relay_once(pool: asyncpg.Pool, publisher: amqp.Publisher, *, grace_s: 
                 )
             except BrokerUnavailableError as exc:
                 await queries.note_publish_failure(conn, row.id, str(exc))
-                if metrics is not None:
-                    metrics.publish_failures.labels("relay").inc()
                 break
             await queries.mark_published(conn, row.id)
             published += 1
@@ -47,11 +43,11 @@ async def relay_once(pool: asyncpg.Pool, publisher: amqp.Publisher, *, grace_s: 
 
 
 async def relay_forever(pool: asyncpg.Pool, publisher: amqp.Publisher, *, interval_s: float, grace_s: float,
-                        stop: asyncio.Event, metrics: WorkerMetrics | None = None) -> None:
+                        stop: asyncio.Event) -> None:
     """Run :func:`relay_once` every ``interval_s`` seconds until ``stop`` is set or the channel dies."""
     while not stop.is_set():
         try:
-            await relay_once(pool, publisher, grace_s=grace_s, metrics=metrics)
+            await relay_once(pool, publisher, grace_s=grace_s)
         except TransientError as exc:
             log.warning("outbox relay pass failed", extra={"error": str(exc)})
         try:

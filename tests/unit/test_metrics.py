@@ -3,12 +3,16 @@ middleware counts by status, labels stay bounded, and index messages get their p
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, generate_latest
 
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
-from shared.amqp import GENERATION_HEADER, index_properties
+from shared.amqp import GENERATION_HEADER, Publisher, index_properties
+from shared.errors import BrokerUnavailableError
 from shared.messages import IndexMessage
 from task_service.metrics import STAGES, WorkerMetrics
 from task_service.pipeline.extract import Extraction
@@ -85,3 +89,38 @@ def test_extraction_timings_survive_pack_and_unpack() -> None:
     e = Extraction((Chunk(0, "hello", 1, None, "A"),), ("w",), parse_s=0.25, chunk_s=0.5)
     back = Extraction.unpack(e.pack())
     assert (back.parse_s, back.chunk_s, back.warnings, back.chunks) == (0.25, 0.5, ("w",), e.chunks)
+
+
+class _FakeExchange:
+    def __init__(self, fail: bool) -> None:
+        self.fail = fail
+        self.sent: list[Any] = []
+
+    async def publish(self, message: Any, **_: Any) -> None:
+        if self.fail:
+            raise ConnectionError("broker gone")
+        self.sent.append(message)
+
+
+class _FakeChannel:
+    def __init__(self, exchange: _FakeExchange) -> None:
+        self.exchange = exchange
+        self.is_closed = False
+
+    async def get_exchange(self, name: str, ensure: bool) -> _FakeExchange:
+        return self.exchange
+
+
+async def test_publisher_sets_properties_and_reports_failures() -> None:
+    body = IndexMessage(task_id=7, document_id=3, kb_id=1, user_id=2, generation=4).to_json()
+    ok = _FakeExchange(fail=False)
+    failures: list[int] = []
+    await Publisher(_FakeChannel(ok), 5.0, "knowledge_service", lambda: failures.append(1)).publish(  # type: ignore[arg-type]
+        body, headers={"x-other": 1})
+    [m] = ok.sent
+    assert (m.correlation_id, m.app_id, m.content_type) == ("7", "knowledge_service", "application/json")
+    assert m.headers == {"x-other": 1, GENERATION_HEADER: 4} and m.message_id and m.timestamp is not None
+    assert failures == []
+    with pytest.raises(BrokerUnavailableError):
+        await Publisher(_FakeChannel(_FakeExchange(fail=True)), 5.0, "x", lambda: failures.append(1)).publish(body)  # type: ignore[arg-type]
+    assert failures == [1]
