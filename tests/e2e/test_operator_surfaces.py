@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner, Result
 
-from knowledge_service.cli import app
+from rag_cli import app
 from tests.e2e.conftest import WorkerFactory
 from tests.support import Proc, child_env, consumer_names, free_port, poll, start
 

@@ -12,7 +12,7 @@ import asyncpg
 import httpx
 from typer.testing import CliRunner, Result
 
-from knowledge_service.cli import app
+from rag_cli import app
 from shared import amqp
 from shared.messages import IndexMessage
 from tests.integration.helpers import new_document

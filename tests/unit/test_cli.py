@@ -12,8 +12,8 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from knowledge_service.cli import app
-from knowledge_service.cli.client import (
+from rag_cli import app
+from rag_cli.client import (
     DEFAULT_RETRY_AFTER_S,
     MAX_RETRY_AFTER_S,
     ApiClient,

@@ -8,7 +8,7 @@
 
 User commands (upload, status, retry, reindex) go through the HTTP API (``--api-url`` /
 ``RAG_API_URL``, ``--token`` / ``RAG_TOKEN``). Operator commands use the database and broker
-from the settings (``.env`` / environment), like the services. ``python -m knowledge_service.cli``
+from the settings (``.env`` / environment), like the services. ``python -m rag_cli``
 is the same command. Exit codes: 0 done, 1 a refusal or a failed document, 2 bad arguments.
 """
 
@@ -28,8 +28,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from knowledge_service.cli import admin
-from knowledge_service.cli.client import ApiClient, ApiError, TooManyRequests, UploadRun, collect_files
+from rag_cli import admin
+from rag_cli.client import ApiClient, ApiError, TooManyRequests, UploadRun, collect_files
 from shared.errors import TransientError
 from shared.settings import KnowledgeSettings
 
@@ -349,5 +349,5 @@ def api(
 
 
 def main() -> None:
-    """Entry point of ``rag`` and ``python -m knowledge_service.cli``."""
+    """Entry point of ``rag`` and ``python -m rag_cli``."""
     app(prog_name="rag")
