@@ -12,14 +12,14 @@ from fastapi.exceptions import RequestValidationError
 from prometheus_client import CollectorRegistry
 
 from knowledge_service.deps import Resources
-from knowledge_service.errors_http import validation_error
+from knowledge_service.errors_http import service_error, validation_error
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
 from knowledge_service.metrics import router as metrics_router
 from knowledge_service.routes import health, router
 from shared import amqp
 from shared.db import create_pool
 from shared.embedding.configured import embedder_from_settings
-from shared.errors import BrokerUnavailableError
+from shared.errors import BrokerUnavailableError, ServiceError
 from shared.migrate import migrate
 from shared.settings import KnowledgeSettings
 from shared.storage import ObjectStore
@@ -73,6 +73,7 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
 
     app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(ServiceError, service_error)
     app.include_router(router)
     app.include_router(health)
     app.include_router(metrics_router)

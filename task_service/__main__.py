@@ -44,6 +44,7 @@ from task_service.pipeline.parse import ensure_parsers_ready
 from task_service.pipeline.sandbox import SandboxedParser, parser_from_settings
 from task_service.relay import relay_forever
 from task_service.scanner import scan_forever
+from task_service.sweep import sweep_forever
 from task_service.threads import DaemonThreadPool
 
 log = logging.getLogger("task_service")
@@ -102,11 +103,13 @@ async def run(settings: WorkerSettings) -> None:
         background[:] = await _start_background(conn, pool, settings, stop, metrics,
                                                 sample=metrics_server is not None)
 
+    # Needs no broker: runs for the worker's lifetime, not per connection.
+    lifelong = [asyncio.create_task(sweep_forever(pool, store, settings, stop))]
     log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch})
     try:
         await Consumer(settings, handler, name).run(stop, on_connected)
     finally:
-        for t in background:
+        for t in [*background, *lifelong]:
             t.cancel()
         if metrics_server is not None:
             metrics_server.shutdown()
