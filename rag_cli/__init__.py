@@ -231,12 +231,14 @@ def status(
 def retry(
     task: Annotated[int, typer.Argument(help="task id (FAILED or TIMEOUT)", min=1)],
     force: Annotated[bool, typer.Option("--force", help="past max_retry_count")] = False,
+    generation: Annotated[int | None, typer.Option(
+        "--generation", help="the generation you saw: refused (409) if the task was re-armed since", min=1)] = None,
     api_url: ApiUrl = DEFAULT_API,
     token: Token = "",
 ) -> None:
     """Retry a FAILED or TIMEOUT task (a new generation); prints the task as JSON."""
     try:
-        _print_json(_client(api_url, token).retry(task, force))
+        _print_json(_client(api_url, token).retry(task, force, generation))
     except TooManyRequests as exc:
         _fail(f"too many tasks in flight; try again in {exc.retry_after_s:g} s")
     except (ApiError, httpx.HTTPError) as exc:

@@ -121,8 +121,11 @@ class ApiClient:
     def documents(self, kb_id: int) -> list[dict[str, Any]]:
         return list(self._call("GET", f"/api/v1/knowledge-bases/{kb_id}/documents")["items"])
 
-    def retry(self, task_id: int, force: bool) -> dict[str, Any]:
-        out: dict[str, Any] = self._call("POST", f"/api/v1/tasks/{task_id}/retry", json={"force": force})
+    def retry(self, task_id: int, force: bool, generation: int | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"force": force}
+        if generation is not None:
+            body["generation"] = generation
+        out: dict[str, Any] = self._call("POST", f"/api/v1/tasks/{task_id}/retry", json=body)
         return out
 
     def reindex(self, document_id: int, force: bool) -> dict[str, Any]:
