@@ -144,3 +144,30 @@ async def test_messages_are_readable_in_the_management_console(
     assert (m.correlation_id, m.app_id, m.headers[amqp.GENERATION_HEADER]) == (str(msg.task_id), "task_service",
                                                                                msg.generation)
     assert m.timestamp is not None
+
+
+async def test_worker_gauges_are_sampled_from_the_database_and_the_broker(
+    pool: asyncpg.Pool, broker: AbstractConnection, publisher: amqp.Publisher, index_queue: AbstractQueue,
+) -> None:
+    """``sample_once`` reads the outbox backlog, active tasks (count, oldest age) and queue depths."""
+    from task_service.metrics import WorkerMetrics, sample_once
+
+    async with pool.acquire() as conn:
+        msg, _ = await new_document(conn)  # WAITING, its outbox row unpublished
+        await conn.execute("UPDATE index_task SET update_time = now() - interval '90 seconds' WHERE id = $1",
+                           msg.task_id)
+    await publisher.publish(msg.to_json())  # one ready message in rag.index.queue
+    metrics = WorkerMetrics.unregistered()
+    channel = await broker.channel()
+
+    async def sampled() -> bool:
+        await sample_once(metrics, pool, channel)
+        return (metrics.registry.get_sample_value("rag_queue_messages", {"queue": amqp.QUEUE}) or 0) >= 1
+
+    await apoll(sampled, deadline_s=10, what="the queue depth sampled")
+    value = metrics.registry.get_sample_value
+    assert (value("rag_outbox_backlog") or 0) >= 1
+    assert (value("rag_tasks_active", {"status": "WAITING"}) or 0) >= 1
+    assert (value("rag_tasks_oldest_age_seconds", {"status": "WAITING"}) or 0) >= 90
+    assert value("rag_dlq_depth") is not None
+    await index_queue.purge()
