@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator
 
 import redis.asyncio as aioredis
 from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
 
 from knowledge_service.deps import Resources
-from knowledge_service.errors_http import validation_error
+from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.routes import health, router
 from shared import amqp
+from shared.bootstrap import usecase_deps
 from shared.db import create_pool
 from shared.embedding.configured import embedder_from_settings
 from shared.errors import BrokerUnavailableError
@@ -52,7 +52,8 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
             publisher = await amqp.Publisher.open(connection, settings.amqp_publish_timeout_s)
         except BrokerUnavailableError as exc:
             log.error("broker unavailable at start-up; uploads go to the outbox", extra={"error": str(exc)})
-        app.state.resources = Resources(settings, pool, store, redis, embedder, publisher)
+        app.state.resources = Resources(settings, pool, store, redis, embedder, publisher,
+                                        usecase_deps(settings, pool, store, publisher))
         try:
             yield
         finally:
@@ -65,7 +66,8 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
                 await close()
 
     app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan)
-    app.add_exception_handler(RequestValidationError, validation_error)
+    for exc_class, handler in EXCEPTION_HANDLERS.items():
+        app.add_exception_handler(exc_class, handler)
     app.include_router(router)
     app.include_router(health)
     return app

@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from shared import queries
+from shared import queries, usecases
 from shared.amqp import Publisher
 from shared.embedding import Embedder
 from shared.settings import KnowledgeSettings
@@ -28,6 +28,8 @@ class Resources:
     redis: aioredis.Redis
     embedder: Embedder
     publisher: Publisher | None
+    #: the use cases' ports (PostgreSQL store, object store, publisher) and limits
+    deps: usecases.Deps
 
 
 def get_resources(request: Request) -> Resources:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -18,6 +17,9 @@ import numpy as np
 from shared.faults import fault_point
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
+from shared.records import ChunkRow as ChunkRow  # re-exported: callers use queries.ChunkRow
+from shared.records import NewContent as NewContent
+from shared.records import OutboxRow as OutboxRow
 from shared.states import DocumentStatus, TaskStatus
 
 EXCHANGE = "rag.index.exchange"
@@ -38,27 +40,6 @@ _TASK_JSON = (
     f"(SELECT to_jsonb(x) FROM (SELECT {TASK_COLUMNS} FROM index_task t"
     " WHERE t.document_id = d.id) x) AS task"
 )
-
-
-@dataclass(frozen=True)
-class OutboxRow:
-    id: int
-    message_id: uuid.UUID
-    exchange: str
-    routing_key: str
-    body: bytes
-
-
-@dataclass(frozen=True)
-class ChunkRow:
-    """A chunk to write: ``index`` 0..n-1, ``content`` NUL-free text, ``token_count`` tokens;
-    ``page`` (1-based PDF page) and ``section`` (heading path) where the chunk starts."""
-
-    index: int
-    content: str
-    token_count: int
-    page: int | None = None
-    section: str | None = None
 
 
 # ------------------------------------------------------------------ users, tokens, KBs
@@ -255,17 +236,6 @@ async def load_task_snapshot(conn: asyncpg.Connection, task_id: int) -> TaskSnap
         retry_count=r["retry_count"], max_retry_count=r["max_retry_count"],
         update_time=r["update_time"],
     )
-
-
-@dataclass(frozen=True)
-class NewContent:
-    """Replacement content already stored under a new object key."""
-
-    filename: str
-    content_type: str | None
-    size_bytes: int
-    sha256: str
-    object_key: str
 
 
 async def issue_generation(

@@ -14,12 +14,8 @@ import urllib3
 from minio import Minio
 from minio.error import MinioException, S3Error
 
-from shared.errors import PermanentError, StorageUnavailableError
+from shared.errors import ObjectMissingError, StorageUnavailableError
 from shared.settings import CommonSettings
-
-
-class ObjectMissingError(PermanentError):
-    error_code = "object_missing"
 
 
 def _translate(exc: Exception, what: str) -> Exception:

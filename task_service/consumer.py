@@ -24,7 +24,7 @@ from typing import Any
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
 from shared import amqp
-from shared.errors import BrokerUnavailableError
+from shared.errors import BrokerUnavailableError, DeliveryLimitError
 from shared.settings import WorkerSettings
 from task_service.handler import IndexHandler, Outcome
 
@@ -153,7 +153,7 @@ class Consumer:
     async def _process(self, message: AbstractIncomingMessage, publisher: amqp.Publisher) -> None:
         attempts = delay_attempts(message)
         if failed_deliveries(message) > amqp.DELIVERY_LIMIT:
-            await self._dead_letter(message, publisher, "delivery_limit")
+            await self._dead_letter(message, publisher, DeliveryLimitError.error_code)
             return
         try:
             outcome = await self._handler.handle(message.body, delay_attempts=attempts)

@@ -30,13 +30,16 @@ from shared.embedding import Embedder
 from shared.errors import (
     FencedOut,
     IndexingError,
+    InternalError,
     LockLostError,
+    LockUnavailableError,
     StaleGenerationError,
+    TaskTimeoutError,
     TransientError,
 )
 from shared.faults import fault_point
 from shared.fencing import Claim, Reject, Skip, SkipReason, decide_claim
-from shared.locks import DocumentLock, LockUnavailableError
+from shared.locks import DocumentLock
 from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
 from shared.retry_policy import transient_retrying
@@ -190,7 +193,7 @@ class IndexHandler:
         except TimeoutError:
             if not deadline.expired():
                 raise
-            await self._finish(run, TaskStatus.TIMEOUT, "timeout",
+            await self._finish(run, TaskStatus.TIMEOUT, TaskTimeoutError.error_code,
                                f"task exceeded the hard limit of {self._s.task_hard_limit_s:g} s")
             return Outcome.ACK
         except IndexingError as exc:
@@ -198,7 +201,7 @@ class IndexHandler:
             return Outcome.ACK
         except Exception as exc:  # a bug or an untranslated library error: fail, don't loop
             log.exception("task failed with an unexpected error")
-            await self._finish(run, TaskStatus.FAILED, "internal_error", f"{type(exc).__name__}: {exc}")
+            await self._finish(run, TaskStatus.FAILED, InternalError.error_code, f"{type(exc).__name__}: {exc}")
             return Outcome.ACK
         log.info("task indexed", extra={"chunks": n, "seconds": round(time.monotonic() - started, 3)})
         await fault_point("after_commit")

@@ -1,0 +1,81 @@
+"""PostgreSQL adapter of :class:`shared.ports.TaskStore` (asyncpg pool + :mod:`shared.queries`).
+
+Each method takes a pooled connection for one commit point; asyncpg / OS errors become
+``DatabaseUnavailableError`` (``shared.db.translate_errors``).
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from shared import queries
+from shared.db import translate_errors
+from shared.fencing import EnqueueDecision, TaskSnapshot
+from shared.messages import IndexMessage
+from shared.ports import IssueRefused
+from shared.records import NewContent, OutboxRow
+
+
+class _DeadLetter:
+    __slots__ = ("task_id",)
+
+    def __init__(self, task_id: int | None) -> None:
+        self.task_id = task_id
+
+
+class PgTaskStore:
+    """The task/document store over an asyncpg pool (or a single connection, for CLIs)."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.load_task_snapshot(conn, task_id)
+
+    async def count_in_flight(self, user_id: int) -> int:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.count_in_flight(conn, user_id)
+
+    async def create_document(
+        self, *, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int
+    ) -> tuple[IndexMessage, OutboxRow] | None:
+        async with translate_errors(), self._pool.acquire() as conn, conn.transaction():
+            if not await queries.reserve_in_flight_slot(conn, user_id, in_flight_limit):
+                return None
+            return await queries.create_document_with_task(
+                conn, kb_id=kb_id, user_id=user_id, filename=content.filename,
+                content_type=content.content_type, size_bytes=content.size_bytes, sha256=content.sha256,
+                object_key=content.object_key,
+            )
+
+    async def issue_generation(
+        self, snap: TaskSnapshot, decision: EnqueueDecision, content: NewContent | None,
+        *, in_flight_limit: int | None,
+    ) -> tuple[IndexMessage, OutboxRow] | IssueRefused:
+        async with translate_errors(), self._pool.acquire() as conn:
+            if in_flight_limit is None:
+                issued = await queries.try_issue_generation(conn, snap, decision, content)
+            else:
+                async with conn.transaction():
+                    if not await queries.reserve_in_flight_slot(conn, snap.user_id, in_flight_limit):
+                        return IssueRefused.OVER_CAP
+                    issued = await queries.try_issue_generation(conn, snap, decision, content)
+        return IssueRefused.LOST_RACE if issued is None else issued
+
+    async def mark_published(self, outbox_id: int) -> None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            await queries.mark_published(conn, outbox_id)
+
+    async def delete_document(self, document_id: int) -> str | None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.delete_document(conn, document_id)
+
+    async def pending_dead_letter(self, dead_letter_id: int) -> _DeadLetter | None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            row = await queries.pending_dead_letter(conn, dead_letter_id)
+        return None if row is None else _DeadLetter(row["task_id"])
+
+    async def mark_dead_letter_replayed(self, dead_letter_id: int) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.mark_dead_letter_replayed(conn, dead_letter_id)
