@@ -1,4 +1,4 @@
-"""PostgreSQL adapter of :class:`shared.ports.TaskStore` (asyncpg pool + :mod:`shared.queries`).
+"""PostgreSQL adapters of the ``TaskStore`` and ``WorkerStore`` ports (asyncpg pool + :mod:`shared.queries`).
 
 Each method takes a pooled connection for one commit point; asyncpg / OS errors become
 ``DatabaseUnavailableError`` (``shared.db.translate_errors``).
@@ -6,14 +6,19 @@ Each method takes a pooled connection for one commit point; asyncpg / OS errors 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import asyncpg
+import numpy.typing as npt
 
 from shared import queries
 from shared.db import translate_errors
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
 from shared.ports import IssueRefused
-from shared.records import NewContent, OutboxRow
+from shared.records import ChunkRow, NewContent, OutboxRow
+from shared.states import TaskStatus
 
 
 class _DeadLetter:
@@ -79,3 +84,62 @@ class PgTaskStore:
     async def mark_dead_letter_replayed(self, dead_letter_id: int) -> bool:
         async with translate_errors(), self._pool.acquire() as conn:
             return await queries.mark_dead_letter_replayed(conn, dead_letter_id)
+
+
+class PgWorkerStore:
+    """:class:`shared.ports.WorkerStore` over an asyncpg pool: one pooled connection per call."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.load_task_snapshot(conn, task_id)
+
+    async def claim_task(self, task_id: int, generation: int) -> int | None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.claim_task(conn, task_id, generation)
+
+    async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.heartbeat(conn, task_id, generation, attempt)
+
+    async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.document_source(conn, document_id)
+
+    async def claim_is_current(self, task_id: int, generation: int, attempt: int) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.claim_is_current(conn, task_id, generation, attempt)
+
+    async def record_embedding_run(
+        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str
+    ) -> None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            await queries.record_embedding_run(conn, task_id, document_id, generation, attempt, chunk_count, worker)
+
+    async def record_skip(
+        self, reason: str, task_id: int | None, document_id: int | None, generation: int | None, worker: str
+    ) -> None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            await queries.record_skip(conn, reason, task_id, document_id, generation, worker)
+
+    async def commit_chunks(
+        self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
+        chunks: Sequence[ChunkRow], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
+    ) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.commit_chunks(
+                conn, task_id=task_id, document_id=document_id, kb_id=kb_id, generation=generation,
+                attempt=attempt, chunks=chunks, embeddings=embeddings, warnings=warnings,
+            )
+
+    async def finish_unsuccessfully(
+        self, *, task_id: int, document_id: int, generation: int, attempt: int, status: TaskStatus,
+        error_code: str, error_message: str, warnings: Sequence[str] = (),
+    ) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.finish_unsuccessfully(
+                conn, task_id=task_id, document_id=document_id, generation=generation, attempt=attempt,
+                status=status, error_code=error_code, error_message=error_message, warnings=warnings,
+            )

@@ -17,16 +17,19 @@ import numpy.typing as npt
 
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
-from shared.records import NewContent, OutboxRow
+from shared.records import ChunkRow, NewContent, OutboxRow
+from shared.states import TaskStatus
 
 __all__ = [
     "DeadLetter",
     "DocumentLock",
     "Embedder",
     "IssueRefused",
+    "ObjectReader",
     "ObjectRemover",
     "Publisher",
     "TaskStore",
+    "WorkerStore",
 ]
 
 
@@ -117,3 +120,51 @@ class DocumentLock(Protocol):
         ...
 
     async def release(self) -> None: ...
+
+
+class ObjectReader(Protocol):
+    """Reads a stored document; raises ``ObjectMissingError`` / ``StorageUnavailableError``."""
+
+    async def get(self, key: str) -> bytes: ...
+
+
+class WorkerStore(Protocol):
+    """The worker's side of the task/document aggregate (``shared.pg_store.PgWorkerStore``).
+    Every write is fenced on ``(generation, attempt)`` in the database; False / None means
+    "fenced out / not claimable". Raises ``DatabaseUnavailableError``."""
+
+    async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None: ...
+
+    async def claim_task(self, task_id: int, generation: int) -> int | None:
+        """RUNNING, attempt + 1; the new attempt, or None if not claimable."""
+        ...
+
+    async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool: ...
+
+    async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
+        """``(object_key, filename, content_type)``; None if the document was deleted."""
+        ...
+
+    async def claim_is_current(self, task_id: int, generation: int, attempt: int) -> bool: ...
+
+    async def record_embedding_run(
+        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str
+    ) -> None: ...
+
+    async def record_skip(
+        self, reason: str, task_id: int | None, document_id: int | None, generation: int | None, worker: str
+    ) -> None: ...
+
+    async def commit_chunks(
+        self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
+        chunks: Sequence[ChunkRow], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
+    ) -> bool:
+        """The one fenced transaction (chunks + vectors replaced, task SUCCESS)."""
+        ...
+
+    async def finish_unsuccessfully(
+        self, *, task_id: int, document_id: int, generation: int, attempt: int, status: TaskStatus,
+        error_code: str, error_message: str, warnings: Sequence[str] = (),
+    ) -> bool:
+        """Task FAILED/TIMEOUT and document FAILED, fenced on the claim."""
+        ...

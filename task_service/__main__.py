@@ -29,12 +29,14 @@ from shared import amqp
 from shared.db import create_pool
 from shared.embedding.configured import embedder_from_settings
 from shared.errors import ConfigurationError
+from shared.locks import DocumentLock
 from shared.log import configure
 from shared.migrate import migrate
+from shared.pg_store import PgWorkerStore
 from shared.settings import WorkerSettings
 from shared.storage import ObjectStore
 from task_service.consumer import Consumer
-from task_service.handler import IndexHandler
+from task_service.handler import HandlerConfig, IndexHandler
 from task_service.pipeline.parse import ensure_parsers_ready
 from task_service.pipeline.sandbox import SandboxedParser, parser_from_settings
 from task_service.relay import relay_forever
@@ -68,8 +70,9 @@ async def run(settings: WorkerSettings) -> None:
     store = ObjectStore(settings)
     await store.ensure_bucket()
     handler = IndexHandler(
-        settings=settings, pool=pool, redis=redis, store=store, embedder=embedder,
-        parse=parser, worker_name=name,
+        config=HandlerConfig.from_settings(settings), db=PgWorkerStore(pool),
+        lock=lambda document_id: DocumentLock(redis, document_id, settings.lock_ttl_s),
+        objects=store, embedder=embedder, parse=parser, worker_name=name,
     )
     stop = asyncio.Event()
 
