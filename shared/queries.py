@@ -515,10 +515,6 @@ async def finish_unsuccessfully(
     return True
 
 
-def record_to_dict(r: asyncpg.Record | None) -> dict[str, Any]:
-    return {} if r is None else dict(r.items())
-
-
 # ------------------------------------------------------------------ scanner and dead letters
 
 

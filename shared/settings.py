@@ -27,7 +27,6 @@ class CommonSettings(BaseSettings):
     amqp_url: SecretStr = SecretStr("amqp://guest:guest@127.0.0.1:5672/")
     amqp_heartbeat_s: int = 30
     amqp_publish_timeout_s: float = 10.0
-    rabbitmq_management_url: str = "http://127.0.0.1:15672"
     lock_retry_delay_s: float = Field(15.0, description="delay-queue TTL when the lock is held, seconds")
 
     @property

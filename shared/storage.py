@@ -7,7 +7,6 @@ heartbeats it serves) never blocks on storage I/O.
 from __future__ import annotations
 
 import asyncio
-import io
 from typing import BinaryIO
 
 import urllib3
@@ -134,7 +133,3 @@ class ObjectStore:
             await asyncio.to_thread(self._client.bucket_exists, self.bucket)
         except _ERRORS as exc:
             raise _translate(exc, "ping") from exc
-
-
-def bytes_stream(data: bytes) -> io.BytesIO:
-    return io.BytesIO(data)

@@ -25,9 +25,10 @@ VHOST = f"rag_test_{TEST_ID}"
 
 
 
-def _claim_redis_db() -> int:
+def claim_redis_db() -> int:
     """A Redis DB (1-15) no other live pytest session holds: lock keys are per document id, and
-    ids restart at 1 in every session's database. Claimed in DB 0 for 3 h, inherited by children."""
+    ids restart at 1 in every session's database. Claimed in DB 0 for 3 h, inherited by children.
+    Called by the ``services_env`` fixture, never at import: the unit tier stays offline."""
     if "RAG_TEST_REDIS_DB" in os.environ:
         return int(os.environ["RAG_TEST_REDIS_DB"])
     import redis
@@ -51,7 +52,6 @@ def release_redis_db(db: int) -> None:
         r.delete(f"rag-test:redis-db:{db}")
 
 
-REDIS_DB = _claim_redis_db()
 MGMT = "http://127.0.0.1:15672"
 MGMT_AUTH = ("guest", "guest")
 T = TypeVar("T")
