@@ -20,7 +20,19 @@ from shared.messages import IndexMessage
 from shared.records import ChunkRow as ChunkRow  # re-exported: callers use queries.ChunkRow
 from shared.records import NewContent as NewContent
 from shared.records import OutboxRow as OutboxRow
-from shared.states import DocumentStatus, TaskStatus
+from shared.states import ACTIVE, CLAIMABLE, DocumentStatus, TaskStatus, sources_for
+
+
+def sql_in(statuses: frozenset[TaskStatus] | set[TaskStatus]) -> str:
+    """``('A','B')`` for ``status IN ...``: status lists come from :mod:`shared.states`, never
+    restated here (the values are enum members, not input)."""
+    return "(" + ",".join(f"'{s.value}'" for s in sorted(statuses)) + ")"
+
+
+_ACTIVE = sql_in(ACTIVE)  # in flight: the per-user cap, the scanner
+_CLAIMABLE = sql_in(CLAIMABLE)
+#: a dead-lettered message fails its task only while it is in flight (and FAILED is allowed)
+_DEAD_LETTER_FAILABLE = sql_in({s for s in ACTIVE if s.value in sources_for(TaskStatus.FAILED)})
 
 EXCHANGE = "rag.index.exchange"
 ROUTING_KEY = "rag.index.document"
@@ -153,7 +165,7 @@ async def count_in_flight(conn: asyncpg.Connection, user_id: int) -> int:
     return int(
         await conn.fetchval(
             "SELECT count(*) FROM index_task WHERE user_id = $1"
-            " AND status IN ('WAITING','RETRYING','RUNNING')",
+            f" AND status IN {_ACTIVE}",
             user_id,
         )
     )
@@ -345,7 +357,7 @@ async def claim_task(conn: asyncpg.Connection, task_id: int, generation: int) ->
     v = await conn.fetchval(
         "UPDATE index_task SET status = 'RUNNING', attempt = attempt + 1, start_time = now(),"
         " end_time = NULL, update_time = now() WHERE id = $1 AND generation = $2"
-        " AND status IN ('WAITING','RETRYING','RUNNING') RETURNING attempt",
+        f" AND status IN {_CLAIMABLE} RETURNING attempt",
         task_id, generation,
     )
     return None if v is None else int(v)
@@ -523,7 +535,7 @@ async def active_tasks_older_than(conn: asyncpg.Connection, seconds: float, limi
     return list(
         await conn.fetch(
             "SELECT id, document_id, status, generation, attempt, start_time, update_time, now() AS now"
-            " FROM index_task WHERE status IN ('WAITING','RETRYING','RUNNING')"
+            f" FROM index_task WHERE status IN {_ACTIVE}"
             " AND (update_time < now() - make_interval(secs => $1)"
             "      OR (status = 'RUNNING' AND start_time < now() - make_interval(secs => $1)))"
             " ORDER BY update_time LIMIT $2",
@@ -565,7 +577,7 @@ async def fail_dead_lettered(
         ok = await conn.fetchval(
             "UPDATE index_task SET status = 'FAILED', error_code = $3, error_message = $4, end_time = now(),"
             " update_time = now() WHERE id = $1 AND generation = $2"
-            " AND status IN ('WAITING','RETRYING','RUNNING') RETURNING id",
+            f" AND status IN {_DEAD_LETTER_FAILABLE} RETURNING id",
             task_id, generation, error_code, error_message,
         )
         if ok is None:

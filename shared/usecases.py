@@ -57,7 +57,7 @@ class Limits:
 
     max_in_flight_per_user: int
     retry_after_s: int
-    stale: StaleThresholds = field(default_factory=StaleThresholds)
+    stale: StaleThresholds
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import socket
@@ -19,10 +20,14 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 # One set of resources per pytest session (several sessions may run at once); processes started
 # by the session inherit RAG_TEST_ID and so use the same ones.
+# Under pytest-xdist every worker inherits the controller's RAG_TEST_ID: the worker id is
+# appended, so each worker has its own database, vhost, bucket and Redis DB too.
 TEST_ID = os.environ.setdefault("RAG_TEST_ID", str(os.getpid()))
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _XDIST_WORKER and not TEST_ID.endswith(_XDIST_WORKER):
+    TEST_ID = os.environ["RAG_TEST_ID"] = f"{TEST_ID}{_XDIST_WORKER}"
 TEST_DB = f"rag_test_{TEST_ID}"
 VHOST = f"rag_test_{TEST_ID}"
-
 
 
 def claim_redis_db() -> int:
@@ -34,7 +39,7 @@ def claim_redis_db() -> int:
     import redis
 
     r = redis.Redis(host="127.0.0.1", port=6379, db=0)
-    start = int(TEST_ID) % 15
+    start = int(hashlib.sha256(TEST_ID.encode()).hexdigest(), 16) % 15
     for i in range(15):
         db = 1 + (start + i) % 15
         if r.set(f"rag-test:redis-db:{db}", TEST_ID, nx=True, ex=3 * 3600) or \

@@ -16,11 +16,12 @@ from shared.errors import (
     StorageUnavailableError,
     TaskNotFound,
 )
-from shared.fencing import Action, EnqueueRequest, RequestKind, TaskSnapshot
+from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, TaskSnapshot
 from shared.records import NewContent
 from shared.states import TaskStatus
 from tests.fakes import FakeDeadLetter, FakeObjectStore, FakePublisher, FakeStore
 
+STALE = StaleThresholds(queued=timedelta(minutes=10), running=timedelta(minutes=45))
 CONTENT = NewContent("b.txt", "text/plain", 5, "ff", "new-key")
 
 
@@ -29,7 +30,7 @@ def deps(store: FakeStore | None = None, *, cap: int = 20, publisher: FakePublis
     return usecases.Deps(
         store=store or FakeStore(), objects=objects or FakeObjectStore(),
         publisher=publisher if publisher is not None else FakePublisher(),
-        limits=usecases.Limits(max_in_flight_per_user=cap, retry_after_s=7),
+        limits=usecases.Limits(max_in_flight_per_user=cap, retry_after_s=7, stale=STALE),
     )
 
 
