@@ -63,7 +63,7 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
 STATUS_FOR: tuple[tuple[type[ServiceError], int], ...] = (
     (NotFoundError, 404),
     (EnqueueConflict, 409),
-    (EnqueueContention, 503),
+    (EnqueueContention, 409),  # a concurrent request changed the task first: re-read and decide
     (InFlightLimitExceeded, 429),
     (UploadTooLargeError, 413),
     (UnsupportedUploadError, 415),
@@ -90,17 +90,17 @@ async def service_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
     code = status_for(exc)
     if isinstance(exc, EnqueueConflict):
-        return _error(code, {"reason": exc.reason, "status": exc.status})
+        return _error(code, encodable({"reason": exc.reason, "status": exc.status}))
     if isinstance(exc, InFlightLimitExceeded):
         headers = {"Retry-After": str(exc.retry_after_s)}
         if exc.before_body:  # refused before an upload body was read: do not drain it
             headers["Connection"] = "close"
-        return _error(code, str(exc), headers)
+        return _error(code, encodable(str(exc)), headers)
     if isinstance(exc, UploadRejectedError):
         log.info("upload refused", extra={"status": code, "reason": str(exc)})
         # Close the connection: the rest of the body is not read (nor drained for ever).
         return _error(code, encodable(exc.detail), {"Connection": "close"})
-    return _error(code, str(exc))
+    return _error(code, encodable(str(exc)))
 
 
 async def storage_unavailable(request: Request, exc: Exception) -> JSONResponse:

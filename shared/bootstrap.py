@@ -9,9 +9,10 @@ import asyncpg
 
 from shared import usecases
 from shared.fencing import StaleThresholds
-from shared.pg_store import PgTaskStore
-from shared.ports import ObjectRemover, Publisher
+from shared.pg_store import PgReleasedObjects, PgTaskStore
+from shared.ports import Publisher
 from shared.settings import CommonSettings
+from shared.storage import ObjectStore
 
 
 def enqueue_limits(settings: CommonSettings) -> usecases.Limits:
@@ -25,8 +26,8 @@ def enqueue_limits(settings: CommonSettings) -> usecases.Limits:
 
 
 def usecase_deps(
-    settings: CommonSettings, pool: asyncpg.Pool, objects: ObjectRemover, publisher: Publisher | None
+    settings: CommonSettings, pool: asyncpg.Pool, objects: ObjectStore, publisher: Publisher | None
 ) -> usecases.Deps:
     """PostgreSQL store over ``pool``, the object store, the publisher (None: outbox only)."""
     return usecases.Deps(store=PgTaskStore(pool), objects=objects, publisher=publisher,
-                         limits=enqueue_limits(settings))
+                         limits=enqueue_limits(settings), released=PgReleasedObjects(pool, objects))

@@ -37,9 +37,11 @@ never here). ``error_code`` is a class attribute, stored in ``index_task.error_c
     │   ├── NotFoundError                   the caller owns no such object           (404)
     │   │   ├── KnowledgeBaseNotFound
     │   │   ├── DocumentNotFound
-    │   │   └── TaskNotFound
-    │   ├── EnqueueConflict                 retry refused: not FAILED/TIMEOUT, or limit reached (409)
-    │   ├── EnqueueContention               the task kept changing under concurrent requests (503)
+    │   │   ├── TaskNotFound
+    │   │   └── PendingVersionNotFound      the document has no pending version
+    │   ├── EnqueueConflict                 retry refused: not FAILED/TIMEOUT, limit reached, or
+    │   │                                   the task's generation is no longer the one sent (409)
+    │   ├── EnqueueContention               the task kept changing under concurrent requests (409)
     │   ├── InFlightLimitExceeded           the user is at the in-flight cap           (429 + Retry-After)
     │   └── UploadRejectedError             the upload is refused; nothing stored      (400)
     │       ├── UploadTooLargeError         over MAX_UPLOAD_BYTES                      (413)
@@ -94,6 +96,7 @@ __all__ = [
     "ParserCrashError",
     "ParserUnavailableError",
     "PdfEncryptedError",
+    "PendingVersionNotFound",
     "PermanentError",
     "ServiceError",
     "StaleGenerationError",
@@ -272,6 +275,11 @@ class DocumentNotFound(NotFoundError):
 
 class TaskNotFound(NotFoundError):
     pass
+
+
+class PendingVersionNotFound(NotFoundError):
+    def __init__(self, message: str = "the document has no pending version") -> None:
+        super().__init__(message)
 
 
 class EnqueueConflict(ServiceError):

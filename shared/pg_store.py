@@ -13,12 +13,25 @@ import asyncpg
 import numpy.typing as npt
 
 from shared import queries
+from shared.cleanup import remove_released_quietly
 from shared.db import translate_errors
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
 from shared.ports import IssueRefused
 from shared.records import ChunkRow, NewContent, OutboxRow
 from shared.states import TaskStatus
+from shared.storage import ObjectStore
+
+
+class PgReleasedObjects:
+    """:class:`shared.ports.ReleasedObjects` over the pool and the object store."""
+
+    def __init__(self, pool: asyncpg.Pool, store: ObjectStore) -> None:
+        self._pool = pool
+        self._store = store
+
+    async def remove_released(self) -> None:
+        await remove_released_quietly(self._pool, self._store)
 
 
 class _DeadLetter:
@@ -72,9 +85,13 @@ class PgTaskStore:
         async with translate_errors(), self._pool.acquire() as conn:
             await queries.mark_published(conn, outbox_id)
 
-    async def delete_document(self, document_id: int) -> str | None:
+    async def delete_document(self, document_id: int) -> bool:
         async with translate_errors(), self._pool.acquire() as conn:
             return await queries.delete_document(conn, document_id)
+
+    async def drop_pending(self, document_id: int) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.drop_pending(conn, document_id)
 
     async def pending_dead_letter(self, dead_letter_id: int) -> _DeadLetter | None:
         async with translate_errors(), self._pool.acquire() as conn:

@@ -28,6 +28,7 @@ __all__ = [
     "ObjectReader",
     "ObjectRemover",
     "Publisher",
+    "ReleasedObjects",
     "TaskStore",
     "WorkerStore",
 ]
@@ -75,8 +76,14 @@ class TaskStore(Protocol):
 
     async def mark_published(self, outbox_id: int) -> None: ...
 
-    async def delete_document(self, document_id: int) -> str | None:
-        """Delete the document, its task, chunks and vectors; its object key, None if gone."""
+    async def delete_document(self, document_id: int) -> bool:
+        """Delete the document, its task, chunks and vectors, queueing its objects for removal;
+        False if it was already gone."""
+        ...
+
+    async def drop_pending(self, document_id: int) -> bool:
+        """Drop the document's pending version (new generation: its run is fenced out; its
+        object queued for removal); False if there is none."""
         ...
 
     async def pending_dead_letter(self, dead_letter_id: int) -> DeadLetter | None:
@@ -120,6 +127,13 @@ class DocumentLock(Protocol):
         ...
 
     async def release(self) -> None: ...
+
+
+class ReleasedObjects(Protocol):
+    """Removes, after a commit, the objects committed transactions released (``object_removal``);
+    best effort: what fails stays queued for the sweep (``shared.cleanup``). Never raises."""
+
+    async def remove_released(self) -> None: ...
 
 
 class ObjectReader(Protocol):

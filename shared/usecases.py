@@ -20,6 +20,7 @@ from shared.errors import (
     EnqueueConflict,
     EnqueueContention,
     InFlightLimitExceeded,
+    PendingVersionNotFound,
     StorageUnavailableError,
     TaskNotFound,
 )
@@ -27,7 +28,7 @@ from shared.faults import fault_point
 from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, decide_enqueue
 from shared.log import bind
 from shared.messages import IndexMessage
-from shared.ports import IssueRefused, ObjectRemover, Publisher, TaskStore
+from shared.ports import IssueRefused, ObjectRemover, Publisher, ReleasedObjects, TaskStore
 from shared.records import NewContent, OutboxRow
 from shared.states import ACTIVE
 
@@ -38,6 +39,7 @@ __all__ = [
     "check_in_flight",
     "create_document",
     "delete_document",
+    "drop_pending",
     "reindex",
     "replace_content",
     "replay_dead_letter",
@@ -48,7 +50,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Attempts of the read–decide–apply loop before concurrent requests are reported as contention.
-ENQUEUE_ATTEMPTS = 5
+ENQUEUE_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class Deps:
     objects: ObjectRemover
     publisher: Publisher | None
     limits: Limits
+    released: ReleasedObjects
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
 
@@ -148,7 +151,8 @@ async def request_enqueue(
 
     A lost race (another request moved the task first) re-reads and decides again, so N
     concurrent requests make exactly one transition and publish one message. Re-arming a task
-    that is not in flight adds work, so it must fit under the user's cap.
+    that is not in flight adds work, and so does new content (another upload to store and
+    index, even over an active task): either must fit under the user's cap.
 
     Raises TaskNotFound, InFlightLimitExceeded, EnqueueContention (still racing after
     :data:`ENQUEUE_ATTEMPTS` reads).
@@ -160,8 +164,8 @@ async def request_enqueue(
         decision = decide_enqueue(snap, request, deps.clock(), deps.limits.stale)
         if decision.action is not Action.ISSUE:
             return EnqueueResult(decision.action, decision.reason, None)
-        # already counted when in flight: a takeover or new content adds no task
-        cap = None if snap.status in ACTIVE else deps.limits.max_in_flight_per_user
+        # already counted when in flight: a takeover adds no work
+        cap = None if snap.status in ACTIVE and content is None else deps.limits.max_in_flight_per_user
         issued = await deps.store.issue_generation(snap, decision, content, in_flight_limit=cap)
         if issued is IssueRefused.OVER_CAP:
             raise _over_cap(deps)
@@ -176,14 +180,21 @@ async def request_enqueue(
 
 
 async def replace_content(deps: Deps, task_id: int, content: NewContent) -> IndexMessage:
-    """New content (already stored under ``content.object_key``) → new generation; the new
-    object is removed if the request fails (e.g. InFlightLimitExceeded)."""
+    """New content (already stored under ``content.object_key``) → new generation.
+
+    A document with a served (INDEXED) version gets it as its pending version: the served one
+    stays searchable, with its object, until the pending one commits. A document never indexed
+    takes it over its own columns. The object this replaces (the previous pending one, or a
+    never-indexed document's own) is removed after commit. The new object is removed if the
+    request fails (InFlightLimitExceeded, document deleted meanwhile: TaskNotFound, ...).
+    """
     try:
         result = await request_enqueue(deps, task_id, EnqueueRequest(RequestKind.NEW_CONTENT), content)
     except BaseException:
         await discard_object(deps, content.object_key)
         raise
     assert result.message is not None, "new content always issues a generation"
+    await deps.released.remove_released()
     return result.message
 
 
@@ -192,10 +203,14 @@ async def reindex(deps: Deps, task_id: int, *, force: bool = False) -> EnqueueRe
     return await request_enqueue(deps, task_id, EnqueueRequest(RequestKind.REINDEX, force=force))
 
 
-async def retry(deps: Deps, task_id: int, *, force: bool = False) -> IndexMessage:
-    """Retry a FAILED/TIMEOUT task (new generation, RETRYING). Raises EnqueueConflict with the
-    reason and the task's current status when refused (not retryable, or limit reached)."""
-    result = await request_enqueue(deps, task_id, EnqueueRequest(RequestKind.RETRY, force=force))
+async def retry(deps: Deps, task_id: int, *, force: bool = False,
+                expected_generation: int | None = None) -> IndexMessage:
+    """Retry a FAILED/TIMEOUT task (new generation, RETRYING); with ``expected_generation`` only
+    if the task is still at that generation (a double click retries once). Raises
+    EnqueueConflict with the reason and the task's current status when refused (not
+    retryable, limit reached, generation moved on)."""
+    request = EnqueueRequest(RequestKind.RETRY, force=force, expected_generation=expected_generation)
+    result = await request_enqueue(deps, task_id, request)
     if result.message is None:
         snap = await deps.store.load_task_snapshot(task_id)
         if snap is None:
@@ -205,14 +220,20 @@ async def retry(deps: Deps, task_id: int, *, force: bool = False) -> IndexMessag
 
 
 async def delete_document(deps: Deps, document_id: int) -> None:
-    """Delete the document with its task, chunks and vectors (in-flight work is fenced out),
-    then its object (best effort: an unreachable store leaves an orphan, logged)."""
-    key = await deps.store.delete_document(document_id)
-    if key is not None:
-        try:
-            await deps.objects.remove(key)
-        except StorageUnavailableError:
-            log.warning("object not removed from storage", extra={"object_key": key})
+    """Delete the document (rows at once, in-flight work fenced out; objects after commit, best
+    effort: what fails is left to the sweep). Already gone is fine."""
+    if await deps.store.delete_document(document_id):
+        log.info("document deleted", extra={"document_id": document_id})
+        await deps.released.remove_released()
+
+
+async def drop_pending(deps: Deps, document_id: int) -> None:
+    """Drop the document's pending version (its run, if any, is fenced out; its object removed
+    after commit). Raises PendingVersionNotFound (none, or the document was deleted meanwhile)."""
+    if not await deps.store.drop_pending(document_id):
+        raise PendingVersionNotFound()
+    log.info("pending version dropped", extra={"document_id": document_id})
+    await deps.released.remove_released()
 
 
 async def replay_dead_letter(deps: Deps, dead_letter_id: int) -> dict[str, object]:

@@ -32,7 +32,7 @@ from shared.errors import ConfigurationError
 from shared.locks import DocumentLock
 from shared.log import configure
 from shared.migrate import migrate
-from shared.pg_store import PgWorkerStore
+from shared.pg_store import PgReleasedObjects, PgWorkerStore
 from shared.settings import WorkerSettings
 from shared.storage import ObjectStore
 from task_service.consumer import Consumer
@@ -41,6 +41,7 @@ from task_service.pipeline.parse import ensure_parsers_ready
 from task_service.pipeline.sandbox import SandboxedParser, parser_from_settings
 from task_service.relay import relay_forever
 from task_service.scanner import scan_forever
+from task_service.sweep import sweep_forever
 from task_service.threads import DaemonThreadPool
 
 log = logging.getLogger("task_service")
@@ -72,7 +73,8 @@ async def run(settings: WorkerSettings) -> None:
     handler = IndexHandler(
         config=HandlerConfig.from_settings(settings), db=PgWorkerStore(pool),
         lock=lambda document_id: DocumentLock(redis, document_id, settings.lock_ttl_s),
-        objects=store, embedder=embedder, parse=parser, worker_name=name,
+        objects=store, released=PgReleasedObjects(pool, store), embedder=embedder, parse=parser,
+        worker_name=name,
     )
     stop = asyncio.Event()
 
@@ -103,11 +105,13 @@ async def run(settings: WorkerSettings) -> None:
         if settings.scan_interval_s > 0:
             background.append(asyncio.create_task(scan_forever(pool, await conn.channel(), settings, stop)))
 
+    # Needs no broker: runs for the worker's lifetime, not per connection.
+    lifelong = [asyncio.create_task(sweep_forever(pool, store, settings, stop))]
     log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch})
     try:
         await Consumer(settings, handler, name).run(stop, on_connected)
     finally:
-        for t in background:
+        for t in [*background, *lifelong]:
             t.cancel()
         parser.close()  # kills the sandbox child, even one still working for an abandoned task
         await _close(pool.close(), "database pool", on_timeout=pool.terminate)

@@ -35,7 +35,7 @@ from shared.faults import fault_point
 from shared.fencing import Claim, Reject, Skip, SkipReason, decide_claim
 from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
-from shared.ports import DocumentLock, Embedder, ObjectReader, WorkerStore
+from shared.ports import DocumentLock, Embedder, ObjectReader, ReleasedObjects, WorkerStore
 from shared.records import ChunkRow
 from shared.retry_policy import transient_retrying
 from shared.settings import WorkerSettings
@@ -104,6 +104,7 @@ class IndexHandler:
         db: WorkerStore,
         lock: Callable[[int], DocumentLock],
         objects: ObjectReader,
+        released: ReleasedObjects,
         embedder: Embedder,
         parse: Extractor,
         worker_name: str,
@@ -112,6 +113,7 @@ class IndexHandler:
         self._repo = db
         self._new_lock = lock
         self._store = objects
+        self._released = released
         self._embedder = embedder
         self._parse = parse
         self.worker_name = worker_name
@@ -264,6 +266,7 @@ class IndexHandler:
         )
         if not committed:
             raise StaleGenerationError("fenced out at commit")
+        await self._released.remove_released()  # a swapped-out version's object
         return len(rows)
 
     async def _extract(self, data: bytes, filename: str) -> Extraction:

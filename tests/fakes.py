@@ -40,6 +40,7 @@ class FakeDocument:
     generation: int = 1
     status: DocumentStatus = DocumentStatus.INDEXING
     chunks: list[ChunkRow] = field(default_factory=list)
+    pending: NewContent | None = None  # new content not yet indexed (the served one stays)
 
 
 @dataclass
@@ -74,6 +75,7 @@ class FakeStore:
         self.outbox: list[tuple[OutboxRow, bool]] = []
         self.dead_letters: dict[int, FakeDeadLetter] = {}
         self.skips: list[str] = []
+        self.released: list[str] = []  # object keys queued for removal after commit
         self.embedding_runs = 0
         self.before_issue: Callable[[TaskSnapshot], Awaitable[None]] | None = None
         self.fail_next: dict[str, Exception] = {}
@@ -174,13 +176,23 @@ class FakeStore:
         row, _ = self.outbox[outbox_id - 1]
         self.outbox[outbox_id - 1] = (row, True)
 
-    async def delete_document(self, document_id: int) -> str | None:
+    async def delete_document(self, document_id: int) -> bool:
         doc = self.documents.pop(document_id, None)
         if doc is None:
-            return None
+            return False
         for tid in [t.id for t in self.tasks.values() if t.document_id == document_id]:
             del self.tasks[tid]
-        return doc.content.object_key
+        self.released.append(doc.content.object_key)
+        return True
+
+    async def drop_pending(self, document_id: int) -> bool:
+        doc = self.documents.get(document_id)
+        if doc is None or doc.pending is None:
+            return False
+        self.released.append(doc.pending.object_key)
+        doc.pending = None
+        doc.generation += 1
+        return True
 
     async def pending_dead_letter(self, dead_letter_id: int) -> FakeDeadLetter | None:
         dl = self.dead_letters.get(dead_letter_id)
@@ -274,6 +286,24 @@ class FakePublisher:
         if self.fail:
             raise BrokerUnavailableError("publish not confirmed (fake)")
         self.sent.append((body, exchange, routing_key, dict(headers or {})))
+
+
+class FakeReleasedObjects:
+    """Moves the keys a FakeStore queued (``released``) into a FakeObjectStore's removals."""
+
+    def __init__(self, store: FakeStore, objects: FakeObjectStore) -> None:
+        self.store = store
+        self.objects = objects
+        self.calls = 0
+
+    async def remove_released(self) -> None:
+        self.calls += 1
+        while self.store.released:
+            try:
+                await self.objects.remove(self.store.released[0])
+            except StorageUnavailableError:
+                return  # left for the sweep
+            self.store.released.pop(0)
 
 
 class FakeObjectStore:
@@ -384,6 +414,7 @@ __all__ = [
     "FakeLocks",
     "FakeObjectStore",
     "FakePublisher",
+    "FakeReleasedObjects",
     "FakeStore",
     "FakeTask",
     "replace",

@@ -18,7 +18,7 @@ from shared.fencing import SkipReason
 from shared.messages import IndexMessage
 from shared.states import DocumentStatus, TaskStatus
 from task_service.handler import HandlerConfig, IndexHandler, Outcome
-from tests.fakes import FakeEmbedder, FakeExtractor, FakeLocks, FakeObjectStore, FakeStore
+from tests.fakes import FakeEmbedder, FakeExtractor, FakeLocks, FakeObjectStore, FakeReleasedObjects, FakeStore
 
 TEXT = b"first paragraph\n\nsecond paragraph\n\nthird"
 
@@ -41,8 +41,10 @@ class World:
         self.objects = objects or FakeObjectStore({"k1": TEXT})
         self.embedder = embedder or FakeEmbedder()
         self.extractor = extractor or FakeExtractor()
+        self.released = FakeReleasedObjects(self.store, self.objects)
         self.handler = IndexHandler(config=config(**cfg), db=self.store, lock=self.locks, objects=self.objects,
-                                    embedder=self.embedder, parse=self.extractor, worker_name="test")
+                                    released=self.released, embedder=self.embedder, parse=self.extractor,
+                                    worker_name="test")
 
     async def handle(self, body: bytes | None = None, delay_attempts: int = 0) -> Outcome:
         return await self.handler.handle(self.msg.to_json() if body is None else body,
@@ -62,6 +64,7 @@ async def test_success_commits_every_chunk_and_acks() -> None:
     assert [c.content for c in w.store.documents[w.msg.document_id].chunks] == [
         "first paragraph", "second paragraph", "third"]
     assert w.embedder.calls == 1 and w.store.embedding_runs == 1 and w.locks.held == set()
+    assert w.released.calls == 1  # a swapped-out version's object is removed after the commit
 
 
 async def test_invalid_message_is_rejected() -> None:

@@ -43,7 +43,7 @@ CASES: list[tuple[Exception, int, object, dict[str, str]]] = [
     (DocumentNotFound(), 404, "not found", {}),
     (KnowledgeBaseNotFound(), 404, "not found", {}),
     (EnqueueConflict("task is RUNNING", "RUNNING"), 409, {"reason": "task is RUNNING", "status": "RUNNING"}, {}),
-    (EnqueueContention("busy"), 503, "busy", {}),
+    (EnqueueContention("busy"), 409, "busy", {}),
     (InFlightLimitExceeded(20, 30), 429,
      "too many tasks in flight (limit 20 per user); retry when some have finished", {"retry-after": "30"}),
     (InFlightLimitExceeded(20, 30, before_body=True), 429,

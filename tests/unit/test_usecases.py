@@ -13,13 +13,14 @@ from shared.errors import (
     EnqueueConflict,
     EnqueueContention,
     InFlightLimitExceeded,
+    PendingVersionNotFound,
     StorageUnavailableError,
     TaskNotFound,
 )
 from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, TaskSnapshot
 from shared.records import NewContent
 from shared.states import TaskStatus
-from tests.fakes import FakeDeadLetter, FakeObjectStore, FakePublisher, FakeStore
+from tests.fakes import FakeDeadLetter, FakeObjectStore, FakePublisher, FakeReleasedObjects, FakeStore
 
 STALE = StaleThresholds(queued=timedelta(minutes=10), running=timedelta(minutes=45))
 CONTENT = NewContent("b.txt", "text/plain", 5, "ff", "new-key")
@@ -27,10 +28,12 @@ CONTENT = NewContent("b.txt", "text/plain", 5, "ff", "new-key")
 
 def deps(store: FakeStore | None = None, *, cap: int = 20, publisher: FakePublisher | None = None,
          objects: FakeObjectStore | None = None) -> usecases.Deps:
+    store = store or FakeStore()
+    objects = objects or FakeObjectStore()
     return usecases.Deps(
-        store=store or FakeStore(), objects=objects or FakeObjectStore(),
-        publisher=publisher if publisher is not None else FakePublisher(),
+        store=store, objects=objects, publisher=publisher if publisher is not None else FakePublisher(),
         limits=usecases.Limits(max_in_flight_per_user=cap, retry_after_s=7, stale=STALE),
+        released=FakeReleasedObjects(store, objects),
     )
 
 
@@ -196,10 +199,40 @@ async def test_a_task_that_keeps_changing_is_contention() -> None:
 async def test_delete_removes_rows_then_the_object_and_survives_storage_down() -> None:
     store = FakeStore()
     msg = store.add_document()
-    objects = FakeObjectStore(down=True)
-    await usecases.delete_document(deps(store, objects=objects), msg.document_id)
+    await usecases.delete_document(deps(store, objects=FakeObjectStore(down=True)), msg.document_id)
     assert msg.document_id not in store.documents and msg.task_id not in store.tasks
-    await usecases.delete_document(deps(store), msg.document_id)  # already gone: nothing to do
+    assert store.released == ["k1"]  # storage down: left queued for the sweep
+    objects = FakeObjectStore()
+    await usecases.delete_document(deps(store, objects=objects), msg.document_id)  # already gone
+    assert objects.removed == [] and store.released == ["k1"]
+
+
+async def test_drop_pending_removes_its_object_or_is_not_found() -> None:
+    store = FakeStore()
+    msg = store.add_document(status=TaskStatus.SUCCESS)
+    with pytest.raises(PendingVersionNotFound):
+        await usecases.drop_pending(deps(store), msg.document_id)
+    store.documents[msg.document_id].pending = CONTENT
+    objects = FakeObjectStore()
+    await usecases.drop_pending(deps(store, objects=objects), msg.document_id)
+    assert objects.removed == ["new-key"] and store.documents[msg.document_id].generation == 2
+
+
+async def test_new_content_counts_toward_the_cap_even_over_an_active_task() -> None:
+    store = FakeStore()
+    msg = store.add_document(status=TaskStatus.RUNNING)
+    objects = FakeObjectStore({"new-key": b"x"})
+    with pytest.raises(InFlightLimitExceeded):
+        await usecases.replace_content(deps(store, cap=1, objects=objects), msg.task_id, CONTENT)
+    assert objects.removed == ["new-key"]
+
+
+async def test_retry_naming_an_old_generation_is_a_conflict() -> None:
+    store = FakeStore()
+    msg = store.add_document(status=TaskStatus.FAILED, generation=3)
+    with pytest.raises(EnqueueConflict, match="generation is 3, not 2"):
+        await usecases.retry(deps(store), msg.task_id, expected_generation=2)
+    assert (await usecases.retry(deps(store), msg.task_id, expected_generation=3)).generation == 4
 
 
 async def test_storage_down_while_discarding_is_logged_not_raised() -> None:
