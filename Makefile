@@ -39,7 +39,7 @@ run-worker: migrate
 	$(BIN)/python -m task_service
 
 lint: install
-	$(BIN)/ruff check shared knowledge_service task_service tests bench
+	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
 	$(BIN)/mypy
 
 # The unit tier runs with the network cut (scripts/offline.sh): fakes only, no service.
@@ -53,7 +53,7 @@ e2e: services
 	$(BIN)/python -m pytest tests/e2e -q
 
 test: services
-	$(BIN)/ruff check shared knowledge_service task_service tests bench
+	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
 	$(BIN)/mypy
 	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
 	$(BIN)/python -m pytest tests/integration tests/e2e -q -p no:cacheprovider

@@ -105,6 +105,11 @@ class WorkerSettings(CommonSettings):
     scan_interval_s: float = Field(30.0, description="recovery scanner period, seconds (0 disables)")
     running_heartbeat_timeout_s: float = Field(300.0, description="RUNNING without heartbeat → TIMEOUT")
     requeue_after_s: float = Field(600.0, description="WAITING/RETRYING untouched → re-published")
+    worker_metrics_port: int = Field(
+        0, ge=0, le=65535, description="Prometheus /metrics port of this worker (0: not served); one per process"
+    )
+    worker_metrics_host: str = Field("127.0.0.1", description="address the worker's /metrics listens on")
+    worker_metrics_sample_s: float = Field(15.0, gt=0, description="period of the sampled gauges, seconds")
     orphan_sweep_interval_s: float = Field(
         3600.0, ge=0, description="period of the sweep removing objects no row refers to, seconds (0 disables)"
     )

@@ -21,6 +21,7 @@ from shared.db import create_pool
 from shared.errors import BrokerUnavailableError, InFlightLimitExceeded
 from shared.settings import WorkerSettings
 from shared.storage import ObjectStore
+from task_service import APP_ID
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ async def replay(settings: WorkerSettings, dead_letter_id: int) -> dict[str, obj
         try:
             broker = await amqp.connect(settings.amqp_url.get_secret_value(), name="task_service.dlq",
                                         heartbeat_s=settings.amqp_heartbeat_s, robust=False)
-            publisher = await amqp.Publisher.open(broker, settings.amqp_publish_timeout_s)
+            publisher = await amqp.Publisher.open(broker, settings.amqp_publish_timeout_s, app_id=APP_ID)
         except BrokerUnavailableError as exc:  # the outbox relay publishes it later
             log.warning("broker unavailable; the replayed message stays in the outbox", extra={"error": str(exc)})
         deps = usecase_deps(settings, pool, ObjectStore(settings), publisher)

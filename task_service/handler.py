@@ -41,6 +41,7 @@ from shared.retry_policy import transient_retrying
 from shared.settings import WorkerSettings
 from shared.states import TaskStatus
 from task_service.lease import run_with_lease
+from task_service.metrics import WorkerMetrics
 from task_service.pipeline.extract import Extraction
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ class IndexHandler:
         embedder: Embedder,
         parse: Extractor,
         worker_name: str,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self._s = config
         self._repo = db
@@ -117,6 +119,7 @@ class IndexHandler:
         self._embedder = embedder
         self._parse = parse
         self.worker_name = worker_name
+        self.metrics = metrics or WorkerMetrics.unregistered()
 
     # -------------------------------------------------------------- plumbing
 
@@ -133,6 +136,7 @@ class IndexHandler:
 
     async def _skip(self, reason: str, msg: IndexMessage) -> Outcome:
         log.info("delivery skipped", extra={"reason": reason})
+        self.metrics.skipped.labels(str(reason)).inc()
         try:
             await self._db(self._repo.record_skip, reason, msg.task_id, msg.document_id, msg.generation,
                            self.worker_name)
@@ -160,6 +164,7 @@ class IndexHandler:
                 if delay_attempts + 1 >= self._s.lock_retry_max_attempts:
                     return await self._skip(SkipReason.LOCK_HELD_EXHAUSTED, msg)
                 log.info("document lock held, delaying delivery", extra={"delay_attempts": delay_attempts})
+                self.metrics.lock_held_retries.inc()
                 return Outcome.DELAY
             try:
                 return await self._locked(msg, lock)
@@ -221,6 +226,8 @@ class IndexHandler:
             await self._finish(run, TaskStatus.FAILED, InternalError.error_code, f"{type(exc).__name__}: {exc}")
             return Outcome.ACK
         log.info("task indexed", extra={"chunks": n, "seconds": round(time.monotonic() - started, 3)})
+        self.metrics.finished(TaskStatus.SUCCESS.value)
+        self.metrics.embedded_chunks.inc(n)
         await fault_point("after_commit")
         return Outcome.ACK
 
@@ -232,7 +239,9 @@ class IndexHandler:
             generation=run.msg.generation, attempt=run.attempt, status=status, error_code=code,
             error_message=message, warnings=run.warnings,
         )
-        if not ok:
+        if ok:
+            self.metrics.finished(status.value, code)
+        else:
             await self._skip(SkipReason.STALE_GENERATION, run.msg)
 
     # -------------------------------------------------------------- the pipeline
@@ -246,9 +255,12 @@ class IndexHandler:
         # The API typed the bytes at upload: a name without an allowed extension parses as that type.
 
         await fault_point("before_download")
-        data = await self._with_retries(self._store.get, object_key)
+        with self.metrics.stage("download"):
+            data = await self._with_retries(self._store.get, object_key)
         await fault_point("before_parse")
         extraction = await self._extract(data, parser_filename(filename, content_type))
+        self.metrics.observe_stage("parse", extraction.parse_s)
+        self.metrics.observe_stage("chunk", extraction.chunk_s)
         chunks = extraction.chunks
         run.warnings[:] = extraction.warnings
         # Fence before the expensive call: a stale run never reaches the model.
@@ -257,13 +269,15 @@ class IndexHandler:
         await self._db(self._repo.record_embedding_run, msg.task_id, msg.document_id, msg.generation,
                        run.attempt, len(chunks), self.worker_name)
         await fault_point("during_embed")
-        embeddings = await self._with_retries(self._embedder.embed, [c.content for c in chunks])
+        with self.metrics.stage("embed"):
+            embeddings = await self._with_retries(self._embedder.embed, [c.content for c in chunks])
         rows = [ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
-        committed = await self._db(
-            self._repo.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
-            generation=msg.generation, attempt=run.attempt, chunks=rows, embeddings=embeddings,
-            warnings=extraction.warnings,
-        )
+        with self.metrics.stage("write"):
+            committed = await self._db(
+                self._repo.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
+                generation=msg.generation, attempt=run.attempt, chunks=rows, embeddings=embeddings,
+                warnings=extraction.warnings,
+            )
         if not committed:
             raise StaleGenerationError("fenced out at commit")
         await self._released.remove_released()  # a swapped-out version's object

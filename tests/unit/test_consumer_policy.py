@@ -20,6 +20,7 @@ from task_service.consumer import (
     failed_deliveries,
 )
 from task_service.handler import IndexHandler, Outcome
+from task_service.metrics import WorkerMetrics
 from tests.fakes import FakePublisher
 
 
@@ -45,6 +46,7 @@ class StubHandler:
     def __init__(self, outcome: Outcome | Exception) -> None:
         self.outcome = outcome
         self.calls: list[int] = []
+        self.metrics = WorkerMetrics.unregistered()
 
     async def handle(self, body: bytes, *, delay_attempts: int) -> Outcome:
         self.calls.append(delay_attempts)
