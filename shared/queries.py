@@ -26,7 +26,11 @@ ROUTING_KEY = "rag.index.document"
 TASK_COLUMNS = (
     "t.id AS task_id, t.document_id, t.kb_id, t.status, t.generation, t.attempt, t.retry_count,"
     " t.max_retry_count, t.error_code, t.error_message, t.start_time, t.end_time,"
-    " t.create_time, t.update_time"
+    " t.create_time, t.update_time, t.stage, t.progress,"
+    # approximate place in the queue: waiting tasks re-armed or re-published before this one, + 1
+    " CASE WHEN t.status IN ('WAITING','RETRYING') THEN 1 + (SELECT count(*) FROM index_task w"
+    "  WHERE w.status IN ('WAITING','RETRYING') AND (w.update_time, w.id) < (t.update_time, t.id))"
+    " END AS queue_position"
 )
 DOCUMENT_COLUMNS = (
     "d.id AS document_id, d.kb_id, d.filename, d.content_type, d.size_bytes, d.sha256, d.status,"
@@ -301,6 +305,7 @@ async def issue_generation(
         task_id = await conn.fetchval(
             f"UPDATE index_task SET generation = $2, status = $3, retry_count = {retry_expr},"
             " error_code = NULL, error_message = NULL, start_time = NULL, end_time = NULL,"
+            " stage = NULL, progress = NULL,"
             " update_time = now() WHERE id = $1 AND status = $4 AND generation = $5 RETURNING id",
             snap.task_id, gen, decision.new_status.value, snap.status.value, snap.generation,
         )
@@ -374,7 +379,8 @@ async def claim_task(conn: asyncpg.Connection, task_id: int, generation: int) ->
     """Claim: RUNNING, attempt + 1 (the claim's fencing token). None if not claimable any more."""
     v = await conn.fetchval(
         "UPDATE index_task SET status = 'RUNNING', attempt = attempt + 1, start_time = now(),"
-        " end_time = NULL, update_time = now() WHERE id = $1 AND generation = $2"
+        " end_time = NULL, stage = 'DOWNLOADING', progress = 0, update_time = now()"
+        " WHERE id = $1 AND generation = $2"
         " AND status IN ('WAITING','RETRYING','RUNNING') RETURNING attempt",
         task_id, generation,
     )
@@ -387,6 +393,19 @@ async def heartbeat(conn: asyncpg.Connection, task_id: int, generation: int, att
         "UPDATE index_task SET update_time = now() WHERE id = $1 AND status = 'RUNNING'"
         " AND generation = $2 AND attempt = $3 RETURNING id",
         task_id, generation, attempt,
+    )
+    return v is not None
+
+
+async def report_progress(
+    conn: asyncpg.Connection, task_id: int, generation: int, attempt: int, stage: str, progress: float
+) -> bool:
+    """Write the run's ``stage`` and ``progress`` (0..1) — only under our current claim
+    ``(RUNNING, generation, attempt)``; also a heartbeat. False means we were fenced out."""
+    v = await conn.fetchval(
+        "UPDATE index_task SET stage = $4, progress = $5, update_time = now() WHERE id = $1"
+        " AND status = 'RUNNING' AND generation = $2 AND attempt = $3 RETURNING id",
+        task_id, generation, attempt, stage, progress,
     )
     return v is not None
 
@@ -467,6 +486,7 @@ async def commit_chunks(
                 raise _Rollback
             ok = await conn.fetchval(
                 "UPDATE index_task SET status = 'SUCCESS', end_time = now(), update_time = now(),"
+                " stage = 'WRITING', progress = 1,"
                 " error_code = NULL, error_message = NULL WHERE id = $1 AND status = 'RUNNING'"
                 " AND generation = $2 AND attempt = $3 RETURNING id",
                 task_id, generation, attempt,

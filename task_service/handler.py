@@ -12,6 +12,7 @@ sandbox child doing it is killed (``Extractor.cancel``), so no CPU is burnt for 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -39,12 +40,13 @@ from shared.fencing import Claim, Reject, Skip, SkipReason, decide_claim
 from shared.locks import DocumentLock, LockUnavailableError
 from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
+from shared.progress import ProgressThrottle, Stage, embedded_share
 from shared.retry_policy import transient_retrying
 from shared.settings import WorkerSettings
 from shared.states import TaskStatus
 from shared.storage import ObjectStore
 from task_service.lease import run_with_lease
-from task_service.pipeline.extract import Extraction
+from task_service.pipeline.extract import Extraction, StageCallback
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -59,8 +61,10 @@ class Outcome(StrEnum):
 class Extractor(Protocol):
     """Parse + chunk one document (``sandbox.SandboxedParser`` or ``InProcessParser``)."""
 
-    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None) -> Extraction:
-        """Blocking; raises ``IndexingError`` subclasses for the document's faults."""
+    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None,
+                 on_stage: StageCallback | None = None) -> Extraction:
+        """Blocking; raises ``IndexingError`` subclasses for the document's faults. ``on_stage``
+        is called from the calling thread when extraction enters a stage (``"CHUNKING"``)."""
         ...
 
     def cancel(self, token: threading.Event) -> None:
@@ -73,6 +77,7 @@ class _Run:
     msg: IndexMessage
     attempt: int
     warnings: list[str] = field(default_factory=list)  # the extraction's, once it has run
+    throttle: ProgressThrottle = field(default_factory=ProgressThrottle)
 
 
 class IndexHandler:
@@ -168,6 +173,7 @@ class IndexHandler:
         delivery round the delay queue (the retry reclaims, or finds a newer claim and skips);
         a superseded claim or generation is acked as skipped."""
         started = time.monotonic()
+        run.throttle.written(started, Stage.DOWNLOADING, 0.0)  # the claim wrote it
         log.info("task claimed")
 
         async def renew() -> None:
@@ -228,7 +234,8 @@ class IndexHandler:
         await fault_point("before_download")
         data = await self._with_retries(self._store.get, object_key)
         await fault_point("before_parse")
-        extraction = await self._extract(data, parser_filename(filename, content_type))
+        await self._report(run, Stage.PARSING)
+        extraction = await self._extract(run, data, parser_filename(filename, content_type))
         chunks = extraction.chunks
         run.warnings[:] = extraction.warnings
         # Fence before the expensive call: a stale run never reaches the model.
@@ -237,7 +244,8 @@ class IndexHandler:
         await self._db(queries.record_embedding_run, msg.task_id, msg.document_id, msg.generation,
                        run.attempt, len(chunks), self.worker_name)
         await fault_point("during_embed")
-        embeddings = await self._with_retries(self._embedder.embed, [c.content for c in chunks])
+        embeddings = await self._embed(run, [c.content for c in chunks])
+        await self._report(run, Stage.WRITING, 1.0)
         rows = [queries.ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
         committed = await self._db(
             queries.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
@@ -248,15 +256,55 @@ class IndexHandler:
             raise StaleGenerationError("fenced out at commit")
         return len(rows)
 
-    async def _extract(self, data: bytes, filename: str) -> Extraction:
+    async def _embed(self, run: _Run, texts: list[str]) -> Any:
+        """Embed in batches of ``embedding_batch_size``, reporting EMBEDDING progress (embedded
+        / total) between batches; a (len(texts), dim) matrix."""
+        import numpy as np
+
+        step = max(1, self._s.embedding_batch_size)
+        await self._report(run, Stage.EMBEDDING, 0.0)
+        parts = []
+        for at in range(0, len(texts), step):
+            parts.append(await self._with_retries(self._embedder.embed, texts[at:at + step]))
+            await self._report(run, Stage.EMBEDDING, embedded_share(at + step, len(texts)))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    async def _report(self, run: _Run, stage: Stage, progress: float = 0.0) -> None:
+        """Write the run's stage and progress if the throttle allows it (about once a second).
+        Best effort: a database failure is logged, not fatal; a write fenced out raises
+        ``StaleGenerationError`` (a newer claim owns the task: stop working)."""
+        if not run.throttle.should_write(time.monotonic(), stage, progress):
+            return
+        try:
+            alive = await self._db(queries.report_progress, run.msg.task_id, run.msg.generation, run.attempt,
+                                   stage.value, progress)
+        except TransientError as exc:
+            log.warning("progress not written", extra={"stage": stage.value, "error": str(exc)})
+            return
+        if not alive:
+            raise StaleGenerationError("claim superseded (progress write fenced out)")
+
+    async def _extract(self, run: _Run, data: bytes, filename: str) -> Extraction:
         """Parse + chunk in a thread (the sandbox call blocks on its child); if this task is
-        cancelled meanwhile, the extraction is cancelled too (its child killed)."""
+        cancelled meanwhile, the extraction is cancelled too (its child killed). A stage the
+        extractor reports (CHUNKING) is written from the event loop, before this returns."""
+        loop = asyncio.get_running_loop()
+        reports: list[concurrent.futures.Future[None]] = []
+
+        def on_stage(stage: str) -> None:  # in the extractor's thread
+            reports.append(asyncio.run_coroutine_threadsafe(self._report(run, Stage(stage)), loop))
+
         token = threading.Event()
         try:
-            return await asyncio.to_thread(self._parse, data, filename, token)
+            extraction = await asyncio.to_thread(self._parse, data, filename, token, on_stage)
         except asyncio.CancelledError:
             self._parse.cancel(token)
+            for f in reports:
+                f.cancel()
             raise
+        for f in reports:
+            await asyncio.wrap_future(f)
+        return extraction
 
     async def _with_retries(self, fn: Callable[..., Awaitable[R]], *args: Any) -> R:
         async for attempt in self._retrying():

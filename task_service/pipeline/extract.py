@@ -7,6 +7,7 @@ child: no thread of the worker outlives its task.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shared.errors import NoTextError, ParseLimitError
@@ -45,14 +46,22 @@ class Extraction:
 Packed = tuple[str, list[int], list[int], list[int | None], list[str | None], tuple[str, ...]]
 
 
-def extract(data: bytes, filename: str, parse_limits: ParseLimits, chunker: Chunker) -> Extraction:
-    """``parse_document`` then ``chunker.chunk``.
+#: Told the name of the stage extraction enters (``"CHUNKING"`` once parsing is done).
+StageCallback = Callable[[str], None]
+
+
+def extract(
+    data: bytes, filename: str, parse_limits: ParseLimits, chunker: Chunker, on_stage: StageCallback | None = None
+) -> Extraction:
+    """``parse_document`` then ``chunker.chunk``; ``on_stage("CHUNKING")`` between the two.
 
     Raises what ``parse_document`` raises (``ParseLimitError``, ``CorruptDocumentError``,
     ``NoTextError``...), ``NoTextError`` when the text has no model token at all, and
     ``ParseLimitError`` when it gives more than ``chunker.max_chunks`` chunks.
     """
     parsed = parse_document(data, filename, parse_limits)
+    if on_stage is not None:
+        on_stage("CHUNKING")
     chunks = chunker.chunk(parsed)
     if not chunks:
         raise NoTextError()
