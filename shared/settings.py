@@ -79,6 +79,9 @@ class KnowledgeSettings(CommonSettings):
     )
     search_keyword_max_candidates: int = Field(5000, ge=1, description="keyword: hard cap on chunks scored per query")
     in_flight_retry_after_s: int = Field(30, ge=1, description="Retry-After of a 429 (in-flight cap), seconds")
+    events_poll_interval_s: float = Field(
+        0.5, gt=0, le=10, description="Server-Sent Events (/events routes): database poll period, seconds"
+    )
 
 
 class WorkerSettings(CommonSettings):
