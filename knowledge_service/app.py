@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
+from knowledge_service import web
 from knowledge_service.deps import Resources
 from knowledge_service.errors_http import validation_error
 from knowledge_service.routes import health, router
@@ -64,8 +65,10 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
             if close is not None:
                 await close()
 
-    app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan)
+    # /docs is served by knowledge_service.web from local files (FastAPI's default loads a CDN)
+    app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.include_router(router)
     app.include_router(health)
+    web.mount(app)
     return app

@@ -231,7 +231,7 @@ class IndexHandler:
         object_key, filename, content_type = source
         # The API typed the bytes at upload: a name without an allowed extension parses as that type.
 
-        await fault_point("before_download")
+        await fault_point("before_download", filename)
         data = await self._with_retries(self._store.get, object_key)
         await fault_point("before_parse")
         await self._report(run, Stage.PARSING)
@@ -266,6 +266,7 @@ class IndexHandler:
         parts = []
         for at in range(0, len(texts), step):
             parts.append(await self._with_retries(self._embedder.embed, texts[at:at + step]))
+            await fault_point("embed_batch")
             await self._report(run, Stage.EMBEDDING, embedded_share(at + step, len(texts)))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
