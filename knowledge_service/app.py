@@ -12,12 +12,12 @@ from fastapi.exceptions import RequestValidationError
 
 from knowledge_service import web
 from knowledge_service.deps import Resources
-from knowledge_service.errors_http import validation_error
+from knowledge_service.errors_http import service_error, validation_error
 from knowledge_service.routes import health, router
 from shared import amqp
 from shared.db import create_pool
 from shared.embedding.configured import embedder_from_settings
-from shared.errors import BrokerUnavailableError
+from shared.errors import BrokerUnavailableError, ServiceError
 from shared.migrate import migrate
 from shared.settings import KnowledgeSettings
 from shared.storage import ObjectStore
@@ -68,6 +68,7 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
     # /docs is served by knowledge_service.web from local files (FastAPI's default loads a CDN)
     app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(ServiceError, service_error)
     app.include_router(router)
     app.include_router(health)
     web.mount(app)

@@ -107,6 +107,12 @@ class WorkerSettings(CommonSettings):
     scan_interval_s: float = Field(30.0, description="recovery scanner period, seconds (0 disables)")
     running_heartbeat_timeout_s: float = Field(300.0, description="RUNNING without heartbeat → TIMEOUT")
     requeue_after_s: float = Field(600.0, description="WAITING/RETRYING untouched → re-published")
+    orphan_sweep_interval_s: float = Field(
+        3600.0, ge=0, description="period of the sweep removing objects no row refers to, seconds (0 disables)"
+    )
+    orphan_grace_s: float = Field(
+        86400.0, gt=0, description="an unreferenced object is removed once older than this, seconds (> longest upload)"
+    )
 
     @model_validator(mode="after")
     def _check_consumer_timeout(self) -> WorkerSettings:

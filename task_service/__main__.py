@@ -39,6 +39,7 @@ from task_service.pipeline.parse import ensure_parsers_ready
 from task_service.pipeline.sandbox import SandboxedParser, parser_from_settings
 from task_service.relay import relay_forever
 from task_service.scanner import scan_forever
+from task_service.sweep import sweep_forever
 from task_service.threads import DaemonThreadPool
 
 log = logging.getLogger("task_service")
@@ -100,11 +101,13 @@ async def run(settings: WorkerSettings) -> None:
         if settings.scan_interval_s > 0:
             background.append(asyncio.create_task(scan_forever(pool, await conn.channel(), settings, stop)))
 
+    # Needs no broker: runs for the worker's lifetime, not per connection.
+    lifelong = [asyncio.create_task(sweep_forever(pool, store, settings, stop))]
     log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch})
     try:
         await Consumer(settings, handler, name).run(stop, on_connected)
     finally:
-        for t in background:
+        for t in [*background, *lifelong]:
             t.cancel()
         parser.close()  # kills the sandbox child, even one still working for an abandoned task
         await _close(pool.close(), "database pool", on_timeout=pool.terminate)

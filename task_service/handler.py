@@ -25,6 +25,7 @@ import asyncpg
 import redis.asyncio as aioredis
 
 from shared import queries
+from shared.cleanup import remove_released_quietly
 from shared.db import translate_errors
 from shared.doc_types import parser_filename
 from shared.embedding import Embedder
@@ -254,6 +255,7 @@ class IndexHandler:
         )
         if not committed:
             raise StaleGenerationError("fenced out at commit")
+        await remove_released_quietly(self._pool, self._store)  # a swapped-out version's object
         return len(rows)
 
     async def _embed(self, run: _Run, texts: list[str]) -> Any:

@@ -21,7 +21,7 @@ from tests.support import Api, poll, queue_depth, sql, sql_value
 
 pytestmark = pytest.mark.e2e
 
-BODIES: dict[str, Any] = {"name": "x", "query": "x", "force": True, "top_k": 1, "mode": "hybrid"}
+BODIES: dict[str, Any] = {"name": "x", "query": "x", "force": True, "top_k": 1, "mode": "hybrid", "generation": 1}
 
 
 def _routes(api_url: str) -> list[tuple[str, str, dict[str, Any]]]:
