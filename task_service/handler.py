@@ -259,11 +259,11 @@ class IndexHandler:
         return len(rows)
 
     async def _embed(self, run: _Run, texts: list[str]) -> Any:
-        """Embed in batches of ``embedding_batch_size``, reporting EMBEDDING progress (embedded
-        / total) between batches; a (len(texts), dim) matrix."""
+        """Embed in batches of ``embed_progress_chunks`` (at most ``embedding_batch_size``),
+        reporting EMBEDDING progress (embedded / total) between batches; a (len(texts), dim) matrix."""
         import numpy as np
 
-        step = max(1, self._s.embedding_batch_size)
+        step = max(1, min(self._s.embed_progress_chunks, self._s.embedding_batch_size))
         await self._report(run, Stage.EMBEDDING, 0.0)
         parts = []
         for at in range(0, len(texts), step):

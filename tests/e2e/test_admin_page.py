@@ -268,6 +268,9 @@ def _events(client: httpx.Client, path: str, limit: int = 10_000) -> Iterator[tu
 def test_task_event_stream_follows_a_run_to_its_end(stack: dict[str, Any], user: Api, tmp_path: Path) -> None:
     kb = user.create_kb()
     up = user.upload(kb, name="streamed.txt", data=_prose(4_000, seed=6).encode())
+    behind = user.upload(kb, name="behind.txt", data=b"Uploaded while the worker is busy: it waits in line.")
+    waiting = user.http.get(f"/api/v1/tasks/{behind['task_id']}").json()
+    assert waiting["status"] == "WAITING" and waiting["queue_position"] in (1, 2), waiting  # one worker, prefetch 1
     seen = list(_events(user.http, f"/api/v1/tasks/{up['task_id']}/events"))
     names = [e for e, _ in seen]
     assert names[-1] == "end" and seen[-1][1]["status"] == "SUCCESS", seen[-3:]
@@ -281,6 +284,7 @@ def test_task_event_stream_follows_a_run_to_its_end(stack: dict[str, Any], user:
     other = Api(stack["url"], _create_user(stack["env"], f"other-{free_port()}"))
     assert other.http.get(f"/api/v1/tasks/{up['task_id']}/events").status_code == 404
     assert user.http.get("/api/v1/tasks/999999999/events").status_code == 404
+    assert user.wait_terminal(behind["document_id"], timeout=60)["task"]["queue_position"] is None
 
 
 def test_an_abandoned_stream_is_closed_on_the_server(stack: dict[str, Any], user: Api) -> None:

@@ -185,9 +185,9 @@ function upsertDoc(d) {
   }
   const t = d.task || {};
   const progress = el("progress", { max: "1" });
-  const p = t.progress === null || t.progress === undefined ? null : t.progress;
+  // the task's run (with versions, an INDEXED document may be indexing its pending new content)
+  const p = t.status === "SUCCESS" ? 1 : (t.progress === null || t.progress === undefined ? null : t.progress);
   if (p !== null) progress.value = p;
-  if (d.status === "INDEXED") progress.value = 1;
   row.dataset.status = d.status;
   row.dataset.progress = progress.hasAttribute("value") ? String(progress.value) : "";
   const retryable = t.status === "FAILED" || t.status === "TIMEOUT";
@@ -198,11 +198,12 @@ function upsertDoc(d) {
   for (const w of d.warnings || []) warnCell.append(el("div", {}, w));
   row.replaceChildren(
     el("td", {}, d.document_id),
-    el("td", { class: "file" }, d.filename),
+    el("td", { class: "file" }, d.filename,
+      d.pending ? el("div", { class: "meta" }, `new version: ${d.pending.filename}`) : null),
     el("td", { class: "status" }, el("span", { class: `badge ${d.status}` }, d.status)),
     el("td", { class: "stage" }, stageText(d)),
     el("td", { class: "progress" }, progress,
-      el("span", { class: "pct" }, p === null ? "" : `${Math.round((d.status === "INDEXED" ? 1 : p) * 100)}%`)),
+      el("span", { class: "pct" }, p === null ? "" : `${Math.round(p * 100)}%`)),
     errCell,
     warnCell,
     el("td", { class: "chunks" }, d.chunk_count),
@@ -233,7 +234,8 @@ async function act(fn, d) {
 }
 
 async function retry(d) {
-  await api(`/tasks/${d.task.task_id}/retry`, { method: "POST", json: {} });
+  // the generation shown: a double click (or a retry someone else made) is a 409, not a second run
+  await api(`/tasks/${d.task.task_id}/retry`, { method: "POST", json: { generation: d.task.generation } });
 }
 
 async function reindex(d) {
