@@ -394,12 +394,15 @@ class FakeExtractor:
     """Splits the text on blank lines into chunks; ``error`` is raised instead when set;
     ``block`` makes the call wait until cancelled (for timeouts)."""
 
-    def __init__(self, error: Exception | None = None, *, block: bool = False) -> None:
+    def __init__(self, error: Exception | None = None, *, block: bool = False,
+                 on_chunking: Callable[[], None] | None = None) -> None:
         self.error = error
         self.block = block
         self.cancelled = 0
+        self.on_chunking = on_chunking  # called when parsing is done, before the stage is reported
 
-    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None) -> Extraction:
+    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None,
+                 on_stage: Callable[[str], None] | None = None) -> Extraction:
         if self.block:
             assert cancel is not None
             cancel.wait(10)
@@ -407,6 +410,10 @@ class FakeExtractor:
         if self.error is not None:
             raise self.error
         parts = [p for p in data.decode().split("\n\n") if p.strip()]
+        if self.on_chunking is not None:
+            self.on_chunking()
+        if on_stage is not None:
+            on_stage("CHUNKING")
         chunks = [Chunk(index=i, content=p, token_count=len(p.split())) for i, p in enumerate(parts)]
         return Extraction(chunks=tuple(chunks), warnings=())
 
