@@ -25,7 +25,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from tests.support import MGMT, MGMT_AUTH, REDIS_DB, Proc, free_port, release_redis_db, start
+from tests.support import MGMT, MGMT_AUTH, Proc, claim_redis_db, free_port, release_redis_db, start
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -78,6 +78,7 @@ class Stack:
 
     def __init__(self, tag: str, **env: str) -> None:
         run_id = f"{tag}_{os.getpid()}"
+        self.redis_db = claim_redis_db()
         self.db = f"rag_bench_{run_id}"
         self.vhost = f"rag_bench_{run_id}"
         self.bucket = f"rag-bench-{run_id}".replace("_", "-")
@@ -85,7 +86,7 @@ class Stack:
         self.env: dict[str, str] = {
             "DATABASE_URL": self.dsn,
             "AMQP_URL": f"amqp://guest:guest@127.0.0.1:5672/{self.vhost}",
-            "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
+            "REDIS_URL": f"redis://127.0.0.1:6379/{self.redis_db}",
             "S3_BUCKET": self.bucket,
             "LOG_JSON": "true",
             "LOG_LEVEL": "INFO",
@@ -131,7 +132,7 @@ class Stack:
         finally:
             await admin.close()
         await asyncio.to_thread(self._remove_bucket)
-        release_redis_db(REDIS_DB)
+        release_redis_db(self.redis_db)
 
     def _remove_bucket(self) -> None:
         from minio import Minio
