@@ -33,6 +33,7 @@ from shared.log import configure
 from shared.migrate import migrate
 from shared.settings import WorkerSettings
 from shared.storage import ObjectStore
+from task_service.cache_evictor import evict_forever
 from task_service.consumer import Consumer
 from task_service.handler import IndexHandler
 from task_service.pipeline.parse import ensure_parsers_ready
@@ -100,12 +101,16 @@ async def run(settings: WorkerSettings) -> None:
         if settings.scan_interval_s > 0:
             background.append(asyncio.create_task(scan_forever(pool, await conn.channel(), settings, stop)))
 
+    # Needs no broker: runs once for the process, not per connection.
+    evictor = asyncio.create_task(evict_forever(pool, settings, stop))
+
     log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch})
     try:
         await Consumer(settings, handler, name).run(stop, on_connected)
     finally:
         for t in background:
             t.cancel()
+        evictor.cancel()
         parser.close()  # kills the sandbox child, even one still working for an abandoned task
         await _close(pool.close(), "database pool", on_timeout=pool.terminate)
         await _close(redis.aclose(), "redis")

@@ -23,10 +23,11 @@ from typing import Any, Protocol, TypeVar
 import asyncpg
 import redis.asyncio as aioredis
 
-from shared import queries
+from shared import embedding_cache, queries
 from shared.db import translate_errors
 from shared.doc_types import parser_filename
 from shared.embedding import Embedder
+from shared.embedding.vectors import empty_matrix
 from shared.errors import (
     FencedOut,
     IndexingError,
@@ -96,6 +97,9 @@ class IndexHandler:
         self._embedder = embedder
         self._parse = parse
         self.worker_name = worker_name
+        self._cache_ns = embedding_cache.namespace(
+            embedder.model_name, embedder.dim, settings.embedding_model_revision or None
+        )
 
     # -------------------------------------------------------------- plumbing
 
@@ -234,10 +238,16 @@ class IndexHandler:
         # Fence before the expensive call: a stale run never reaches the model.
         if not await self._db(queries.claim_is_current, msg.task_id, msg.generation, run.attempt):
             raise StaleGenerationError("generation or claim superseded before embedding")
+        texts = [c.content for c in chunks]
+        cached = await self._cache_lookup(texts)
+        p = embedding_cache.plan(texts, cached)
         await self._db(queries.record_embedding_run, msg.task_id, msg.document_id, msg.generation,
-                       run.attempt, len(chunks), self.worker_name)
+                       run.attempt, len(chunks), self.worker_name, cache_hits=p.hits, cache_misses=p.misses)
+        log.info("embedding", extra={"chunks": len(chunks), "cache_hits": p.hits, "cache_misses": p.misses})
         await fault_point("during_embed")
-        embeddings = await self._with_retries(self._embedder.embed, [c.content for c in chunks])
+        fresh = (await self._with_retries(self._embedder.embed, list(p.miss_texts)) if p.miss_texts
+                 else empty_matrix(self._embedder.dim))
+        embeddings = embedding_cache.assemble(p, cached, fresh, self._embedder.dim)
         rows = [queries.ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
         committed = await self._db(
             queries.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
@@ -246,7 +256,44 @@ class IndexHandler:
         )
         if not committed:
             raise StaleGenerationError("fenced out at commit")
+        await self._cache_update(p, fresh, hit_keys=[k for k in p.keys if k in cached])
         return len(rows)
+
+    # -------------------------------------------------------------- embedding cache
+
+    @property
+    def _cache_on(self) -> bool:
+        return self._s.embedding_cache_max_rows > 0
+
+    async def _cache_lookup(self, texts: list[str]) -> dict[bytes, Any]:
+        """Cached vectors of ``texts`` (``{}`` when the cache is disabled)."""
+        if not self._cache_on or not texts:
+            return {}
+        ns = self._cache_ns
+        return await self._db(queries.cache_lookup, ns.model, ns.revision, ns.dim,
+                              [embedding_cache.text_key(t) for t in texts])
+
+    async def _cache_update(self, p: embedding_cache.Plan, fresh: Any, hit_keys: list[bytes]) -> None:
+        """After the fenced commit, in its own transactions: add this run's new vectors and
+        touch the hits' ``last_used`` (at most once per ``EMBEDDING_CACHE_TOUCH_INTERVAL_S``).
+
+        Not inside the commit: the cache holds values of a pure function (text → vector), so
+        losing a write costs one re-embedding later, never correctness; outside, the fenced
+        transaction stays as short as before, never waits on another worker inserting the same
+        key, and cannot be failed by the cache. Only a committed run writes (a fenced-out run
+        writes nothing anywhere). Failures are logged, not raised: the document is indexed.
+        """
+        if not self._cache_on:
+            return
+        ns = self._cache_ns
+        try:
+            if p.miss_keys:
+                await self._db(queries.cache_store, ns.model, ns.revision, ns.dim, list(p.miss_keys), fresh)
+            if hit_keys:
+                await self._db(queries.cache_touch, ns.model, ns.revision, hit_keys,
+                               self._s.embedding_cache_touch_interval_s)
+        except TransientError as exc:
+            log.warning("embedding cache not updated", extra={"error": str(exc)})
 
     async def _extract(self, data: bytes, filename: str) -> Extraction:
         """Parse + chunk in a thread (the sandbox call blocks on its child); if this task is
