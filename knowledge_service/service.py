@@ -105,25 +105,70 @@ async def publish_now(res: Resources, msg: IndexMessage, row: OutboxRow) -> bool
     return True
 
 
-async def create_document(res: Resources, *, user_id: int, kb_id: int, obj: StoredObject) -> IndexMessage:
+@dataclass(frozen=True)
+class Duplicate:
+    """An upload whose bytes equal a document's of the same KB: that document, nothing created."""
+
+    document_id: int
+    task_id: int
+    status: str
+    task_status: str
+    generation: int
+
+
+async def create_document(
+    res: Resources, *, user_id: int, kb_id: int, obj: StoredObject, allow_duplicate: bool = False
+) -> IndexMessage | Duplicate:
     """Rows for a stored upload, within the user's in-flight cap (429 otherwise). The object
-    is removed when no row ends up referring to it."""
+    is removed when no row ends up referring to it.
+
+    Unless ``allow_duplicate``, bytes equal (SHA-256) to a document's of the same KB give that
+    document (:class:`Duplicate`) and create nothing. The database decides between concurrent
+    identical uploads: the new document takes the KB's content slot (unique partial index), and
+    the loser of that race finds the winner on its second pass.
+    """
     try:
-        async with res.pool.acquire() as conn, conn.transaction():
-            if not await queries.reserve_in_flight_slot(conn, user_id, res.settings.max_in_flight_tasks_per_user):
-                raise _in_flight_error(res)
-            msg, row = await queries.create_document_with_task(
-                conn, kb_id=kb_id, user_id=user_id, filename=obj.filename, content_type=obj.content_type,
-                size_bytes=obj.size_bytes, sha256=obj.sha256, object_key=obj.key,
-            )
+        for _ in range(3):
+            try:
+                created = await _create_or_find(res, user_id=user_id, kb_id=kb_id, obj=obj,
+                                                 allow_duplicate=allow_duplicate)
+            except Exception as exc:
+                if queries.is_content_conflict(exc):
+                    continue  # a concurrent identical upload won the slot: find it
+                raise
+            break
+        else:
+            raise RuntimeError("the KB's content slot kept changing under concurrent uploads")
     except BaseException:
         await discard_object(res, obj.key)
         raise
+    if isinstance(created, Duplicate):
+        await discard_object(res, obj.key)
+        log.info("duplicate upload", extra={"document_id": created.document_id, "size_bytes": obj.size_bytes})
+        return created
+    msg, row = created
     with bind(task_id=msg.task_id, document_id=msg.document_id, generation=msg.generation):
         log.info("document uploaded", extra={"size_bytes": obj.size_bytes})
         await fault_point("after_commit_before_publish")
         await publish_now(res, msg, row)
     return msg
+
+
+async def _create_or_find(
+    res: Resources, *, user_id: int, kb_id: int, obj: StoredObject, allow_duplicate: bool
+) -> tuple[IndexMessage, OutboxRow] | Duplicate:
+    async with res.pool.acquire() as conn, conn.transaction():
+        if not allow_duplicate:
+            same = await queries.find_same_content(conn, kb_id, obj.sha256)
+            if same is not None:
+                return Duplicate(same["document_id"], same["task_id"], same["status"], same["task_status"],
+                                 same["index_generation"])
+        if not await queries.reserve_in_flight_slot(conn, user_id, res.settings.max_in_flight_tasks_per_user):
+            raise _in_flight_error(res)
+        return await queries.create_document_with_task(
+            conn, kb_id=kb_id, user_id=user_id, filename=obj.filename, content_type=obj.content_type,
+            size_bytes=obj.size_bytes, sha256=obj.sha256, object_key=obj.key, dedup_slot=not allow_duplicate,
+        )
 
 
 @dataclass(frozen=True)

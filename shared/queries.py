@@ -148,14 +148,20 @@ async def create_document_with_task(
     size_bytes: int,
     sha256: str,
     object_key: str,
+    dedup_slot: bool = False,
 ) -> tuple[IndexMessage, OutboxRow]:
-    """ONE transaction: document (INDEXING, generation 1), task (WAITING, generation 1), outbox row."""
+    """ONE transaction: document (INDEXING, generation 1), task (WAITING, generation 1), outbox row.
+
+    ``dedup_slot``: the document takes its KB's slot for ``sha256`` (unique partial index
+    ``document_info_kb_content_uniq``); raises ``asyncpg.UniqueViolationError`` if another
+    document holds it (see :func:`is_content_conflict`).
+    """
     async with conn.transaction():
         doc_id = await conn.fetchval(
             "INSERT INTO document_info (kb_id, user_id, filename, content_type, size_bytes, sha256,"
-            " object_key, status, index_generation) VALUES ($1,$2,$3,$4,$5,$6,$7,'INDEXING',1)"
-            " RETURNING id",
-            kb_id, user_id, filename, content_type, size_bytes, sha256, object_key,
+            " object_key, status, index_generation, dedup_slot)"
+            " VALUES ($1,$2,$3,$4,$5,$6,$7,'INDEXING',1,$8) RETURNING id",
+            kb_id, user_id, filename, content_type, size_bytes, sha256, object_key, dedup_slot,
         )
         task_id = await conn.fetchval(
             "INSERT INTO index_task (document_id, kb_id, user_id, generation, status)"
@@ -167,6 +173,25 @@ async def create_document_with_task(
         )
         row = await _insert_outbox(conn, msg)
     return msg, row
+
+
+CONTENT_CONSTRAINT = "document_info_kb_content_uniq"
+
+
+def is_content_conflict(exc: BaseException) -> bool:
+    """True if ``exc`` is the unique violation of a KB's content slot (a concurrent identical upload)."""
+    return isinstance(exc, asyncpg.UniqueViolationError) and exc.constraint_name == CONTENT_CONSTRAINT
+
+
+async def find_same_content(conn: asyncpg.Connection, kb_id: int, sha256: str) -> asyncpg.Record | None:
+    """The oldest document of the KB whose current content has this SHA-256 (hex), with its task
+    (``document_id``, ``status``, ``index_generation``, ``task_id``, ``task_status``), or None."""
+    return await conn.fetchrow(
+        "SELECT d.id AS document_id, d.status, d.index_generation, t.id AS task_id, t.status AS task_status"
+        " FROM document_info d JOIN index_task t ON t.document_id = d.id"
+        " WHERE d.kb_id = $1 AND d.sha256 = $2 ORDER BY d.id LIMIT 1",
+        kb_id, sha256,
+    )
 
 
 async def count_in_flight(conn: asyncpg.Connection, user_id: int) -> int:
@@ -292,7 +317,7 @@ async def issue_generation(
         if content is not None:
             await conn.execute(
                 "UPDATE document_info SET filename = $2, content_type = $3, size_bytes = $4,"
-                " sha256 = $5, object_key = $6 WHERE id = $1",
+                " sha256 = $5, object_key = $6, dedup_slot = false WHERE id = $1",  # never collides (0008)
                 snap.document_id, content.filename, content.content_type, content.size_bytes,
                 content.sha256, content.object_key,
             )
