@@ -14,6 +14,7 @@ from typing import Any
 
 import asyncpg
 import numpy as np
+from pgvector import Vector
 
 from shared.embedding_cache import eviction_count
 from shared.faults import fault_point
@@ -469,7 +470,7 @@ async def cache_lookup(
         " WHERE model = $1 AND revision = $2 AND dim = $3 AND text_sha256 = ANY($4::bytea[])",
         model, revision, dim, list(set(keys)),
     )
-    return {bytes(r["text_sha256"]): np.asarray(r["embedding"], dtype=np.float32) for r in rows}
+    return {bytes(r["text_sha256"]): np.asarray(r["embedding"].to_numpy(), dtype=np.float32) for r in rows}
 
 
 async def cache_store(
@@ -487,7 +488,7 @@ async def cache_store(
         "WITH ins AS (INSERT INTO embedding_cache (model, revision, text_sha256, dim, embedding)"
         " SELECT $1, $2, k, $3, v FROM unnest($4::bytea[], $5::vector[]) WITH ORDINALITY AS u(k, v, n)"
         " ORDER BY n ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) FROM ins",
-        model, revision, dim, [keys[i] for i in order], [vectors[i] for i in order],
+        model, revision, dim, [keys[i] for i in order], [Vector(vectors[i]) for i in order],
     )
     return int(added)
 
