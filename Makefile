@@ -63,6 +63,7 @@ bench: migrate
 	$(BIN)/python -m bench.chunking
 	$(BIN)/python -m bench.retrieval
 	$(BIN)/python -m bench.pipeline
+	$(BIN)/python -m bench.model_calls
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

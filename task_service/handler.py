@@ -97,8 +97,10 @@ class IndexHandler:
         self._embedder = embedder
         self._parse = parse
         self.worker_name = worker_name
+        # the provider is part of the name: an endpoint serving "all-MiniLM-L6-v2" is not our local copy
         self._cache_ns = embedding_cache.namespace(
-            embedder.model_name, embedder.dim, settings.embedding_model_revision or None
+            f"{settings.embedding_provider}/{embedder.model_name}", embedder.dim,
+            settings.embedding_model_revision or None,
         )
 
     # -------------------------------------------------------------- plumbing
