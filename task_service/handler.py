@@ -49,6 +49,7 @@ from task_service.pipeline.extract import Extraction
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+CACHE_WRITE_BATCH = 1000  # vectors per embedding-cache INSERT (≈1.5 MB of parameters at 384-d)
 
 
 class Outcome(StrEnum):
@@ -289,8 +290,9 @@ class IndexHandler:
             return
         ns = self._cache_ns
         try:
-            if p.miss_keys:
-                await self._db(queries.cache_store, ns.model, ns.revision, ns.dim, list(p.miss_keys), fresh)
+            for i in range(0, len(p.miss_keys), CACHE_WRITE_BATCH):  # bounded statements for 20,000-chunk documents
+                await self._db(queries.cache_store, ns.model, ns.revision, ns.dim,
+                               list(p.miss_keys[i:i + CACHE_WRITE_BATCH]), fresh[i:i + CACHE_WRITE_BATCH])
             if hit_keys:
                 await self._db(queries.cache_touch, ns.model, ns.revision, hit_keys,
                                self._s.embedding_cache_touch_interval_s)
