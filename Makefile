@@ -39,7 +39,7 @@ run-worker: migrate
 	$(BIN)/python -m task_service
 
 lint: install
-	$(BIN)/ruff check shared knowledge_service task_service tests bench
+	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
 	$(BIN)/mypy
 
 unit: install
@@ -52,7 +52,7 @@ e2e: services
 	$(BIN)/python -m pytest tests/e2e -q
 
 test: services
-	$(BIN)/ruff check shared knowledge_service task_service tests bench
+	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import asyncpg
@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from knowledge_service.metrics import ApiMetrics
 from shared import queries
 from shared.amqp import Publisher
 from shared.embedding import Embedder
@@ -28,6 +29,7 @@ class Resources:
     redis: aioredis.Redis
     embedder: Embedder
     publisher: Publisher | None
+    metrics: ApiMetrics = field(default_factory=ApiMetrics.unregistered)
 
 
 def get_resources(request: Request) -> Resources:

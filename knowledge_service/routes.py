@@ -29,12 +29,23 @@ def _task(r: dict[str, Any] | None) -> schemas.TaskOut | None:
     return None if r is None else schemas.TaskOut.model_validate(r)
 
 
+def _json(raw: Any) -> Any:
+    return json.loads(raw) if isinstance(raw, str) else raw
+
+
 def _document(r: asyncpg.Record) -> schemas.DocumentOut:
     d = dict(r.items())
-    raw = d.pop("task")
-    d["task"] = _task(json.loads(raw) if isinstance(raw, str) else raw)
+    task = _task(_json(d.pop("task")))
+    d["task"] = task
     warnings = d.pop("warnings", None)
-    d["warnings"] = json.loads(warnings) if isinstance(warnings, str) else (warnings or [])
+    d["warnings"] = _json(warnings) or []
+    pending = _json(d.pop("pending", None))
+    d["pending"] = None if pending is None else schemas.PendingVersionOut.model_validate({
+        **pending,
+        "task_id": task.task_id if task else None, "status": task.status if task else None,
+        "generation": task.generation if task else None, "error_code": task.error_code if task else None,
+        "message": task.error_message if task else None,
+    })
     return schemas.DocumentOut.model_validate(d)
 
 
@@ -45,11 +56,7 @@ async def _owned_kb(res: Res, user_id: int, kb_id: Id) -> None:
 
 
 async def _owned_document(res: Res, user_id: int, document_id: Id) -> asyncpg.Record:
-    async with res.pool.acquire() as conn:
-        row = await queries.document_owned(conn, user_id, document_id)
-    if row is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
-    return row
+    return await service.owned_document(res, user_id, document_id)
 
 
 async def _document_out(res: Res, user_id: int, document_id: Id) -> schemas.DocumentOut:
@@ -142,19 +149,22 @@ async def get_document(document_id: Id, res: Res, user_id: UserId) -> schemas.Do
 @router.put("/documents/{document_id}/content", status_code=202, response_model=schemas.UploadAccepted,
             openapi_extra=upload.OPENAPI_BODY, responses=upload.OPENAPI_ERRORS)
 async def replace_content(document_id: Id, request: Request, res: Res, user_id: UserId) -> schemas.UploadAccepted:
-    """Multipart ``file`` replaces the content: a new generation; the old run is fenced out."""
+    """Multipart ``file`` replaces the content: a new generation; the old run is fenced out.
+
+    A document that has been indexed keeps serving its indexed version (search, chunks, name,
+    object) until the new one is indexed; the new one shows as ``pending`` meanwhile. ``status``
+    in the answer is the document's (INDEXED while the served version stays). Counts toward the
+    per-user in-flight cap (429)."""
     owned = await _owned_document(res, user_id, document_id)
-    await service.check_in_flight(res, user_id, owned["task_id"])
+    await service.check_in_flight(res, user_id)
     obj = await _receive(request, res, owned["kb_id"])
     content = queries.NewContent(obj.filename, obj.content_type, obj.size_bytes, obj.sha256, obj.key)
     msg = await service.replace_content(res, owned["task_id"], content)
-    try:
-        await res.store.remove(owned["object_key"])
-    except StorageUnavailableError:
-        log.warning("old object not removed", extra={"object_key": owned["object_key"]})
+    async with res.pool.acquire() as conn:
+        row = await queries.get_document(conn, user_id, document_id)
     return schemas.UploadAccepted(
-        document_id=document_id, task_id=msg.task_id, status="INDEXING", task_status="WAITING",
-        generation=msg.generation,
+        document_id=document_id, task_id=msg.task_id, status=row["status"] if row else "INDEXING",
+        task_status="WAITING", generation=msg.generation,
     )
 
 
@@ -176,13 +186,17 @@ async def reindex(
 @router.delete("/documents/{document_id}", status_code=204)
 async def delete_document(document_id: Id, res: Res, user_id: UserId) -> Response:
     await _owned_document(res, user_id, document_id)
-    async with res.pool.acquire() as conn:
-        key = await queries.delete_document(conn, document_id)
-    if key is not None:
-        try:
-            await res.store.remove(key)
-        except StorageUnavailableError:
-            log.warning("object not removed from storage", extra={"object_key": key})
+    await service.delete_document(res, document_id)
+    return Response(status_code=204)
+
+
+@router.delete("/documents/{document_id}/pending", status_code=204,
+               responses={404: {"description": "no such document, or it has no pending version"}})
+async def drop_pending(document_id: Id, res: Res, user_id: UserId) -> Response:
+    """Drop the pending version (new content not yet indexed): its run is fenced out, its object
+    removed; the served version is untouched."""
+    await _owned_document(res, user_id, document_id)
+    await service.drop_pending(res, document_id)
     return Response(status_code=204)
 
 
@@ -211,12 +225,16 @@ async def get_task(task_id: Id, res: Res, user_id: UserId) -> schemas.TaskOut:
 
 
 @router.post("/tasks/{task_id}/retry", status_code=202, response_model=schemas.TaskOut,
-             responses={409: {"description": "task not FAILED/TIMEOUT, or retry limit reached"}})
+             responses={409: {"description": "task not FAILED/TIMEOUT, retry limit reached, or its generation "
+                                             "is no longer the one sent"}})
 async def retry_task(
     task_id: Id, res: Res, user_id: UserId, body: schemas.RetryRequest | None = None
 ) -> schemas.TaskOut:
+    """Retry a FAILED/TIMEOUT task. With ``{"generation": g}`` only if the task is still at
+    generation ``g`` (409 otherwise): a double click retries once."""
     current = await get_task(task_id, res, user_id)
-    req = EnqueueRequest(RequestKind.RETRY, force=bool(body and body.force))
+    req = EnqueueRequest(RequestKind.RETRY, force=bool(body and body.force),
+                         expected_generation=body.generation if body else None)
     result = await service.request_enqueue(res, task_id, req)
     if result.action is not Action.ISSUE:
         current = await get_task(task_id, res, user_id)

@@ -15,7 +15,15 @@ from fastapi import HTTPException, status
 
 from knowledge_service.deps import Resources
 from shared import queries
-from shared.errors import BrokerUnavailableError, StorageUnavailableError
+from shared.cleanup import remove_released_quietly
+from shared.errors import (
+    BrokerUnavailableError,
+    DocumentNotFound,
+    EnqueueContention,
+    PendingVersionNotFound,
+    StorageUnavailableError,
+    TaskNotFound,
+)
 from shared.faults import fault_point
 from shared.fencing import (
     Action,
@@ -138,7 +146,7 @@ async def create_document(
                 raise
             break
         else:
-            raise RuntimeError("the KB's content slot kept changing under concurrent uploads")
+            raise EnqueueContention("the knowledge base's content slot kept changing under concurrent uploads")
     except BaseException:
         await discard_object(res, obj.key)
         raise
@@ -192,12 +200,15 @@ async def request_enqueue(
 
     A lost race (another request moved the task first) re-reads and decides again, so N
     concurrent requests make exactly one transition and publish one message.
+
+    Raises TaskNotFound (the document was deleted meanwhile), EnqueueContention (the task kept
+    changing under every attempt), InFlightLimitError (429).
     """
-    for _ in range(5):
+    for _ in range(8):
         async with res.pool.acquire() as conn:
             snap = await queries.load_task_snapshot(conn, task_id)
             if snap is None:
-                raise LookupError("task not found")
+                raise TaskNotFound()
             decision = decide_enqueue(snap, request, datetime.now(UTC), thresholds(res))
             if decision.action is not Action.ISSUE:
                 return EnqueueResult(decision.action, decision.reason, None)
@@ -209,28 +220,65 @@ async def request_enqueue(
             log.info("generation issued", extra={"request": request.kind.value, "takeover": decision.takeover})
             await publish_now(res, msg, row)
         return EnqueueResult(Action.ISSUE, decision.reason, msg)
-    raise RuntimeError("task kept changing under concurrent requests")
+    raise EnqueueContention("the task kept changing under concurrent requests; try again")
 
 
 async def replace_content(res: Resources, task_id: int, content: queries.NewContent) -> IndexMessage:
-    """New content (already stored under ``content.object_key``) → new generation; the new
-    object is removed if the request fails (e.g. 429)."""
+    """New content (already stored under ``content.object_key``) → new generation.
+
+    A document with a served (INDEXED) version gets it as its pending version: the served one
+    stays searchable, with its object, until the pending one commits. A document never indexed
+    takes it over its own columns. The object this replaces (the previous pending one, or a
+    never-indexed document's own) is removed after commit. The new object is removed if the
+    request fails (429, document deleted meanwhile: TaskNotFound, ...).
+    """
     try:
         result = await request_enqueue(res, task_id, EnqueueRequest(RequestKind.NEW_CONTENT), content)
     except BaseException:
         await discard_object(res, content.object_key)
         raise
     assert result.message is not None, "new content always issues a generation"
+    await remove_released_quietly(res.pool, res.store)
     return result.message
+
+
+async def delete_document(res: Resources, document_id: int) -> None:
+    """Delete the document (rows at once, objects after commit); already gone is fine."""
+    async with res.pool.acquire() as conn:
+        deleted = await queries.delete_document(conn, document_id)
+    if deleted:
+        log.info("document deleted", extra={"document_id": document_id})
+        await remove_released_quietly(res.pool, res.store)
+
+
+async def drop_pending(res: Resources, document_id: int) -> None:
+    """Drop the document's pending version (its run, if any, is fenced out; its object removed
+    after commit). Raises PendingVersionNotFound (none, or the document was deleted meanwhile)."""
+    async with res.pool.acquire() as conn:
+        dropped = await queries.drop_pending(conn, document_id)
+    if not dropped:
+        raise PendingVersionNotFound()
+    log.info("pending version dropped", extra={"document_id": document_id})
+    await remove_released_quietly(res.pool, res.store)
+
+
+async def owned_document(res: Resources, user_id: int, document_id: int) -> asyncpg.Record:
+    """``(id, kb_id, object_key, task_id)`` of a document the user owns; DocumentNotFound otherwise."""
+    async with res.pool.acquire() as conn:
+        row = await queries.document_owned(conn, user_id, document_id)
+    if row is None or row["task_id"] is None:
+        raise DocumentNotFound()
+    return row
 
 
 async def _issue_within_cap(
     res: Resources, conn: asyncpg.Connection, snap: TaskSnapshot, decision: EnqueueDecision,
     content: queries.NewContent | None,
 ) -> tuple[IndexMessage, OutboxRow] | None:
-    """Apply an ISSUE decision; re-arming a task that is not in flight adds work, so it must fit
+    """Apply an ISSUE decision; re-arming a task that is not in flight adds work, and so does new
+    content (another upload to store and index, even over an active task), so either must fit
     under the user's in-flight cap (checked in the same transaction; 429 otherwise)."""
-    if snap.status in ACTIVE:  # already counted: a takeover or new content adds no task
+    if snap.status in ACTIVE and content is None:  # already counted: a takeover adds no work
         return await queries.try_issue_generation(conn, snap, decision, content)
     async with conn.transaction():
         if not await queries.reserve_in_flight_slot(conn, snap.user_id, res.settings.max_in_flight_tasks_per_user):

@@ -21,6 +21,15 @@
         ├── StaleGenerationError       stale_generation      a newer generation exists
         └── LockLostError              lock_lost             the Redis lock could not be renewed
 
+    ServiceError                       a use case refuses a request (the API maps it to HTTP)
+    ├── NotFoundError                  the caller owns no such object                  (404)
+    │   ├── DocumentNotFound
+    │   ├── TaskNotFound
+    │   └── PendingVersionNotFound     the document has no pending version
+    ├── EnqueueConflict                retry refused: not FAILED/TIMEOUT, limit reached, or
+    │                                  the task's generation is no longer the one sent   (409)
+    └── EnqueueContention              the task kept changing under concurrent requests (409)
+
 Third-party exceptions (asyncpg, aio-pika, minio, httpx, pypdfium2, ...) are translated into
 this tree at the adapter that calls the library (cf. httpx ``_exceptions.py``), so the worker's
 policy code never imports a third-party exception type.
@@ -119,6 +128,44 @@ class StaleGenerationError(FencedOut):
 
 class LockLostError(FencedOut):
     error_code = "lock_lost"
+
+
+class ServiceError(Exception):
+    """A use case refuses the request; ``str(exc)`` is the client-facing detail."""
+
+
+class NotFoundError(ServiceError):
+    """The caller owns no such object (another user's objects are "not found" too)."""
+
+    def __init__(self, message: str = "not found") -> None:
+        super().__init__(message)
+
+
+class DocumentNotFound(NotFoundError):
+    pass
+
+
+class TaskNotFound(NotFoundError):
+    pass
+
+
+class PendingVersionNotFound(NotFoundError):
+    def __init__(self, message: str = "the document has no pending version") -> None:
+        super().__init__(message)
+
+
+class EnqueueConflict(ServiceError):
+    """A retry was refused: ``reason`` from :func:`shared.fencing.decide_enqueue`, ``status`` the
+    task's current status (``"FAILED"``, ...)."""
+
+    def __init__(self, reason: str, status: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+class EnqueueContention(ServiceError):
+    """The task changed under every one of our attempts (concurrent requests); try again."""
 
 
 class ConfigurationError(Exception):

@@ -115,6 +115,17 @@ class WorkerSettings(CommonSettings):
     embedding_cache_touch_interval_s: float = Field(
         3600.0, ge=0, description="a cache hit rewrites the entry's last_used at most this often, seconds"
     )
+    worker_metrics_port: int = Field(
+        0, ge=0, le=65535, description="Prometheus /metrics port of this worker (0: not served); one per process"
+    )
+    worker_metrics_host: str = Field("127.0.0.1", description="address the worker's /metrics listens on")
+    worker_metrics_sample_s: float = Field(15.0, gt=0, description="period of the sampled gauges, seconds")
+    orphan_sweep_interval_s: float = Field(
+        3600.0, ge=0, description="period of the sweep removing objects no row refers to, seconds (0 disables)"
+    )
+    orphan_grace_s: float = Field(
+        86400.0, gt=0, description="an unreferenced object is removed once older than this, seconds (> longest upload)"
+    )
 
     @model_validator(mode="after")
     def _check_consumer_timeout(self) -> WorkerSettings:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from datetime import datetime
 from typing import BinaryIO
 
 import urllib3
@@ -131,6 +132,26 @@ class ObjectStore:
             return await asyncio.to_thread(_do)
         except _ERRORS as exc:
             raise _translate(exc, what) from exc
+
+    async def list_page(self, prefix: str, start_after: str | None, limit: int) -> list[tuple[str, datetime]]:
+        """Up to ``limit`` objects under ``prefix`` after ``start_after`` in key order, as
+        ``(key, last_modified)`` (timezone-aware). Raises StorageUnavailableError."""
+
+        def _do() -> list[tuple[str, datetime]]:
+            out: list[tuple[str, datetime]] = []
+            for o in self._client.list_objects(self.bucket, prefix=prefix, recursive=True,
+                                               start_after=start_after or None):
+                if o.object_name is None or o.last_modified is None or o.is_dir:
+                    continue
+                out.append((o.object_name, o.last_modified))
+                if len(out) >= limit:
+                    break
+            return out
+
+        try:
+            return await asyncio.to_thread(_do)
+        except _ERRORS as exc:
+            raise _translate(exc, f"list {prefix}") from exc
 
     async def ping(self) -> None:
         """Raises StorageUnavailableError unless the bucket answers."""

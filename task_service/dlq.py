@@ -18,6 +18,7 @@ import asyncpg
 from shared import amqp, queries
 from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, decide_enqueue
 from shared.settings import WorkerSettings
+from task_service import APP_ID
 
 
 async def list_dead(dsn: str, include_replayed: bool) -> list[dict[str, object]]:
@@ -51,7 +52,7 @@ async def replay(settings: WorkerSettings, dead_letter_id: int) -> dict[str, obj
         broker = await amqp.connect(settings.amqp_url.get_secret_value(), name="task_service.dlq",
                                     heartbeat_s=30, robust=False)
         try:
-            pub = await amqp.Publisher.open(broker, settings.amqp_publish_timeout_s)
+            pub = await amqp.Publisher.open(broker, settings.amqp_publish_timeout_s, app_id=APP_ID)
             await pub.publish(out.body, message_id=str(out.message_id))
             await queries.mark_published(conn, out.id)
         finally:

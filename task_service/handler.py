@@ -24,6 +24,7 @@ import asyncpg
 import redis.asyncio as aioredis
 
 from shared import embedding_cache, queries
+from shared.cleanup import remove_released_quietly
 from shared.db import translate_errors
 from shared.doc_types import parser_filename
 from shared.embedding import Embedder
@@ -45,6 +46,7 @@ from shared.settings import WorkerSettings
 from shared.states import TaskStatus
 from shared.storage import ObjectStore
 from task_service.lease import run_with_lease
+from task_service.metrics import WorkerMetrics
 from task_service.pipeline.extract import Extraction
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,7 @@ class IndexHandler:
         embedder: Embedder,
         parse: Extractor,
         worker_name: str,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self._s = settings
         self._pool = pool
@@ -98,6 +101,7 @@ class IndexHandler:
         self._embedder = embedder
         self._parse = parse
         self.worker_name = worker_name
+        self.metrics = metrics or WorkerMetrics.unregistered()
         # the provider is part of the name: an endpoint serving "all-MiniLM-L6-v2" is not our local copy
         self._cache_ns = embedding_cache.namespace(
             f"{settings.embedding_provider}/{embedder.model_name}", embedder.dim,
@@ -120,6 +124,7 @@ class IndexHandler:
 
     async def _skip(self, reason: str, msg: IndexMessage) -> Outcome:
         log.info("delivery skipped", extra={"reason": reason})
+        self.metrics.skipped.labels(str(reason)).inc()
         try:
             await self._db(queries.record_skip, reason, msg.task_id, msg.document_id, msg.generation, self.worker_name)
         except TransientError:
@@ -146,6 +151,7 @@ class IndexHandler:
                 if delay_attempts + 1 >= self._s.lock_retry_max_attempts:
                     return await self._skip(SkipReason.LOCK_HELD_EXHAUSTED, msg)
                 log.info("document lock held, delaying delivery", extra={"delay_attempts": delay_attempts})
+                self.metrics.lock_held_retries.inc()
                 return Outcome.DELAY
             try:
                 return await self._locked(msg, lock)
@@ -208,6 +214,8 @@ class IndexHandler:
             await self._finish(run, TaskStatus.FAILED, "internal_error", f"{type(exc).__name__}: {exc}")
             return Outcome.ACK
         log.info("task indexed", extra={"chunks": n, "seconds": round(time.monotonic() - started, 3)})
+        self.metrics.finished(TaskStatus.SUCCESS.value)
+        self.metrics.embedded_chunks.inc(n)
         await fault_point("after_commit")
         return Outcome.ACK
 
@@ -219,7 +227,9 @@ class IndexHandler:
             generation=run.msg.generation, attempt=run.attempt, status=status, error_code=code,
             error_message=message, warnings=run.warnings,
         )
-        if not ok:
+        if ok:
+            self.metrics.finished(status.value, code)
+        else:
             await self._skip(SkipReason.STALE_GENERATION, run.msg)
 
     # -------------------------------------------------------------- the pipeline
@@ -233,9 +243,12 @@ class IndexHandler:
         # The API typed the bytes at upload: a name without an allowed extension parses as that type.
 
         await fault_point("before_download")
-        data = await self._with_retries(self._store.get, object_key)
+        with self.metrics.stage("download"):
+            data = await self._with_retries(self._store.get, object_key)
         await fault_point("before_parse")
         extraction = await self._extract(data, parser_filename(filename, content_type))
+        self.metrics.observe_stage("parse", extraction.parse_s)
+        self.metrics.observe_stage("chunk", extraction.chunk_s)
         chunks = extraction.chunks
         run.warnings[:] = extraction.warnings
         # Fence before the expensive call: a stale run never reaches the model.
@@ -248,17 +261,20 @@ class IndexHandler:
                        run.attempt, len(chunks), self.worker_name, cache_hits=p.hits, cache_misses=p.misses)
         log.info("embedding", extra={"chunks": len(chunks), "cache_hits": p.hits, "cache_misses": p.misses})
         await fault_point("during_embed")
-        fresh = (await self._with_retries(self._embedder.embed, list(p.miss_texts)) if p.miss_texts
-                 else empty_matrix(self._embedder.dim))
+        with self.metrics.stage("embed"):
+            fresh = (await self._with_retries(self._embedder.embed, list(p.miss_texts)) if p.miss_texts
+                     else empty_matrix(self._embedder.dim))
         embeddings = embedding_cache.assemble(p, cached, fresh, self._embedder.dim)
         rows = [queries.ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
-        committed = await self._db(
-            queries.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
-            generation=msg.generation, attempt=run.attempt, chunks=rows, embeddings=embeddings,
-            warnings=extraction.warnings,
-        )
+        with self.metrics.stage("write"):
+            committed = await self._db(
+                queries.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
+                generation=msg.generation, attempt=run.attempt, chunks=rows, embeddings=embeddings,
+                warnings=extraction.warnings,
+            )
         if not committed:
             raise StaleGenerationError("fenced out at commit")
+        await remove_released_quietly(self._pool, self._store)  # a swapped-out version's object
         await self._cache_update(p, fresh, hit_keys=[k for k in p.keys if k in cached])
         return len(rows)
 
