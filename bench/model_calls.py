@@ -248,11 +248,11 @@ class Bench:
         return dict(r.json())
 
     def wait_generation(self, doc_id: int, generation: int, limit_s: float = 1800) -> None:
-        def done() -> bool:
-            d = self.http.get(f"/api/v1/documents/{doc_id}").json()
-            if d["index_generation"] == generation and d["status"] == "FAILED":
-                raise RuntimeError(f"document {doc_id} FAILED: {d['error_message']}")
-            return bool(d["index_generation"] == generation and d["status"] == "INDEXED")
+        def done() -> bool:  # the generation's task has ended (a served document stays INDEXED meanwhile)
+            t = self.http.get(f"/api/v1/documents/{doc_id}").json()["task"]
+            if t["generation"] == generation and t["status"] in ("FAILED", "TIMEOUT"):
+                raise RuntimeError(f"document {doc_id} {t['status']}: {t['error_message']}")
+            return bool(t["generation"] == generation and t["status"] == "SUCCESS")
 
         _poll(done, limit_s, f"document {doc_id} generation {generation} indexed", 0.1)
 

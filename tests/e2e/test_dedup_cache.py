@@ -41,12 +41,14 @@ def _last_run(dsn: str, document_id: int) -> dict[str, Any]:
 
 
 def _indexed_generation(api: Api, document_id: int, generation: int) -> dict[str, Any]:
+    """Until the task of ``generation`` has ended (a served document stays INDEXED meanwhile)."""
     def done() -> dict[str, Any] | None:
         d = api.document(document_id)
-        return d if d["index_generation"] == generation and d["status"] in ("INDEXED", "FAILED") else None
+        t = d["task"]
+        return d if t["generation"] == generation and t["status"] in ("SUCCESS", "FAILED", "TIMEOUT") else None
 
     d = poll(done, timeout=120, interval=0.3, what=f"generation {generation} indexed")
-    assert d["status"] == "INDEXED", d
+    assert d["status"] == "INDEXED" and d["task"]["status"] == "SUCCESS", d
     return d
 
 
