@@ -42,8 +42,9 @@ lint: install
 	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
 	$(BIN)/mypy
 
+# The unit tier runs with the network cut (scripts/offline.sh): fakes only, no service.
 unit: install
-	$(BIN)/python -m pytest tests/unit -q
+	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
 
 integration: services
 	$(BIN)/python -m pytest tests/integration -q
@@ -54,7 +55,8 @@ e2e: services
 test: services
 	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
 	$(BIN)/mypy
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
+	$(BIN)/python -m pytest tests/integration tests/e2e -q -p no:cacheprovider
 
 # Benchmarks: each writes its section of bench/RESULTS.md (figures as ratios or MB/s measured in one run).
 bench: migrate

@@ -8,18 +8,18 @@ from collections.abc import AsyncIterator
 
 import redis.asyncio as aioredis
 from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
 from prometheus_client import CollectorRegistry
 
 from knowledge_service.deps import Resources
-from knowledge_service.errors_http import service_error, validation_error
+from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
 from knowledge_service.metrics import router as metrics_router
 from knowledge_service.routes import health, router
 from shared import amqp
+from shared.bootstrap import usecase_deps
 from shared.db import create_pool
 from shared.embedding.configured import embedder_from_settings
-from shared.errors import BrokerUnavailableError, ServiceError
+from shared.errors import BrokerUnavailableError
 from shared.migrate import migrate
 from shared.settings import KnowledgeSettings
 from shared.storage import ObjectStore
@@ -59,7 +59,8 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
                                                   on_failure=metrics.publish_failures.labels("api").inc)
         except BrokerUnavailableError as exc:
             log.error("broker unavailable at start-up; uploads go to the outbox", extra={"error": str(exc)})
-        app.state.resources = Resources(settings, pool, store, redis, embedder, publisher, metrics)
+        app.state.resources = Resources(settings, pool, store, redis, embedder, publisher,
+                                        usecase_deps(settings, pool, store, publisher), metrics)
         try:
             yield
         finally:
@@ -72,8 +73,8 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
                 await close()
 
     app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan)
-    app.add_exception_handler(RequestValidationError, validation_error)
-    app.add_exception_handler(ServiceError, service_error)
+    for exc_class, handler in EXCEPTION_HANDLERS.items():
+        app.add_exception_handler(exc_class, handler)
     app.include_router(router)
     app.include_router(health)
     app.include_router(metrics_router)

@@ -12,7 +12,7 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from knowledge_service.metrics import ApiMetrics
-from shared import queries
+from shared import queries, usecases
 from shared.amqp import Publisher
 from shared.embedding import Embedder
 from shared.settings import KnowledgeSettings
@@ -29,6 +29,8 @@ class Resources:
     redis: aioredis.Redis
     embedder: Embedder
     publisher: Publisher | None
+    #: the use cases' ports (PostgreSQL store, object store, publisher) and limits
+    deps: usecases.Deps
     metrics: ApiMetrics = field(default_factory=ApiMetrics.unregistered)
 
 

@@ -1,4 +1,8 @@
-"""HTTP routes. Every ``/api/v1`` route authenticates and checks ownership (404 otherwise)."""
+"""HTTP routes. Every ``/api/v1`` route authenticates and checks ownership (404 otherwise).
+
+Routes parse the request, call a use case (:mod:`shared.usecases`) or a read query, and shape
+the answer; errors are ``shared.errors`` types, turned into HTTP by ``errors_http``.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +14,17 @@ import asyncpg
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from knowledge_service import schemas, service, upload
+from knowledge_service import schemas, upload
 from knowledge_service.deps import Res, UserId
-from shared import queries, retrieval
-from shared.errors import StorageUnavailableError
-from shared.fencing import Action, EnqueueRequest, RequestKind
+from shared import queries, retrieval, usecases
+from shared.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
+from shared.fencing import Action
+from shared.records import Duplicate, NewContent
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/v1")
 health = APIRouter()
 
-NOT_FOUND = "not found"
 #: Path IDs are BIGSERIAL: out-of-range values are a 422, not a database error.
 Id = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
@@ -52,18 +56,22 @@ def _document(r: asyncpg.Record) -> schemas.DocumentOut:
 async def _owned_kb(res: Res, user_id: int, kb_id: Id) -> None:
     async with res.pool.acquire() as conn:
         if not await queries.kb_owned(conn, user_id, kb_id):
-            raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
+            raise KnowledgeBaseNotFound()
 
 
 async def _owned_document(res: Res, user_id: int, document_id: Id) -> asyncpg.Record:
-    return await service.owned_document(res, user_id, document_id)
+    async with res.pool.acquire() as conn:
+        row = await queries.document_owned(conn, user_id, document_id)
+    if row is None or row["task_id"] is None:
+        raise DocumentNotFound()
+    return row
 
 
 async def _document_out(res: Res, user_id: int, document_id: Id) -> schemas.DocumentOut:
     async with res.pool.acquire() as conn:
         row = await queries.get_document(conn, user_id, document_id)
     if row is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
+        raise DocumentNotFound()
     return _document(row)
 
 
@@ -88,21 +96,12 @@ async def list_kbs(res: Res, user_id: UserId) -> schemas.KnowledgeBaseList:
 # ------------------------------------------------------------------ documents
 
 
-async def _receive(request: Request, res: Res, kb_id: int) -> service.StoredObject:
-    """Stream the ``file`` part into storage (see :mod:`knowledge_service.upload`); a refusal is a
-    JSON error and leaves nothing stored."""
-    try:
-        got = await upload.receive_upload(request, res.store, kb_id=kb_id, limit=res.settings.max_upload_bytes,
-                                          part_size=res.settings.upload_part_size)
-    except upload.UploadRejectedError as exc:
-        log.info("upload refused", extra={"status": exc.status_code, "reason": str(exc)})
-        # Close the connection: the rest of the body is not read (nor drained for ever).
-        raise HTTPException(exc.status_code, exc.detail, headers={"Connection": "close"}) from exc
-    except StorageUnavailableError as exc:
-        log.error("object storage unavailable", extra={"error": str(exc)})
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "object storage unavailable",
-                            headers={"Connection": "close"}) from exc
-    return service.StoredObject(got.key, got.size_bytes, got.sha256, got.filename, got.content_type)
+async def _receive(request: Request, res: Res, kb_id: int) -> NewContent:
+    """Stream the ``file`` part into storage (see :mod:`knowledge_service.upload`). Raises
+    ``UploadRejectedError`` subclasses and ``StorageUnavailableError``; nothing is stored then."""
+    got = await upload.receive_upload(request, res.store, kb_id=kb_id, limit=res.settings.max_upload_bytes,
+                                      part_size=res.settings.upload_part_size)
+    return NewContent(got.filename, got.content_type, got.size_bytes, got.sha256, got.key)
 
 
 @router.post("/knowledge-bases/{kb_id}/documents", status_code=202, response_model=schemas.UploadAccepted,
@@ -118,10 +117,11 @@ async def upload_document(
     ``duplicate_of``, nothing created or kept; ``?allow_duplicate=true`` creates a new one anyway.
     """
     await _owned_kb(res, user_id, kb_id)
-    await service.check_in_flight(res, user_id)
+    await usecases.check_in_flight(res.deps, user_id)
     obj = await _receive(request, res, kb_id)
-    msg = await service.create_document(res, user_id=user_id, kb_id=kb_id, obj=obj, allow_duplicate=allow_duplicate)
-    if isinstance(msg, service.Duplicate):
+    msg = await usecases.create_document(res.deps, user_id=user_id, kb_id=kb_id, obj=obj,
+                                         allow_duplicate=allow_duplicate)
+    if isinstance(msg, Duplicate):
         response.status_code = status.HTTP_200_OK
         return schemas.UploadAccepted(
             document_id=msg.document_id, task_id=msg.task_id, status=msg.status, task_status=msg.task_status,
@@ -156,10 +156,9 @@ async def replace_content(document_id: Id, request: Request, res: Res, user_id: 
     in the answer is the document's (INDEXED while the served version stays). Counts toward the
     per-user in-flight cap (429)."""
     owned = await _owned_document(res, user_id, document_id)
-    await service.check_in_flight(res, user_id)
-    obj = await _receive(request, res, owned["kb_id"])
-    content = queries.NewContent(obj.filename, obj.content_type, obj.size_bytes, obj.sha256, obj.key)
-    msg = await service.replace_content(res, owned["task_id"], content)
+    await usecases.check_in_flight(res.deps, user_id)  # new content counts toward the cap
+    content = await _receive(request, res, owned["kb_id"])
+    msg = await usecases.replace_content(res.deps, owned["task_id"], content)
     async with res.pool.acquire() as conn:
         row = await queries.get_document(conn, user_id, document_id)
     return schemas.UploadAccepted(
@@ -174,8 +173,7 @@ async def reindex(
     document_id: Id, res: Res, user_id: UserId, body: schemas.ReindexRequest | None = None
 ) -> JSONResponse:
     owned = await _owned_document(res, user_id, document_id)
-    req = EnqueueRequest(RequestKind.REINDEX, force=bool(body and body.force))
-    result = await service.request_enqueue(res, owned["task_id"], req)
+    result = await usecases.reindex(res.deps, owned["task_id"], force=bool(body and body.force))
     out = schemas.ReindexResponse(
         action=result.action.value, reason=result.reason, document=await _document_out(res, user_id, document_id)
     )
@@ -186,7 +184,7 @@ async def reindex(
 @router.delete("/documents/{document_id}", status_code=204)
 async def delete_document(document_id: Id, res: Res, user_id: UserId) -> Response:
     await _owned_document(res, user_id, document_id)
-    await service.delete_document(res, document_id)
+    await usecases.delete_document(res.deps, document_id)
     return Response(status_code=204)
 
 
@@ -196,7 +194,7 @@ async def drop_pending(document_id: Id, res: Res, user_id: UserId) -> Response:
     """Drop the pending version (new content not yet indexed): its run is fenced out, its object
     removed; the served version is untouched."""
     await _owned_document(res, user_id, document_id)
-    await service.drop_pending(res, document_id)
+    await usecases.drop_pending(res.deps, document_id)
     return Response(status_code=204)
 
 
@@ -220,7 +218,7 @@ async def get_task(task_id: Id, res: Res, user_id: UserId) -> schemas.TaskOut:
     async with res.pool.acquire() as conn:
         row = await queries.get_task(conn, user_id, task_id)
     if row is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
+        raise TaskNotFound()
     return schemas.TaskOut.model_validate(dict(row.items()))
 
 
@@ -232,13 +230,9 @@ async def retry_task(
 ) -> schemas.TaskOut:
     """Retry a FAILED/TIMEOUT task. With ``{"generation": g}`` only if the task is still at
     generation ``g`` (409 otherwise): a double click retries once."""
-    current = await get_task(task_id, res, user_id)
-    req = EnqueueRequest(RequestKind.RETRY, force=bool(body and body.force),
+    await get_task(task_id, res, user_id)  # ownership (404)
+    await usecases.retry(res.deps, task_id, force=bool(body and body.force),  # EnqueueConflict → 409
                          expected_generation=body.generation if body else None)
-    result = await service.request_enqueue(res, task_id, req)
-    if result.action is not Action.ISSUE:
-        current = await get_task(task_id, res, user_id)
-        raise HTTPException(status.HTTP_409_CONFLICT, {"reason": result.reason, "status": current.status})
     return await get_task(task_id, res, user_id)
 
 

@@ -45,7 +45,6 @@ class SkipReason(StrEnum):
     NOT_RUNNABLE = "not_runnable"
     LOCK_HELD_EXHAUSTED = "lock_held_exhausted"
     TASK_MISSING = "task_missing"
-    FENCED_AT_COMMIT = "fenced_at_commit"
 
 
 @dataclass(frozen=True)

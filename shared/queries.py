@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -20,7 +19,22 @@ from shared.embedding_cache import eviction_count
 from shared.faults import fault_point
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
-from shared.states import DocumentStatus, TaskStatus
+from shared.records import ChunkRow as ChunkRow  # re-exported: callers use queries.ChunkRow
+from shared.records import NewContent as NewContent
+from shared.records import OutboxRow as OutboxRow
+from shared.states import ACTIVE, CLAIMABLE, DocumentStatus, TaskStatus, sources_for
+
+
+def sql_in(statuses: frozenset[TaskStatus] | set[TaskStatus]) -> str:
+    """``('A','B')`` for ``status IN ...``: status lists come from :mod:`shared.states`, never
+    restated here (the values are enum members, not input)."""
+    return "(" + ",".join(f"'{s.value}'" for s in sorted(statuses)) + ")"
+
+
+_ACTIVE = sql_in(ACTIVE)  # in flight: the per-user cap, the scanner
+_CLAIMABLE = sql_in(CLAIMABLE)
+#: a dead-lettered message fails its task only while it is in flight (and FAILED is allowed)
+_DEAD_LETTER_FAILABLE = sql_in({s for s in ACTIVE if s.value in sources_for(TaskStatus.FAILED)})
 
 EXCHANGE = "rag.index.exchange"
 ROUTING_KEY = "rag.index.document"
@@ -51,27 +65,6 @@ _CLEAR_PENDING = (
     "pending_filename = NULL, pending_content_type = NULL, pending_size_bytes = NULL,"
     " pending_sha256 = NULL, pending_object_key = NULL, pending_create_time = NULL"
 )
-
-
-@dataclass(frozen=True)
-class OutboxRow:
-    id: int
-    message_id: uuid.UUID
-    exchange: str
-    routing_key: str
-    body: bytes
-
-
-@dataclass(frozen=True)
-class ChunkRow:
-    """A chunk to write: ``index`` 0..n-1, ``content`` NUL-free text, ``token_count`` tokens;
-    ``page`` (1-based PDF page) and ``section`` (heading path) where the chunk starts."""
-
-    index: int
-    content: str
-    token_count: int
-    page: int | None = None
-    section: str | None = None
 
 
 # ------------------------------------------------------------------ users, tokens, KBs
@@ -210,7 +203,7 @@ async def count_in_flight(conn: asyncpg.Connection, user_id: int) -> int:
     return int(
         await conn.fetchval(
             "SELECT count(*) FROM index_task WHERE user_id = $1"
-            " AND status IN ('WAITING','RETRYING','RUNNING')",
+            f" AND status IN {_ACTIVE}",
             user_id,
         )
     )
@@ -331,17 +324,6 @@ async def load_task_snapshot(conn: asyncpg.Connection, task_id: int) -> TaskSnap
         retry_count=r["retry_count"], max_retry_count=r["max_retry_count"],
         update_time=r["update_time"],
     )
-
-
-@dataclass(frozen=True)
-class NewContent:
-    """Replacement content already stored under a new object key."""
-
-    filename: str
-    content_type: str | None
-    size_bytes: int
-    sha256: str
-    object_key: str
 
 
 async def issue_generation(
@@ -473,7 +455,7 @@ async def claim_task(conn: asyncpg.Connection, task_id: int, generation: int) ->
     v = await conn.fetchval(
         "UPDATE index_task SET status = 'RUNNING', attempt = attempt + 1, start_time = now(),"
         " end_time = NULL, update_time = now() WHERE id = $1 AND generation = $2"
-        " AND status IN ('WAITING','RETRYING','RUNNING') RETURNING attempt",
+        f" AND status IN {_CLAIMABLE} RETURNING attempt",
         task_id, generation,
     )
     return None if v is None else int(v)
@@ -745,10 +727,6 @@ async def finish_unsuccessfully(
     return True
 
 
-def record_to_dict(r: asyncpg.Record | None) -> dict[str, Any]:
-    return {} if r is None else dict(r.items())
-
-
 # ------------------------------------------------------------------ scanner and dead letters
 
 
@@ -757,7 +735,7 @@ async def active_tasks_older_than(conn: asyncpg.Connection, seconds: float, limi
     return list(
         await conn.fetch(
             "SELECT id, document_id, status, generation, attempt, start_time, update_time, now() AS now"
-            " FROM index_task WHERE status IN ('WAITING','RETRYING','RUNNING')"
+            f" FROM index_task WHERE status IN {_ACTIVE}"
             " AND (update_time < now() - make_interval(secs => $1)"
             "      OR (status = 'RUNNING' AND start_time < now() - make_interval(secs => $1)))"
             " ORDER BY update_time LIMIT $2",
@@ -799,7 +777,7 @@ async def fail_dead_lettered(
         ok = await conn.fetchval(
             "UPDATE index_task SET status = 'FAILED', error_code = $3, error_message = $4, end_time = now(),"
             " update_time = now() WHERE id = $1 AND generation = $2"
-            " AND status IN ('WAITING','RETRYING','RUNNING') RETURNING id",
+            f" AND status IN {_DEAD_LETTER_FAILABLE} RETURNING id",
             task_id, generation, error_code, error_message,
         )
         if ok is None:

@@ -27,7 +27,6 @@ class CommonSettings(BaseSettings):
     amqp_url: SecretStr = SecretStr("amqp://guest:guest@127.0.0.1:5672/")
     amqp_heartbeat_s: int = 30
     amqp_publish_timeout_s: float = 10.0
-    rabbitmq_management_url: str = "http://127.0.0.1:15672"
     lock_retry_delay_s: float = Field(15.0, description="delay-queue TTL when the lock is held, seconds")
 
     @property
@@ -57,6 +56,12 @@ class CommonSettings(BaseSettings):
         "change it when the vectors of the same model name change"
     )
 
+    # Enqueue policy (shared.usecases: the API and the DLQ replay apply the same rules).
+    stale_waiting_s: float = Field(600.0, description="WAITING/RETRYING untouched this long → takeover")
+    stale_running_s: float = Field(2700.0, description="RUNNING untouched this long → takeover")
+    max_in_flight_tasks_per_user: int = 20
+    in_flight_retry_after_s: int = Field(30, ge=1, description="Retry-After of a 429 (in-flight cap), seconds")
+
     log_level: str = "INFO"
     log_json: bool = True
 
@@ -68,9 +73,6 @@ class KnowledgeSettings(CommonSettings):
     ks_port: int = 8000
     max_upload_bytes: int = Field(100 * 1024 * 1024, description="bytes")
     upload_part_size: int = Field(8 * 1024 * 1024, description="S3 multipart part, bytes")
-    stale_waiting_s: float = Field(600.0, description="WAITING/RETRYING untouched this long → takeover")
-    stale_running_s: float = Field(2700.0, description="RUNNING untouched this long → takeover")
-    max_in_flight_tasks_per_user: int = 20
     search_max_top_k: int = Field(50, ge=1, le=1000, description="largest top_k a search may ask for")
     search_ef_search: int = Field(400, ge=1, le=1000, description="HNSW ef_search for search queries")
     search_candidate_depth: int = Field(50, ge=1, le=1000, description="hybrid: items taken from each list for RRF")
@@ -82,7 +84,6 @@ class KnowledgeSettings(CommonSettings):
         2000, ge=1, description="keyword: candidates are chunks holding the rarest query terms, about this many rows"
     )
     search_keyword_max_candidates: int = Field(5000, ge=1, description="keyword: hard cap on chunks scored per query")
-    in_flight_retry_after_s: int = Field(30, ge=1, description="Retry-After of a 429 (in-flight cap), seconds")
 
 
 class WorkerSettings(CommonSettings):

@@ -7,7 +7,6 @@ heartbeats it serves) never blocks on storage I/O.
 from __future__ import annotations
 
 import asyncio
-import io
 from datetime import datetime
 from typing import BinaryIO
 
@@ -15,12 +14,8 @@ import urllib3
 from minio import Minio
 from minio.error import MinioException, S3Error
 
-from shared.errors import PermanentError, StorageUnavailableError
+from shared.errors import ObjectMissingError, StorageUnavailableError
 from shared.settings import CommonSettings
-
-
-class ObjectMissingError(PermanentError):
-    error_code = "object_missing"
 
 
 def _translate(exc: Exception, what: str) -> Exception:
@@ -159,7 +154,3 @@ class ObjectStore:
             await asyncio.to_thread(self._client.bucket_exists, self.bucket)
         except _ERRORS as exc:
             raise _translate(exc, "ping") from exc
-
-
-def bytes_stream(data: bytes) -> io.BytesIO:
-    return io.BytesIO(data)

@@ -32,14 +32,16 @@ from shared import amqp
 from shared.db import create_pool
 from shared.embedding.configured import embedder_from_settings
 from shared.errors import ConfigurationError
+from shared.locks import DocumentLock
 from shared.log import configure
 from shared.migrate import migrate
+from shared.pg_store import PgReleasedObjects, PgWorkerStore
 from shared.settings import WorkerSettings
 from shared.storage import ObjectStore
 from task_service import APP_ID
 from task_service.cache_evictor import evict_forever
 from task_service.consumer import Consumer
-from task_service.handler import IndexHandler
+from task_service.handler import HandlerConfig, IndexHandler
 from task_service.metrics import WorkerMetrics, sample_forever, serve
 from task_service.pipeline.parse import ensure_parsers_ready
 from task_service.pipeline.sandbox import SandboxedParser, parser_from_settings
@@ -78,8 +80,10 @@ async def run(settings: WorkerSettings) -> None:
     metrics_server = serve(metrics, settings.worker_metrics_host, settings.worker_metrics_port) \
         if settings.worker_metrics_port else None
     handler = IndexHandler(
-        settings=settings, pool=pool, redis=redis, store=store, embedder=embedder,
-        parse=parser, worker_name=name, metrics=metrics,
+        config=HandlerConfig.from_settings(settings), db=PgWorkerStore(pool),
+        lock=lambda document_id: DocumentLock(redis, document_id, settings.lock_ttl_s),
+        objects=store, released=PgReleasedObjects(pool, store), embedder=embedder, parse=parser,
+        worker_name=name, metrics=metrics,
     )
     stop = asyncio.Event()
 

@@ -24,7 +24,7 @@ from typing import Any
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
 from shared import amqp
-from shared.errors import BrokerUnavailableError
+from shared.errors import BrokerUnavailableError, DeliveryLimitError
 from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
 from shared.settings import WorkerSettings
@@ -164,7 +164,7 @@ class Consumer:
         attempts = delay_attempts(message)
         if failed_deliveries(message) > amqp.DELIVERY_LIMIT:
             self._metrics.deliveries.labels("dead_letter").inc()
-            await self._dead_letter(message, publisher, "delivery_limit")
+            await self._dead_letter(message, publisher, DeliveryLimitError.error_code)
             return
         try:
             outcome = await self._handler.handle(message.body, delay_attempts=attempts)

@@ -15,36 +15,33 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
-import asyncpg
-import redis.asyncio as aioredis
-
-from shared import embedding_cache, queries
-from shared.cleanup import remove_released_quietly
-from shared.db import translate_errors
+from shared import embedding_cache
 from shared.doc_types import parser_filename
-from shared.embedding import Embedder
 from shared.embedding.vectors import empty_matrix
 from shared.errors import (
     FencedOut,
     IndexingError,
+    InternalError,
     LockLostError,
+    LockUnavailableError,
     StaleGenerationError,
+    TaskTimeoutError,
     TransientError,
 )
 from shared.faults import fault_point
 from shared.fencing import Claim, Reject, Skip, SkipReason, decide_claim
-from shared.locks import DocumentLock, LockUnavailableError
 from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
+from shared.ports import DocumentLock, Embedder, ObjectReader, ReleasedObjects, WorkerStore
+from shared.records import ChunkRow
 from shared.retry_policy import transient_retrying
 from shared.settings import WorkerSettings
 from shared.states import TaskStatus
-from shared.storage import ObjectStore
 from task_service.lease import run_with_lease
 from task_service.metrics import WorkerMetrics
 from task_service.pipeline.extract import Extraction
@@ -73,6 +70,34 @@ class Extractor(Protocol):
 
 
 @dataclass(frozen=True)
+class HandlerConfig:
+    """The handler's settings (seconds): built once from WorkerSettings by the composition root."""
+
+    lock_retry_max_attempts: int
+    lease_period_s: float  # lock renewal + task heartbeat period
+    task_hard_limit_s: float
+    retry_attempts: int  # transient failures: attempts, first and largest backoff
+    retry_initial_s: float
+    retry_max_s: float
+    # embedding cache: on/off (EMBEDDING_CACHE_MAX_ROWS > 0), namespace, last_used touch period
+    cache_enabled: bool = False
+    embedding_provider: str = "sentence-transformers"
+    embedding_model_revision: str = ""
+    cache_touch_interval_s: float = 3600.0
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> HandlerConfig:
+        return cls(
+            lock_retry_max_attempts=s.lock_retry_max_attempts, lease_period_s=min(s.lock_renew_s, s.heartbeat_s),
+            task_hard_limit_s=s.task_hard_limit_s, retry_attempts=s.transient_retry_attempts,
+            retry_initial_s=s.transient_retry_initial_s, retry_max_s=s.transient_retry_max_s,
+            cache_enabled=s.embedding_cache_max_rows > 0, embedding_provider=s.embedding_provider,
+            embedding_model_revision=s.embedding_model_revision,
+            cache_touch_interval_s=s.embedding_cache_touch_interval_s,
+        )
+
+
+@dataclass(frozen=True)
 class _Run:
     msg: IndexMessage
     attempt: int
@@ -80,53 +105,56 @@ class _Run:
 
 
 class IndexHandler:
-    """Handles deliveries of ``rag.index.queue``; all collaborators are passed in."""
+    """Handles deliveries of ``rag.index.queue``; all collaborators are ports, passed in by the
+    composition root (``task_service.__main__``; in unit tests, ``tests/fakes.py``).
+    ``lock``: document id → a new lock object for one unit of work."""
 
     def __init__(
         self,
         *,
-        settings: WorkerSettings,
-        pool: asyncpg.Pool,
-        redis: aioredis.Redis,
-        store: ObjectStore,
+        config: HandlerConfig,
+        db: WorkerStore,
+        lock: Callable[[int], DocumentLock],
+        objects: ObjectReader,
+        released: ReleasedObjects,
         embedder: Embedder,
         parse: Extractor,
         worker_name: str,
         metrics: WorkerMetrics | None = None,
     ) -> None:
-        self._s = settings
-        self._pool = pool
-        self._redis = redis
-        self._store = store
+        self._s = config
+        self._repo = db
+        self._new_lock = lock
+        self._store = objects
+        self._released = released
         self._embedder = embedder
         self._parse = parse
         self.worker_name = worker_name
         self.metrics = metrics or WorkerMetrics.unregistered()
         # the provider is part of the name: an endpoint serving "all-MiniLM-L6-v2" is not our local copy
         self._cache_ns = embedding_cache.namespace(
-            f"{settings.embedding_provider}/{embedder.model_name}", embedder.dim,
-            settings.embedding_model_revision or None,
+            f"{config.embedding_provider}/{embedder.model_name}", embedder.dim, config.embedding_model_revision or None,
         )
 
     # -------------------------------------------------------------- plumbing
 
     def _retrying(self) -> Any:
         s = self._s
-        return transient_retrying(s.transient_retry_attempts, s.transient_retry_initial_s, s.transient_retry_max_s)
+        return transient_retrying(s.retry_attempts, s.retry_initial_s, s.retry_max_s)
 
     async def _db(self, fn: Callable[..., Awaitable[R]], *args: Any, **kw: Any) -> R:
-        """Run one query function on a fresh pooled connection, retrying transient failures."""
+        """Run one store call, retrying transient failures."""
         async for attempt in self._retrying():
             with attempt:
-                async with translate_errors(), self._pool.acquire() as conn:
-                    return await fn(conn, *args, **kw)
+                return await fn(*args, **kw)
         raise AssertionError("unreachable")
 
     async def _skip(self, reason: str, msg: IndexMessage) -> Outcome:
         log.info("delivery skipped", extra={"reason": reason})
         self.metrics.skipped.labels(str(reason)).inc()
         try:
-            await self._db(queries.record_skip, reason, msg.task_id, msg.document_id, msg.generation, self.worker_name)
+            await self._db(self._repo.record_skip, reason, msg.task_id, msg.document_id, msg.generation,
+                           self.worker_name)
         except TransientError:
             log.warning("could not record skip")
         return Outcome.ACK
@@ -141,7 +169,7 @@ class IndexHandler:
             log.error("invalid message rejected", extra={"error": str(exc)[:500]})
             return Outcome.REJECT
         with bind(task_id=msg.task_id, document_id=msg.document_id, generation=msg.generation):
-            lock = DocumentLock(self._redis, msg.document_id, self._s.lock_ttl_s)
+            lock = self._new_lock(msg.document_id)
             try:
                 acquired = await lock.acquire()
             except LockUnavailableError as exc:
@@ -162,7 +190,7 @@ class IndexHandler:
                 await lock.release()
 
     async def _locked(self, msg: IndexMessage, lock: DocumentLock) -> Outcome:
-        snap = await self._db(queries.load_task_snapshot, msg.task_id)
+        snap = await self._db(self._repo.load_task_snapshot, msg.task_id)
         decision = decide_claim(msg, snap)
         if isinstance(decision, Skip):
             return await self._skip(decision.reason, msg)
@@ -170,7 +198,7 @@ class IndexHandler:
             log.error("message rejected", extra={"reason": decision.reason})
             return Outcome.REJECT
         assert isinstance(decision, Claim)
-        attempt = await self._db(queries.claim_task, msg.task_id, msg.generation)
+        attempt = await self._db(self._repo.claim_task, msg.task_id, msg.generation)
         if attempt is None:
             return await self._skip(SkipReason.NOT_RUNNABLE, msg)
         with bind(attempt=attempt):
@@ -185,12 +213,11 @@ class IndexHandler:
 
         async def renew() -> None:
             await lock.renew()
-            async with translate_errors(), self._pool.acquire() as conn:
-                alive = await queries.heartbeat(conn, run.msg.task_id, run.msg.generation, run.attempt)
+            alive = await self._repo.heartbeat(run.msg.task_id, run.msg.generation, run.attempt)
             if not alive:
                 raise StaleGenerationError("claim superseded (heartbeat fenced out)")
 
-        period = min(self._s.lock_renew_s, self._s.heartbeat_s)
+        period = self._s.lease_period_s
         try:
             async with asyncio.timeout(self._s.task_hard_limit_s) as deadline:
                 n = await run_with_lease(self._pipeline(run), renew=renew, period_s=period)
@@ -203,7 +230,7 @@ class IndexHandler:
         except TimeoutError:
             if not deadline.expired():
                 raise
-            await self._finish(run, TaskStatus.TIMEOUT, "timeout",
+            await self._finish(run, TaskStatus.TIMEOUT, TaskTimeoutError.error_code,
                                f"task exceeded the hard limit of {self._s.task_hard_limit_s:g} s")
             return Outcome.ACK
         except IndexingError as exc:
@@ -211,7 +238,7 @@ class IndexHandler:
             return Outcome.ACK
         except Exception as exc:  # a bug or an untranslated library error: fail, don't loop
             log.exception("task failed with an unexpected error")
-            await self._finish(run, TaskStatus.FAILED, "internal_error", f"{type(exc).__name__}: {exc}")
+            await self._finish(run, TaskStatus.FAILED, InternalError.error_code, f"{type(exc).__name__}: {exc}")
             return Outcome.ACK
         log.info("task indexed", extra={"chunks": n, "seconds": round(time.monotonic() - started, 3)})
         self.metrics.finished(TaskStatus.SUCCESS.value)
@@ -223,7 +250,7 @@ class IndexHandler:
         log.warning("task finished unsuccessfully",
                     extra={"status": status.value, "error_code": code, "error": message})
         ok = await self._db(
-            queries.finish_unsuccessfully, task_id=run.msg.task_id, document_id=run.msg.document_id,
+            self._repo.finish_unsuccessfully, task_id=run.msg.task_id, document_id=run.msg.document_id,
             generation=run.msg.generation, attempt=run.attempt, status=status, error_code=code,
             error_message=message, warnings=run.warnings,
         )
@@ -236,7 +263,7 @@ class IndexHandler:
 
     async def _pipeline(self, run: _Run) -> int:
         msg = run.msg
-        source = await self._db(queries.document_source, msg.document_id)
+        source = await self._db(self._repo.document_source, msg.document_id)
         if source is None:
             raise StaleGenerationError("document deleted")
         object_key, filename, content_type = source
@@ -252,12 +279,12 @@ class IndexHandler:
         chunks = extraction.chunks
         run.warnings[:] = extraction.warnings
         # Fence before the expensive call: a stale run never reaches the model.
-        if not await self._db(queries.claim_is_current, msg.task_id, msg.generation, run.attempt):
+        if not await self._db(self._repo.claim_is_current, msg.task_id, msg.generation, run.attempt):
             raise StaleGenerationError("generation or claim superseded before embedding")
         texts = [c.content for c in chunks]
         cached = await self._cache_lookup(texts)
         p = embedding_cache.plan(texts, cached)
-        await self._db(queries.record_embedding_run, msg.task_id, msg.document_id, msg.generation,
+        await self._db(self._repo.record_embedding_run, msg.task_id, msg.document_id, msg.generation,
                        run.attempt, len(chunks), self.worker_name, cache_hits=p.hits, cache_misses=p.misses)
         log.info("embedding", extra={"chunks": len(chunks), "cache_hits": p.hits, "cache_misses": p.misses})
         await fault_point("during_embed")
@@ -265,31 +292,31 @@ class IndexHandler:
             fresh = (await self._with_retries(self._embedder.embed, list(p.miss_texts)) if p.miss_texts
                      else empty_matrix(self._embedder.dim))
         embeddings = embedding_cache.assemble(p, cached, fresh, self._embedder.dim)
-        rows = [queries.ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
+        rows = [ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
         with self.metrics.stage("write"):
             committed = await self._db(
-                queries.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
+                self._repo.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
                 generation=msg.generation, attempt=run.attempt, chunks=rows, embeddings=embeddings,
                 warnings=extraction.warnings,
             )
         if not committed:
             raise StaleGenerationError("fenced out at commit")
-        await remove_released_quietly(self._pool, self._store)  # a swapped-out version's object
         await self._cache_update(p, fresh, hit_keys=[k for k in p.keys if k in cached])
+        await self._released.remove_released()  # a swapped-out version's object
         return len(rows)
 
     # -------------------------------------------------------------- embedding cache
 
     @property
     def _cache_on(self) -> bool:
-        return self._s.embedding_cache_max_rows > 0
+        return self._s.cache_enabled
 
-    async def _cache_lookup(self, texts: list[str]) -> dict[bytes, Any]:
+    async def _cache_lookup(self, texts: list[str]) -> Mapping[bytes, Any]:
         """Cached vectors of ``texts`` (``{}`` when the cache is disabled)."""
         if not self._cache_on or not texts:
             return {}
         ns = self._cache_ns
-        return await self._db(queries.cache_lookup, ns.model, ns.revision, ns.dim,
+        return await self._db(self._repo.cache_lookup, ns.model, ns.revision, ns.dim,
                               [embedding_cache.text_key(t) for t in texts])
 
     async def _cache_update(self, p: embedding_cache.Plan, fresh: Any, hit_keys: list[bytes]) -> None:
@@ -307,11 +334,11 @@ class IndexHandler:
         ns = self._cache_ns
         try:
             for i in range(0, len(p.miss_keys), CACHE_WRITE_BATCH):  # bounded statements for 20,000-chunk documents
-                await self._db(queries.cache_store, ns.model, ns.revision, ns.dim,
+                await self._db(self._repo.cache_store, ns.model, ns.revision, ns.dim,
                                list(p.miss_keys[i:i + CACHE_WRITE_BATCH]), fresh[i:i + CACHE_WRITE_BATCH])
             if hit_keys:
-                await self._db(queries.cache_touch, ns.model, ns.revision, hit_keys,
-                               self._s.embedding_cache_touch_interval_s)
+                await self._db(self._repo.cache_touch, ns.model, ns.revision, hit_keys,
+                               self._s.cache_touch_interval_s)
         except TransientError as exc:
             log.warning("embedding cache not updated", extra={"error": str(exc)})
 

@@ -19,7 +19,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from shared import amqp, queries
 from shared.db import translate_errors
-from shared.errors import TransientError
+from shared.errors import DeliveryLimitError, TaskTimeoutError, TransientError
 from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
 from shared.scan_policy import ScanAction, ScanThresholds, decide_scan
@@ -58,7 +58,7 @@ async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport)
                 if decision.action is ScanAction.TIMEOUT:
                     if await queries.finish_unsuccessfully(
                         conn, task_id=r["id"], document_id=r["document_id"], generation=r["generation"],
-                        attempt=r["attempt"], status=TaskStatus.TIMEOUT, error_code="timeout",
+                        attempt=r["attempt"], status=TaskStatus.TIMEOUT, error_code=TaskTimeoutError.error_code,
                         error_message=f"timed out by the scanner: {decision.reason}",
                     ):
                         log.warning("task timed out", extra={"reason": decision.reason})
@@ -94,10 +94,11 @@ async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, repor
                 conn, message_id=message.message_id, msg=msg, reason=reason, body=message.body,
                 headers={k: v for k, v in (message.headers or {}).items() if k != "x-death"},
             )
-            if msg is not None and reason == "delivery_limit":
+            if msg is not None and reason == DeliveryLimitError.error_code:
                 text = (f"message dead-lettered after more than {amqp.DELIVERY_LIMIT} failed deliveries "
                         "(a worker crashed or was killed on it each time)")
-                if await queries.fail_dead_lettered(conn, msg.task_id, msg.generation, "delivery_limit", text):
+                code = DeliveryLimitError.error_code
+                if await queries.fail_dead_lettered(conn, msg.task_id, msg.generation, code, text):
                     report.dead_lettered.append(msg.task_id)
         log.warning("dead letter recorded", extra={"dead_letter_id": dl_id, "reason": reason})
         await message.ack()
