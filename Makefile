@@ -5,7 +5,7 @@ VENV  ?= .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench clean
+.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench clean browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -49,10 +49,15 @@ unit: install
 integration: services
 	$(BIN)/python -m pytest tests/integration -q
 
-e2e: services
+# Debian's chromium for the admin page's browser tests (Playwright drives /usr/bin/chromium; it
+# never downloads a browser). Idempotent: installs only when missing.
+browser:
+	test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+e2e: services browser
 	$(BIN)/python -m pytest tests/e2e -q
 
-test: services
+test: services browser
 	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
 	$(BIN)/mypy
 	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider

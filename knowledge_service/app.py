@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
+from knowledge_service import web
 from knowledge_service.deps import Resources
 from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
@@ -72,11 +73,13 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
             if close is not None:
                 await close()
 
-    app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan)
+    # /docs is served by knowledge_service.web from local files (FastAPI's default loads a CDN)
+    app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     for exc_class, handler in EXCEPTION_HANDLERS.items():
         app.add_exception_handler(exc_class, handler)
     app.include_router(router)
     app.include_router(health)
     app.include_router(metrics_router)
     app.add_middleware(UploadResultMiddleware, metrics=metrics)
+    web.mount(app)
     return app

@@ -12,6 +12,7 @@ sandbox child doing it is killed (``Extractor.cancel``), so no CPU is burnt for 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -38,13 +39,14 @@ from shared.fencing import Claim, Reject, Skip, SkipReason, decide_claim
 from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
 from shared.ports import DocumentLock, Embedder, ObjectReader, ReleasedObjects, WorkerStore
+from shared.progress import ProgressThrottle, Stage, embedded_share
 from shared.records import ChunkRow
 from shared.retry_policy import transient_retrying
 from shared.settings import WorkerSettings
 from shared.states import TaskStatus
 from task_service.lease import run_with_lease
 from task_service.metrics import WorkerMetrics
-from task_service.pipeline.extract import Extraction
+from task_service.pipeline.extract import Extraction, StageCallback
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -60,8 +62,10 @@ class Outcome(StrEnum):
 class Extractor(Protocol):
     """Parse + chunk one document (``sandbox.SandboxedParser`` or ``InProcessParser``)."""
 
-    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None) -> Extraction:
-        """Blocking; raises ``IndexingError`` subclasses for the document's faults."""
+    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None,
+                 on_stage: StageCallback | None = None) -> Extraction:
+        """Blocking; raises ``IndexingError`` subclasses for the document's faults. ``on_stage``
+        is called from the calling thread when extraction enters a stage (``"CHUNKING"``)."""
         ...
 
     def cancel(self, token: threading.Event) -> None:
@@ -84,6 +88,7 @@ class HandlerConfig:
     embedding_provider: str = "sentence-transformers"
     embedding_model_revision: str = ""
     cache_touch_interval_s: float = 3600.0
+    embed_chunks: int = 16  # chunks per embedding call, a progress report after each
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> HandlerConfig:
@@ -94,6 +99,7 @@ class HandlerConfig:
             cache_enabled=s.embedding_cache_max_rows > 0, embedding_provider=s.embedding_provider,
             embedding_model_revision=s.embedding_model_revision,
             cache_touch_interval_s=s.embedding_cache_touch_interval_s,
+            embed_chunks=max(1, min(s.embed_progress_chunks, s.embedding_batch_size)),
         )
 
 
@@ -102,6 +108,7 @@ class _Run:
     msg: IndexMessage
     attempt: int
     warnings: list[str] = field(default_factory=list)  # the extraction's, once it has run
+    throttle: ProgressThrottle = field(default_factory=ProgressThrottle)
 
 
 class IndexHandler:
@@ -209,6 +216,7 @@ class IndexHandler:
         delivery round the delay queue (the retry reclaims, or finds a newer claim and skips);
         a superseded claim or generation is acked as skipped."""
         started = time.monotonic()
+        run.throttle.written(started, Stage.DOWNLOADING, 0.0)  # the claim wrote it
         log.info("task claimed")
 
         async def renew() -> None:
@@ -269,11 +277,12 @@ class IndexHandler:
         object_key, filename, content_type = source
         # The API typed the bytes at upload: a name without an allowed extension parses as that type.
 
-        await fault_point("before_download")
+        await fault_point("before_download", filename)
         with self.metrics.stage("download"):
             data = await self._with_retries(self._store.get, object_key)
         await fault_point("before_parse")
-        extraction = await self._extract(data, parser_filename(filename, content_type))
+        await self._report(run, Stage.PARSING)
+        extraction = await self._extract(run, data, parser_filename(filename, content_type))
         self.metrics.observe_stage("parse", extraction.parse_s)
         self.metrics.observe_stage("chunk", extraction.chunk_s)
         chunks = extraction.chunks
@@ -289,9 +298,10 @@ class IndexHandler:
         log.info("embedding", extra={"chunks": len(chunks), "cache_hits": p.hits, "cache_misses": p.misses})
         await fault_point("during_embed")
         with self.metrics.stage("embed"):
-            fresh = (await self._with_retries(self._embedder.embed, list(p.miss_texts)) if p.miss_texts
+            fresh = (await self._embed(run, list(p.miss_texts)) if p.miss_texts
                      else empty_matrix(self._embedder.dim))
         embeddings = embedding_cache.assemble(p, cached, fresh, self._embedder.dim)
+        await self._report(run, Stage.WRITING, 1.0)
         rows = [ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
         with self.metrics.stage("write"):
             committed = await self._db(
@@ -342,15 +352,56 @@ class IndexHandler:
         except TransientError as exc:
             log.warning("embedding cache not updated", extra={"error": str(exc)})
 
-    async def _extract(self, data: bytes, filename: str) -> Extraction:
+    async def _embed(self, run: _Run, texts: list[str]) -> Any:
+        """Embed in batches of ``embed_progress_chunks`` (at most ``embedding_batch_size``),
+        reporting EMBEDDING progress (embedded / total) between batches; a (len(texts), dim) matrix."""
+        import numpy as np
+
+        step = max(1, self._s.embed_chunks)
+        await self._report(run, Stage.EMBEDDING, 0.0)
+        parts = []
+        for at in range(0, len(texts), step):
+            parts.append(await self._with_retries(self._embedder.embed, texts[at:at + step]))
+            await fault_point("embed_batch")
+            await self._report(run, Stage.EMBEDDING, embedded_share(at + step, len(texts)))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    async def _report(self, run: _Run, stage: Stage, progress: float = 0.0) -> None:
+        """Write the run's stage and progress if the throttle allows it (about once a second).
+        Best effort: a database failure is logged, not fatal; a write fenced out raises
+        ``StaleGenerationError`` (a newer claim owns the task: stop working)."""
+        if not run.throttle.should_write(time.monotonic(), stage, progress):
+            return
+        try:
+            alive = await self._db(self._repo.report_progress, run.msg.task_id, run.msg.generation, run.attempt,
+                                   stage.value, progress)
+        except TransientError as exc:
+            log.warning("progress not written", extra={"stage": stage.value, "error": str(exc)})
+            return
+        if not alive:
+            raise StaleGenerationError("claim superseded (progress write fenced out)")
+
+    async def _extract(self, run: _Run, data: bytes, filename: str) -> Extraction:
         """Parse + chunk in a thread (the sandbox call blocks on its child); if this task is
-        cancelled meanwhile, the extraction is cancelled too (its child killed)."""
+        cancelled meanwhile, the extraction is cancelled too (its child killed). A stage the
+        extractor reports (CHUNKING) is written from the event loop, before this returns."""
+        loop = asyncio.get_running_loop()
+        reports: list[concurrent.futures.Future[None]] = []
+
+        def on_stage(stage: str) -> None:  # in the extractor's thread
+            reports.append(asyncio.run_coroutine_threadsafe(self._report(run, Stage(stage)), loop))
+
         token = threading.Event()
         try:
-            return await asyncio.to_thread(self._parse, data, filename, token)
+            extraction = await asyncio.to_thread(self._parse, data, filename, token, on_stage)
         except asyncio.CancelledError:
             self._parse.cancel(token)
+            for f in reports:
+                f.cancel()
             raise
+        for f in reports:
+            await asyncio.wrap_future(f)
+        return extraction
 
     async def _with_retries(self, fn: Callable[..., Awaitable[R]], *args: Any) -> R:
         async for attempt in self._retrying():

@@ -234,3 +234,25 @@ async def test_without_the_cache_every_run_calls_the_model() -> None:
     w.msg = w.store.add_document()
     assert await w.handle() is Outcome.ACK
     assert (w.embedder.calls, w.store.cache_misses, len(w.store.cache)) == (2, 6, 0)
+
+
+async def test_progress_is_reported_per_stage_and_embedding_goes_in_batches() -> None:
+    w = World(embed_chunks=2)
+    assert await w.handle() is Outcome.ACK
+    # within a second: every stage change written, the progress steps inside EMBEDDING throttled
+    assert w.store.tasks[w.msg.task_id].progress == [
+        ("PARSING", 0.0), ("CHUNKING", 0.0), ("EMBEDDING", 0.0), ("WRITING", 1.0)]
+    assert w.embedder.calls == 2  # 3 chunks, at most 2 per call
+
+
+async def test_a_progress_write_fenced_out_stops_the_run_before_embedding() -> None:
+    w = World()
+
+    def taken_over() -> None:  # another worker claims the task while this one parses
+        w.store.tasks[w.msg.task_id].attempt += 1
+
+    w.extractor.on_chunking = taken_over
+    assert await w.handle() is Outcome.ACK
+    assert w.embedder.calls == 0 and w.store.embedding_runs == 0
+    assert w.store.skips == [SkipReason.STALE_GENERATION.value]
+    assert w.store.tasks[w.msg.task_id].progress == [("PARSING", 0.0)]
