@@ -77,6 +77,7 @@ bench: migrate
 	$(BIN)/python -m bench.throughput
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.drain
+	$(BIN)/python -m bench.model_calls
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

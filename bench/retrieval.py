@@ -139,7 +139,8 @@ async def load(conn: asyncpg.Connection, size: Size, rng: np.random.Generator) -
     doc_rows: list[list[Any]] = []
     for i in range(size.chunks):  # a new document every 100 chunks and at each KB boundary
         if i == 0 or i % 100 == 0 or kb_of[i] != kb_of[i - 1]:
-            doc_rows.append([len(doc_rows) + 1, kb_ids[int(kb_of[i])], user, f"doc{len(doc_rows)}.txt", 1, "0",
+            n = len(doc_rows) + 1  # a distinct content hash each: search collapses equal (hash, chunk_index)
+            doc_rows.append([n, kb_ids[int(kb_of[i])], user, f"doc{n - 1}.txt", 1, f"{n:064x}",
                              f"k/{len(doc_rows)}", "INDEXED", 0])
         doc_of[i] = len(doc_rows)
         doc_rows[-1][-1] += 1
@@ -335,8 +336,9 @@ async def self_retrieval(conn: asyncpg.Connection, size: Size, params: SearchPar
     doc_ids, passages, i = [], [], 0
     for name, chunks in docs:
         d = await conn.fetchval("INSERT INTO document_info (kb_id, user_id, filename, size_bytes, sha256, object_key,"
-                                " status, chunk_count) VALUES ($1, $2, $3, 1, '0', $4, 'INDEXED', $5) RETURNING id",
-                                kb, user, name, f"corpus/{name}", len(chunks))
+                                " status, chunk_count) VALUES ($1, $2, $3, 1, $6, $4, 'INDEXED', $5) RETURNING id",
+                                kb, user, name, f"corpus/{name}", len(chunks),
+                                hashlib.sha256(name.encode()).hexdigest())
         doc_ids.append(d)
         for ci, c in enumerate(chunks):
             cid = await conn.fetchval("INSERT INTO document_chunk (document_id, chunk_index, content, token_count)"

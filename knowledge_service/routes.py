@@ -20,7 +20,7 @@ from knowledge_service.deps import Res, UserId
 from shared import queries, retrieval, usecases
 from shared.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
 from shared.fencing import Action
-from shared.records import NewContent
+from shared.records import Duplicate, NewContent
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/v1")
@@ -126,13 +126,28 @@ async def _receive(request: Request, res: Res, kb_id: int) -> NewContent:
 
 
 @router.post("/knowledge-bases/{kb_id}/documents", status_code=202, response_model=schemas.UploadAccepted,
-             openapi_extra=upload.OPENAPI_BODY, responses=upload.OPENAPI_ERRORS)
-async def upload_document(kb_id: Id, request: Request, res: Res, user_id: UserId) -> schemas.UploadAccepted:
-    """Multipart ``file``: typed by content (pdf, docx, html, md, txt), streamed to storage."""
+             openapi_extra=upload.OPENAPI_BODY,
+             responses={**upload.OPENAPI_ERRORS, 200: {"model": schemas.UploadAccepted,
+                                                       "description": "duplicate of an existing document"}})
+async def upload_document(
+    kb_id: Id, request: Request, res: Res, user_id: UserId, response: Response, allow_duplicate: bool = False,
+) -> schemas.UploadAccepted:
+    """Multipart ``file``: typed by content (pdf, docx, html, md, txt), streamed to storage.
+
+    Bytes equal (SHA-256) to a document's of the same KB: 200 with that document and
+    ``duplicate_of``, nothing created or kept; ``?allow_duplicate=true`` creates a new one anyway.
+    """
     await _owned_kb(res, user_id, kb_id)
     await usecases.check_in_flight(res.deps, user_id)
     obj = await _receive(request, res, kb_id)
-    msg = await usecases.create_document(res.deps, user_id=user_id, kb_id=kb_id, obj=obj)
+    msg = await usecases.create_document(res.deps, user_id=user_id, kb_id=kb_id, obj=obj,
+                                         allow_duplicate=allow_duplicate)
+    if isinstance(msg, Duplicate):
+        response.status_code = status.HTTP_200_OK
+        return schemas.UploadAccepted(
+            document_id=msg.document_id, task_id=msg.task_id, status=msg.status, task_status=msg.task_status,
+            generation=msg.generation, duplicate_of=msg.document_id,
+        )
     return schemas.UploadAccepted(
         document_id=msg.document_id, task_id=msg.task_id, status="INDEXING", task_status="WAITING",
         generation=msg.generation,

@@ -105,6 +105,9 @@ class UploadAccepted(BaseModel):
     status: str
     task_status: str
     generation: int
+    duplicate_of: int | None = Field(
+        None, description="set (200) when the bytes equal this document's of the same KB: nothing was created"
+    )
 
 
 class ChunkOut(BaseModel):

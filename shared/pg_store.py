@@ -15,10 +15,11 @@ import numpy.typing as npt
 from shared import queries
 from shared.cleanup import remove_released_quietly
 from shared.db import translate_errors
+from shared.errors import EnqueueContention
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
 from shared.ports import IssueRefused
-from shared.records import ChunkRow, NewContent, OutboxRow
+from shared.records import ChunkRow, Duplicate, NewContent, OutboxRow
 from shared.states import TaskStatus
 from shared.storage import ObjectStore
 
@@ -56,15 +57,32 @@ class PgTaskStore:
             return await queries.count_in_flight(conn, user_id)
 
     async def create_document(
-        self, *, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int
-    ) -> tuple[IndexMessage, OutboxRow] | None:
+        self, *, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int, dedup: bool = False,
+    ) -> tuple[IndexMessage, OutboxRow] | Duplicate | None:
+        for _ in range(3):
+            try:
+                return await self._create_or_find(user_id, kb_id, content, in_flight_limit, dedup)
+            except asyncpg.UniqueViolationError as exc:
+                if not queries.is_content_conflict(exc):
+                    raise
+                # a concurrent identical upload took the KB's content slot: the next pass finds it
+        raise EnqueueContention("the knowledge base's content slot kept changing under concurrent uploads")
+
+    async def _create_or_find(
+        self, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int, dedup: bool
+    ) -> tuple[IndexMessage, OutboxRow] | Duplicate | None:
         async with translate_errors(), self._pool.acquire() as conn, conn.transaction():
+            if dedup:
+                same = await queries.find_same_content(conn, kb_id, content.sha256)
+                if same is not None:
+                    return Duplicate(same["document_id"], same["task_id"], same["status"], same["task_status"],
+                                     same["index_generation"])
             if not await queries.reserve_in_flight_slot(conn, user_id, in_flight_limit):
                 return None
             return await queries.create_document_with_task(
                 conn, kb_id=kb_id, user_id=user_id, filename=content.filename,
                 content_type=content.content_type, size_bytes=content.size_bytes, sha256=content.sha256,
-                object_key=content.object_key,
+                object_key=content.object_key, dedup_slot=dedup,
             )
 
     async def issue_generation(
@@ -134,10 +152,28 @@ class PgWorkerStore:
             return await queries.claim_is_current(conn, task_id, generation, attempt)
 
     async def record_embedding_run(
-        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str
+        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str,
+        *, cache_hits: int = 0, cache_misses: int | None = None,
     ) -> None:
         async with translate_errors(), self._pool.acquire() as conn:
-            await queries.record_embedding_run(conn, task_id, document_id, generation, attempt, chunk_count, worker)
+            await queries.record_embedding_run(conn, task_id, document_id, generation, attempt, chunk_count, worker,
+                                               cache_hits=cache_hits, cache_misses=cache_misses)
+
+    async def cache_lookup(
+        self, model: str, revision: str, dim: int, keys: Sequence[bytes]
+    ) -> dict[bytes, npt.NDArray[Any]]:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.cache_lookup(conn, model, revision, dim, keys)
+
+    async def cache_store(
+        self, model: str, revision: str, dim: int, keys: Sequence[bytes], vectors: npt.NDArray[Any]
+    ) -> int:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.cache_store(conn, model, revision, dim, keys, vectors)
+
+    async def cache_touch(self, model: str, revision: str, keys: Sequence[bytes], min_age_s: float) -> int:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.cache_touch(conn, model, revision, keys, min_age_s)
 
     async def record_skip(
         self, reason: str, task_id: int | None, document_id: int | None, generation: int | None, worker: str

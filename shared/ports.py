@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
-from shared.records import ChunkRow, NewContent, OutboxRow
+from shared.records import ChunkRow, Duplicate, NewContent, OutboxRow
 from shared.states import TaskStatus
 
 __all__ = [
@@ -59,10 +59,14 @@ class TaskStore(Protocol):
         ...
 
     async def create_document(
-        self, *, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int
-    ) -> tuple[IndexMessage, OutboxRow] | None:
+        self, *, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int, dedup: bool = False,
+    ) -> tuple[IndexMessage, OutboxRow] | Duplicate | None:
         """Document + task (generation 1) + outbox row in one transaction, if one more task fits
-        under ``in_flight_limit`` (serialized per user); None (nothing written) otherwise."""
+        under ``in_flight_limit`` (serialized per user); None (nothing written) otherwise.
+        ``dedup``: a document of the KB with the same ``content.sha256`` is returned as
+        :class:`Duplicate` instead (nothing written); concurrent identical uploads are decided by
+        the database (one KB content slot per hash). Raises ``EnqueueContention`` if that race
+        keeps being lost."""
         ...
 
     async def issue_generation(
@@ -110,7 +114,11 @@ class ObjectRemover(Protocol):
 
 class Embedder(Protocol):
     """Texts → L2-normalized float32 matrix (one row per text), as ``shared.embedding.Embedder``.
-    Raises ``EmbeddingUnavailableError`` / ``EmbeddingTimeoutError`` / a ``PermanentError``."""
+    Raises ``EmbeddingUnavailableError`` / ``EmbeddingTimeoutError`` / a ``PermanentError``.
+    ``model_name`` and ``dim`` name the embedding cache's namespace."""
+
+    model_name: str
+    dim: int
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
 
@@ -166,8 +174,28 @@ class WorkerStore(Protocol):
     async def claim_is_current(self, task_id: int, generation: int, attempt: int) -> bool: ...
 
     async def record_embedding_run(
-        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str
-    ) -> None: ...
+        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str,
+        *, cache_hits: int = 0, cache_misses: int | None = None,
+    ) -> None:
+        """One row per embedding step: ``cache_hits`` chunks from the cache, ``cache_misses``
+        (default: the rest) sent to the model."""
+        ...
+
+    async def cache_lookup(
+        self, model: str, revision: str, dim: int, keys: Sequence[bytes]
+    ) -> Mapping[bytes, npt.NDArray[np.float32]]:
+        """Embedding cache: the vectors stored under ``keys`` (text SHA-256) in that namespace."""
+        ...
+
+    async def cache_store(
+        self, model: str, revision: str, dim: int, keys: Sequence[bytes], vectors: npt.NDArray[Any]
+    ) -> int:
+        """Add vectors (a concurrent writer's vector for the same key wins); rows added."""
+        ...
+
+    async def cache_touch(self, model: str, revision: str, keys: Sequence[bytes], min_age_s: float) -> int:
+        """Mark hits used, at most once per ``min_age_s`` per entry; rows touched."""
+        ...
 
     async def record_skip(
         self, reason: str, task_id: int | None, document_id: int | None, generation: int | None, worker: str

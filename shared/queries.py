@@ -13,7 +13,9 @@ from typing import Any
 
 import asyncpg
 import numpy as np
+from pgvector import Vector
 
+from shared.embedding_cache import eviction_count
 from shared.faults import fault_point
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
@@ -156,14 +158,20 @@ async def create_document_with_task(
     size_bytes: int,
     sha256: str,
     object_key: str,
+    dedup_slot: bool = False,
 ) -> tuple[IndexMessage, OutboxRow]:
-    """ONE transaction: document (INDEXING, generation 1), task (WAITING, generation 1), outbox row."""
+    """ONE transaction: document (INDEXING, generation 1), task (WAITING, generation 1), outbox row.
+
+    ``dedup_slot``: the document takes its KB's slot for ``sha256`` (unique partial index
+    ``document_info_kb_content_uniq``); raises ``asyncpg.UniqueViolationError`` if another
+    document holds it (see :func:`is_content_conflict`).
+    """
     async with conn.transaction():
         doc_id = await conn.fetchval(
             "INSERT INTO document_info (kb_id, user_id, filename, content_type, size_bytes, sha256,"
-            " object_key, status, index_generation) VALUES ($1,$2,$3,$4,$5,$6,$7,'INDEXING',1)"
-            " RETURNING id",
-            kb_id, user_id, filename, content_type, size_bytes, sha256, object_key,
+            " object_key, status, index_generation, dedup_slot)"
+            " VALUES ($1,$2,$3,$4,$5,$6,$7,'INDEXING',1,$8) RETURNING id",
+            kb_id, user_id, filename, content_type, size_bytes, sha256, object_key, dedup_slot,
         )
         task_id = await conn.fetchval(
             "INSERT INTO index_task (document_id, kb_id, user_id, generation, status)"
@@ -175,6 +183,25 @@ async def create_document_with_task(
         )
         row = await _insert_outbox(conn, msg)
     return msg, row
+
+
+CONTENT_CONSTRAINT = "document_info_kb_content_uniq"
+
+
+def is_content_conflict(exc: BaseException) -> bool:
+    """True if ``exc`` is the unique violation of a KB's content slot (a concurrent identical upload)."""
+    return isinstance(exc, asyncpg.UniqueViolationError) and exc.constraint_name == CONTENT_CONSTRAINT
+
+
+async def find_same_content(conn: asyncpg.Connection, kb_id: int, sha256: str) -> asyncpg.Record | None:
+    """The oldest document of the KB whose current content has this SHA-256 (hex), with its task
+    (``document_id``, ``status``, ``index_generation``, ``task_id``, ``task_status``), or None."""
+    return await conn.fetchrow(
+        "SELECT d.id AS document_id, d.status, d.index_generation, t.id AS task_id, t.status AS task_status"
+        " FROM document_info d JOIN index_task t ON t.document_id = d.id"
+        " WHERE d.kb_id = $1 AND d.sha256 = $2 ORDER BY d.id LIMIT 1",
+        kb_id, sha256,
+    )
 
 
 async def count_in_flight(conn: asyncpg.Connection, user_id: int) -> int:
@@ -366,8 +393,9 @@ async def _store_content(conn: asyncpg.Connection, document_id: int, content: Ne
                " pending_size_bytes = $4, pending_sha256 = $5, pending_object_key = $6,"
                " pending_create_time = now() WHERE id = $1")
     else:
+        # new bytes never collide with another document's content slot (0008): the slot is dropped
         sql = ("UPDATE document_info SET filename = $2, content_type = $3, size_bytes = $4,"
-               " sha256 = $5, object_key = $6 WHERE id = $1")
+               " sha256 = $5, object_key = $6, dedup_slot = false WHERE id = $1")
     await conn.execute(sql, document_id, content.filename, content.content_type, content.size_bytes,
                        content.sha256, content.object_key)
 
@@ -494,13 +522,93 @@ async def claim_is_current(conn: asyncpg.Connection, task_id: int, generation: i
 
 async def record_embedding_run(
     conn: asyncpg.Connection, task_id: int, document_id: int, generation: int, attempt: int,
-    chunk_count: int, worker: str,
+    chunk_count: int, worker: str, *, cache_hits: int = 0, cache_misses: int | None = None,
 ) -> None:
+    """One row per embedding step: ``chunk_count`` chunks, ``cache_hits`` of them served from the
+    embedding cache, ``cache_misses`` (default: all) sent to the model; 0 misses = no model call."""
+    misses = chunk_count - cache_hits if cache_misses is None else cache_misses
     await conn.execute(
-        "INSERT INTO embedding_run (task_id, document_id, generation, attempt, chunk_count, worker)"
-        " VALUES ($1, $2, $3, $4, $5, $6)",
-        task_id, document_id, generation, attempt, chunk_count, worker,
+        "INSERT INTO embedding_run (task_id, document_id, generation, attempt, chunk_count, worker,"
+        " cache_hits, cache_misses) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        task_id, document_id, generation, attempt, chunk_count, worker, cache_hits, misses,
     )
+
+
+# ------------------------------------------------------------------ embedding cache
+
+
+async def cache_lookup(
+    conn: asyncpg.Connection, model: str, revision: str, dim: int, keys: Sequence[bytes]
+) -> dict[bytes, np.ndarray]:
+    """``{text sha256: (dim,) float32 vector}`` of the cached keys among ``keys`` (a read: no
+    ``last_used`` write here, see :func:`cache_touch`)."""
+    if not keys:
+        return {}
+    rows = await conn.fetch(
+        "SELECT text_sha256, embedding FROM embedding_cache"
+        " WHERE model = $1 AND revision = $2 AND dim = $3 AND text_sha256 = ANY($4::bytea[])",
+        model, revision, dim, list(set(keys)),
+    )
+    return {bytes(r["text_sha256"]): np.asarray(r["embedding"].to_numpy(), dtype=np.float32) for r in rows}
+
+
+async def cache_store(
+    conn: asyncpg.Connection, model: str, revision: str, dim: int, keys: Sequence[bytes], vectors: np.ndarray
+) -> int:
+    """Add ``vectors[i]`` under ``keys[i]`` (ON CONFLICT DO NOTHING: a concurrent writer's vector
+    for the same text is as good). Rows are inserted in key order, so two writers of overlapping
+    key sets cannot deadlock. Returns the rows added."""
+    if len(keys) != len(vectors):
+        raise ValueError(f"{len(keys)} keys but {len(vectors)} vectors")
+    if not keys:
+        return 0
+    order = sorted(range(len(keys)), key=lambda i: keys[i])
+    added = await conn.fetchval(
+        "WITH ins AS (INSERT INTO embedding_cache (model, revision, text_sha256, dim, embedding)"
+        " SELECT $1, $2, k, $3, v FROM unnest($4::bytea[], $5::vector[]) WITH ORDINALITY AS u(k, v, n)"
+        " ORDER BY n ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) FROM ins",
+        model, revision, dim, [keys[i] for i in order], [Vector(vectors[i]) for i in order],
+    )
+    return int(added)
+
+
+async def cache_touch(
+    conn: asyncpg.Connection, model: str, revision: str, keys: Sequence[bytes], min_age_s: float
+) -> int:
+    """Set ``last_used = now()`` on the cached ``keys`` last touched more than ``min_age_s`` ago
+    (so a hot entry is written at most once per interval, not once per hit); rows another
+    transaction holds are skipped, never waited for. Returns the rows touched."""
+    if not keys:
+        return 0
+    touched = await conn.fetchval(
+        "WITH t AS (UPDATE embedding_cache SET last_used = now() WHERE (model, revision, text_sha256) IN ("
+        " SELECT model, revision, text_sha256 FROM embedding_cache WHERE model = $1 AND revision = $2"
+        " AND text_sha256 = ANY($3::bytea[]) AND last_used < now() - make_interval(secs => $4)"
+        " ORDER BY text_sha256 FOR UPDATE SKIP LOCKED) RETURNING 1) SELECT count(*) FROM t",
+        model, revision, sorted(set(keys)), float(min_age_s),
+    )
+    return int(touched)
+
+
+_EVICT_LOCK_KEY = 0x52414745  # "RAGE": one evictor at a time across workers
+
+
+async def cache_evict(conn: asyncpg.Connection, max_rows: int, low_water: float) -> int | None:
+    """One eviction pass (ONE transaction): count the rows, decide (``embedding_cache.
+    eviction_count``), delete that many least recently used. Returns the rows deleted, or None
+    if another worker's pass holds the lock."""
+    async with conn.transaction():
+        if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", _EVICT_LOCK_KEY):
+            return None
+        rows = int(await conn.fetchval("SELECT count(*) FROM embedding_cache"))
+        n = eviction_count(rows, max_rows, low_water)
+        if n == 0:
+            return 0
+        status = await conn.execute(
+            "DELETE FROM embedding_cache WHERE ctid IN"
+            " (SELECT ctid FROM embedding_cache ORDER BY last_used, text_sha256 LIMIT $1)", n,
+        )
+        return int(status.split()[-1])
 
 
 async def record_skip(
@@ -583,6 +691,8 @@ async def commit_chunks(
                 " content_type = CASE WHEN pending_object_key IS NULL THEN content_type"
                 "                     ELSE pending_content_type END,"
                 " size_bytes = COALESCE(pending_size_bytes, size_bytes), sha256 = COALESCE(pending_sha256, sha256),"
+                # a promoted version's bytes drop the content slot (0008): they must not collide
+                " dedup_slot = dedup_slot AND pending_sha256 IS NULL,"
                 f" object_key = COALESCE(pending_object_key, object_key), {_CLEAR_PENDING}"
                 " WHERE id = $1 AND index_generation = $3",
                 document_id, len(chunks), generation, json.dumps(list(warnings)),

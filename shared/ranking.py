@@ -45,3 +45,32 @@ def rrf(rankings: Mapping[str, Sequence[K]], *, k: int = RRF_K, depth: int | Non
     order = {key: i for i, key in enumerate(sources)}  # first appearance: list order, then rank
     fused.sort(key=lambda f: (-f.score, min(f.sources.values()), order[f.key]))
     return fused
+
+
+def collapse(ranked: Sequence[tuple[K, float]], content_of: Mapping[K, Hashable]) -> list[tuple[K, float]]:
+    """Keep the first (best) of the items sharing a content key (``content_of[item]``; an item
+    without one is its own key), in order: one result per (content hash, chunk index)."""
+    seen: set[Hashable] = set()
+    out: list[tuple[K, float]] = []
+    for key, score in ranked:
+        content = content_of.get(key, ("item", key))
+        if content not in seen:
+            seen.add(content)
+            out.append((key, score))
+    return out
+
+
+def canonicalize(
+    lists: Mapping[str, Sequence[tuple[K, float]]], content_of: Mapping[K, Hashable]
+) -> dict[str, list[tuple[K, float]]]:
+    """Collapse each list (:func:`collapse`) and name every content by one item across the lists
+    (the first seen, lists in order), so that fusion counts the same content once even when
+    two lists picked different copies of it."""
+    representative: dict[Hashable, K] = {}
+    out: dict[str, list[tuple[K, float]]] = {}
+    for name, ranked in lists.items():
+        kept = collapse(ranked, content_of)
+        for key, _ in kept:
+            representative.setdefault(content_of.get(key, ("item", key)), key)
+        out[name] = [(representative[content_of.get(key, ("item", key))], score) for key, score in kept]
+    return out

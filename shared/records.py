@@ -38,3 +38,14 @@ class NewContent:
     size_bytes: int
     sha256: str
     object_key: str
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """An upload whose bytes equal a document's of the same KB: that document, nothing created."""
+
+    document_id: int
+    task_id: int
+    status: str
+    task_status: str
+    generation: int

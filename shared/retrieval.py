@@ -10,6 +10,9 @@ The SQL the API runs (and ``bench/retrieval.py`` measures). Scores, per mode:
   from PostgreSQL's statistics of ``content_tsv``, or is counted for a term they do not list.
 * ``hybrid``: reciprocal rank fusion of the two lists (:mod:`shared.ranking`), 0..2/(k+1).
 
+Every list keeps one chunk per (document content SHA-256, chunk index): copies of one file in a
+KB (uploaded with ``allow_duplicate``) never show the same chunk twice; the best copy is kept.
+
 Vector search is exact (a scan of the KB's vectors) when the KB holds at most
 ``exact_max_chunks`` vectors, and uses the HNSW index with pgvector's iterative scan above that;
 the threshold comes from ``bench/retrieval.py`` (see bench/RESULTS.md).
@@ -26,7 +29,7 @@ from typing import TypeAlias
 import asyncpg
 import numpy as np
 
-from shared.ranking import RRF_K, rrf
+from shared.ranking import RRF_K, canonicalize, collapse, rrf
 
 
 class Mode(StrEnum):
@@ -173,24 +176,48 @@ def _hit(r: asyncpg.Record, score: float, sources: dict[str, int]) -> Hit:
 Db: TypeAlias = "asyncpg.Connection | asyncpg.Pool"
 
 
+_CONTENT_KEYS = (
+    "SELECT c.id, d.sha256, c.chunk_index FROM document_chunk c JOIN document_info d ON d.id = c.document_id"
+    " WHERE c.id = ANY($1::bigint[])"
+)
+ContentOf = dict[int, tuple[str, int]]  # chunk id → (document content SHA-256, chunk index)
+_REFILL_ROUNDS = 4  # a list short of results after collapsing copies is fetched again, twice as deep
+
+
+async def _content_keys(conn: asyncpg.Connection, ids: Sequence[int]) -> ContentOf:
+    return {r["id"]: (r["sha256"], r["chunk_index"]) for r in await conn.fetch(_CONTENT_KEYS, list(ids))}
+
+
 async def _one_list(db: Db, name: str, kb_id: int, text: str, embedding: np.ndarray | None, depth: int,
-                    params: SearchParams) -> Ranked:
+                    params: SearchParams) -> tuple[Ranked, ContentOf]:
+    """The top ``depth`` of list ``name`` with one chunk per (content hash, chunk index): copies of
+    a document (uploaded with ``allow_duplicate``) hold the same chunks and would fill the list."""
     if isinstance(db, asyncpg.Pool):
         async with db.acquire() as conn:
             return await _one_list(conn, name, kb_id, text, embedding, depth, params)
-    async with db.transaction():
-        # JIT compiles for 10s of ms (these queries are short); a generic plan ignores the KB and the terms
-        await db.execute("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
-        if name == "vector":
-            assert embedding is not None
-            return await vector_ranking(db, kb_id, embedding, depth, params)
-        return await keyword_ranking(db, kb_id, text, depth, params)
+    limit = depth
+    for round_ in range(_REFILL_ROUNDS):
+        async with db.transaction():
+            # JIT compiles for 10s of ms (these queries are short); a generic plan ignores the KB and the terms
+            await db.execute("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
+            if name == "vector":
+                assert embedding is not None
+                raw = await vector_ranking(db, kb_id, embedding, limit, params)
+            else:
+                raw = await keyword_ranking(db, kb_id, text, limit, params)
+        content_of = await _content_keys(db, [cid for cid, _ in raw])
+        kept = collapse(raw, content_of)
+        if len(kept) >= depth or len(raw) < limit or round_ == _REFILL_ROUNDS - 1:
+            return kept[:depth], content_of
+        limit *= 2
+    raise AssertionError("unreachable")
 
 
 async def rank(
     db: Db, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int, params: SearchParams,
 ) -> list[tuple[int, float, dict[str, int]]]:
-    """``[(chunk id, score, {list: rank})]`` best first, at most ``top_k``.
+    """``[(chunk id, score, {list: rank})]`` best first, at most ``top_k``, never two chunks with
+    the same (document content hash, chunk index).
 
     Given a pool, hybrid mode runs its two lists at once on two connections; given a connection,
     one after the other. ``embedding`` is required unless ``mode`` is keyword (ValueError otherwise).
@@ -203,7 +230,10 @@ async def rank(
         got = await asyncio.gather(*(_one_list(db, n, kb_id, text, embedding, depth, params) for n in names))
     else:
         got = [await _one_list(db, n, kb_id, text, embedding, depth, params) for n in names]
-    lists = dict(zip(names, got, strict=True))
+    content_of: ContentOf = {}
+    for _, keys in got:
+        content_of |= keys
+    lists = canonicalize({n: ranked for n, (ranked, _) in zip(names, got, strict=True)}, content_of)
     if mode is not Mode.HYBRID:
         ((name, ranked),) = lists.items()
         return [(cid, score, {name: i}) for i, (cid, score) in enumerate(ranked, start=1)]

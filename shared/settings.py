@@ -51,6 +51,10 @@ class CommonSettings(BaseSettings):
     embedding_base_url: str = "http://127.0.0.1:8080"
     embedding_api_key: SecretStr | None = None
     embedding_timeout_s: float = 60.0
+    embedding_model_revision: str = Field(
+        "", description="embedding cache namespace besides the model name (default: 'dim<EMBEDDING_DIM>'); "
+        "change it when the vectors of the same model name change"
+    )
 
     # Enqueue policy (shared.usecases: the API and the DLQ replay apply the same rules).
     stale_waiting_s: float = Field(600.0, description="WAITING/RETRYING untouched this long → takeover")
@@ -112,6 +116,13 @@ class WorkerSettings(CommonSettings):
     scan_interval_s: float = Field(30.0, description="recovery scanner period, seconds (0 disables)")
     running_heartbeat_timeout_s: float = Field(300.0, description="RUNNING without heartbeat → TIMEOUT")
     requeue_after_s: float = Field(600.0, description="WAITING/RETRYING untouched → re-published")
+    embedding_cache_max_rows: int = Field(
+        1_000_000, ge=0, description="embedding cache bound, rows (≈1.6 kB each at 384-d); 0 disables the cache"
+    )
+    embedding_cache_evict_interval_s: float = Field(300.0, gt=0, description="LRU eviction pass period, seconds")
+    embedding_cache_touch_interval_s: float = Field(
+        3600.0, ge=0, description="a cache hit rewrites the entry's last_used at most this often, seconds"
+    )
     worker_metrics_port: int = Field(
         0, ge=0, le=65535, description="Prometheus /metrics port of this worker (0: not served); one per process"
     )

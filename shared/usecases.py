@@ -30,7 +30,7 @@ from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds,
 from shared.log import bind
 from shared.messages import IndexMessage
 from shared.ports import IssueRefused, ObjectRemover, Publisher, ReleasedObjects, TaskStore
-from shared.records import NewContent, OutboxRow
+from shared.records import Duplicate, NewContent, OutboxRow
 from shared.states import ACTIVE
 
 __all__ = [
@@ -147,18 +147,29 @@ async def _mark_published(deps: Deps, outbox_id: int) -> None:
         log.warning("outbox row not marked published", extra={"outbox_id": outbox_id, "error": str(exc)})
 
 
-async def create_document(deps: Deps, *, user_id: int, kb_id: int, obj: NewContent) -> IndexMessage:
+async def create_document(
+    deps: Deps, *, user_id: int, kb_id: int, obj: NewContent, allow_duplicate: bool = False
+) -> IndexMessage | Duplicate:
     """Rows for an upload stored under ``obj.object_key``, within the user's in-flight cap
-    (InFlightLimitExceeded otherwise). The object is removed when no row ends up referring to it."""
+    (InFlightLimitExceeded otherwise). The object is removed when no row ends up referring to it.
+
+    Unless ``allow_duplicate``, bytes equal (SHA-256) to a document's of the same KB give that
+    document (:class:`Duplicate`): nothing is created and the object is removed.
+    """
     try:
         created = await deps.store.create_document(
             user_id=user_id, kb_id=kb_id, content=obj, in_flight_limit=deps.limits.max_in_flight_per_user,
+            dedup=not allow_duplicate,
         )
         if created is None:
             raise _over_cap(deps)
     except BaseException:
         await discard_object(deps, obj.object_key)
         raise
+    if isinstance(created, Duplicate):
+        await discard_object(deps, obj.object_key)
+        log.info("duplicate upload", extra={"document_id": created.document_id, "size_bytes": obj.size_bytes})
+        return created
     msg, row = created
     with bind(task_id=msg.task_id, document_id=msg.document_id, generation=msg.generation):
         log.info("document uploaded", extra={"size_bytes": obj.size_bytes})

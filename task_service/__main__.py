@@ -39,6 +39,7 @@ from shared.pg_store import PgReleasedObjects, PgWorkerStore
 from shared.settings import WorkerSettings
 from shared.storage import ObjectStore
 from task_service import APP_ID
+from task_service.cache_evictor import evict_forever
 from task_service.consumer import Consumer
 from task_service.handler import HandlerConfig, IndexHandler
 from task_service.metrics import WorkerMetrics, sample_forever, serve
@@ -107,8 +108,9 @@ async def run(settings: WorkerSettings) -> None:
         background[:] = await _start_background(conn, pool, settings, stop, metrics,
                                                 sample=metrics_server is not None)
 
-    # Needs no broker: runs for the worker's lifetime, not per connection.
-    lifelong = [asyncio.create_task(sweep_forever(pool, store, settings, stop))]
+    # Need no broker: run for the worker's lifetime, not per connection.
+    lifelong = [asyncio.create_task(sweep_forever(pool, store, settings, stop)),
+                asyncio.create_task(evict_forever(pool, settings, stop))]
     log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch})
     try:
         await Consumer(settings, handler, name).run(stop, on_connected)

@@ -16,12 +16,14 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
+from shared import embedding_cache
 from shared.doc_types import parser_filename
+from shared.embedding.vectors import empty_matrix
 from shared.errors import (
     FencedOut,
     IndexingError,
@@ -50,6 +52,7 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 #: delivery_skip rows waiting for the background writer, at most (then a skip waits for it).
 MAX_PENDING_SKIPS = 1000
+CACHE_WRITE_BATCH = 1000  # vectors per embedding-cache INSERT (≈1.5 MB of parameters at 384-d)
 
 
 class Outcome(StrEnum):
@@ -82,6 +85,11 @@ class HandlerConfig:
     retry_attempts: int  # transient failures: attempts, first and largest backoff
     retry_initial_s: float
     retry_max_s: float
+    # embedding cache: on/off (EMBEDDING_CACHE_MAX_ROWS > 0), namespace, last_used touch period
+    cache_enabled: bool = False
+    embedding_provider: str = "sentence-transformers"
+    embedding_model_revision: str = ""
+    cache_touch_interval_s: float = 3600.0
     embed_chunks: int = 16  # chunks per embedding call, a progress report after each
 
     @classmethod
@@ -90,6 +98,9 @@ class HandlerConfig:
             lock_retry_max_attempts=s.lock_retry_max_attempts, lease_period_s=min(s.lock_renew_s, s.heartbeat_s),
             task_hard_limit_s=s.task_hard_limit_s, retry_attempts=s.transient_retry_attempts,
             retry_initial_s=s.transient_retry_initial_s, retry_max_s=s.transient_retry_max_s,
+            cache_enabled=s.embedding_cache_max_rows > 0, embedding_provider=s.embedding_provider,
+            embedding_model_revision=s.embedding_model_revision,
+            cache_touch_interval_s=s.embedding_cache_touch_interval_s,
             embed_chunks=max(1, min(s.embed_progress_chunks, s.embedding_batch_size)),
         )
 
@@ -132,6 +143,10 @@ class IndexHandler:
         self._skip_rows: list[tuple[str, int, int, int]] = []  # delivery_skip rows not yet written
         self._skip_writer: asyncio.Task[None] | None = None
         self._settled = SettledTasks()  # what earlier snapshots proved for good
+        # the provider is part of the name: an endpoint serving "all-MiniLM-L6-v2" is not our local copy
+        self._cache_ns = embedding_cache.namespace(
+            f"{config.embedding_provider}/{embedder.model_name}", embedder.dim, config.embedding_model_revision or None,
+        )
 
     # -------------------------------------------------------------- plumbing
 
@@ -322,11 +337,17 @@ class IndexHandler:
         # Fence before the expensive call: a stale run never reaches the model.
         if not await self._db(self._repo.claim_is_current, msg.task_id, msg.generation, run.attempt):
             raise StaleGenerationError("generation or claim superseded before embedding")
+        texts = [c.content for c in chunks]
+        cached = await self._cache_lookup(texts)
+        p = embedding_cache.plan(texts, cached)
         await self._db(self._repo.record_embedding_run, msg.task_id, msg.document_id, msg.generation,
-                       run.attempt, len(chunks), self.worker_name)
+                       run.attempt, len(chunks), self.worker_name, cache_hits=p.hits, cache_misses=p.misses)
+        log.info("embedding", extra={"chunks": len(chunks), "cache_hits": p.hits, "cache_misses": p.misses})
         await fault_point("during_embed")
         with self.metrics.stage("embed"):
-            embeddings = await self._embed(run, [c.content for c in chunks])
+            fresh = (await self._embed(run, list(p.miss_texts)) if p.miss_texts
+                     else empty_matrix(self._embedder.dim))
+        embeddings = embedding_cache.assemble(p, cached, fresh, self._embedder.dim)
         await self._report(run, Stage.WRITING, 1.0)
         rows = [ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
         with self.metrics.stage("write"):
@@ -337,8 +358,46 @@ class IndexHandler:
             )
         if not committed:
             raise StaleGenerationError("fenced out at commit")
+        await self._cache_update(p, fresh, hit_keys=[k for k in p.keys if k in cached])
         await self._released.remove_released()  # a swapped-out version's object
         return len(rows)
+
+    # -------------------------------------------------------------- embedding cache
+
+    @property
+    def _cache_on(self) -> bool:
+        return self._s.cache_enabled
+
+    async def _cache_lookup(self, texts: list[str]) -> Mapping[bytes, Any]:
+        """Cached vectors of ``texts`` (``{}`` when the cache is disabled)."""
+        if not self._cache_on or not texts:
+            return {}
+        ns = self._cache_ns
+        return await self._db(self._repo.cache_lookup, ns.model, ns.revision, ns.dim,
+                              [embedding_cache.text_key(t) for t in texts])
+
+    async def _cache_update(self, p: embedding_cache.Plan, fresh: Any, hit_keys: list[bytes]) -> None:
+        """After the fenced commit, in its own transactions: add this run's new vectors and
+        touch the hits' ``last_used`` (at most once per ``EMBEDDING_CACHE_TOUCH_INTERVAL_S``).
+
+        Not inside the commit: the cache holds values of a pure function (text → vector), so
+        losing a write costs one re-embedding later, never correctness; outside, the fenced
+        transaction stays as short as before, never waits on another worker inserting the same
+        key, and cannot be failed by the cache. Only a committed run writes (a fenced-out run
+        writes nothing anywhere). Failures are logged, not raised: the document is indexed.
+        """
+        if not self._cache_on:
+            return
+        ns = self._cache_ns
+        try:
+            for i in range(0, len(p.miss_keys), CACHE_WRITE_BATCH):  # bounded statements for 20,000-chunk documents
+                await self._db(self._repo.cache_store, ns.model, ns.revision, ns.dim,
+                               list(p.miss_keys[i:i + CACHE_WRITE_BATCH]), fresh[i:i + CACHE_WRITE_BATCH])
+            if hit_keys:
+                await self._db(self._repo.cache_touch, ns.model, ns.revision, hit_keys,
+                               self._s.cache_touch_interval_s)
+        except TransientError as exc:
+            log.warning("embedding cache not updated", extra={"error": str(exc)})
 
     async def _embed(self, run: _Run, texts: list[str]) -> Any:
         """Embed in batches of ``embed_progress_chunks`` (at most ``embedding_batch_size``),

@@ -40,3 +40,11 @@ def log_text(size: int = 50_000_000, seed: int = 11) -> str:
         total += len(line) + 1
         i += 1
     return "\n".join(lines)
+
+
+def paragraphs(n: int, seed: int = 13, words: int = 170) -> list[str]:
+    """``n`` distinct paragraphs of ``words`` words (≈180 MiniLM tokens: one chunk each, never two
+    in one chunk of 250 tokens), for tests and benchmarks that edit one paragraph of many."""
+    rng = random.Random(seed)
+    return [f"Paragraph {i} ({seed}): " + " ".join(rng.choice(_WORDS) for _ in range(words)) + "."
+            for i in range(n)]

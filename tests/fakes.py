@@ -22,7 +22,7 @@ from shared.errors import BrokerUnavailableError, LockUnavailableError, StorageU
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
 from shared.ports import IssueRefused
-from shared.records import ChunkRow, NewContent, OutboxRow
+from shared.records import ChunkRow, Duplicate, NewContent, OutboxRow
 from shared.states import ACTIVE, DocumentStatus, TaskStatus
 from task_service.pipeline.chunk import Chunk
 from task_service.pipeline.extract import Extraction
@@ -78,6 +78,8 @@ class FakeStore:
         self.skips: list[str] = []
         self.released: list[str] = []  # object keys queued for removal after commit
         self.embedding_runs = 0
+        self.cache_misses = 0  # chunks sent to the model
+        self.cache: dict[tuple[str, str, bytes], npt.NDArray[Any]] = {}
         self.before_issue: Callable[[TaskSnapshot], Awaitable[None]] | None = None
         self.fail_next: dict[str, Exception] = {}
         self._ids = 0
@@ -135,9 +137,14 @@ class FakeStore:
         return row
 
     async def create_document(
-        self, *, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int
-    ) -> tuple[IndexMessage, OutboxRow] | None:
+        self, *, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int, dedup: bool = False,
+    ) -> tuple[IndexMessage, OutboxRow] | Duplicate | None:
         self._maybe_fail("create_document")
+        same = next((d for d in self.documents.values() if d.kb_id == kb_id and d.content.sha256 == content.sha256),
+                    None) if dedup else None
+        if same is not None:
+            task = next(t for t in self.tasks.values() if t.document_id == same.id)
+            return Duplicate(same.id, task.id, same.status.value, task.status.value, same.generation)
         if await self.count_in_flight(user_id) >= in_flight_limit:
             return None
         msg = self.add_document(user_id=user_id, kb_id=kb_id)
@@ -244,9 +251,26 @@ class FakeStore:
         return self._fenced(task_id, generation, attempt) is not None
 
     async def record_embedding_run(
-        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str
+        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str,
+        *, cache_hits: int = 0, cache_misses: int | None = None,
     ) -> None:
         self.embedding_runs += 1
+        self.cache_misses += chunk_count - cache_hits if cache_misses is None else cache_misses
+
+    async def cache_lookup(
+        self, model: str, revision: str, dim: int, keys: Sequence[bytes]
+    ) -> dict[bytes, npt.NDArray[Any]]:
+        return {k: self.cache[(model, revision, k)] for k in keys if (model, revision, k) in self.cache}
+
+    async def cache_store(
+        self, model: str, revision: str, dim: int, keys: Sequence[bytes], vectors: npt.NDArray[Any]
+    ) -> int:
+        new = [(k, v) for k, v in zip(keys, vectors, strict=True) if (model, revision, k) not in self.cache]
+        self.cache.update({(model, revision, k): np.asarray(v, dtype=np.float32) for k, v in new})
+        return len(new)
+
+    async def cache_touch(self, model: str, revision: str, keys: Sequence[bytes], min_age_s: float) -> int:
+        return 0
 
     async def record_skip(
         self, reason: str, task_id: int | None, document_id: int | None, generation: int | None, worker: str
@@ -377,6 +401,7 @@ class FakeEmbedder:
     """Unit vectors of dimension ``dim``; ``error`` is raised instead when set."""
 
     def __init__(self, dim: int = 4, error: Exception | None = None) -> None:
+        self.model_name = "fake"
         self.dim = dim
         self.error = error
         self.calls = 0

@@ -261,6 +261,14 @@ def embedding_runs(dsn: str, document_id: int) -> int:
     return int(sql_value(dsn, "SELECT count(*) FROM embedding_run WHERE document_id = $1", document_id))
 
 
+def model_calls(dsn: str, document_id: int) -> tuple[int, int, int]:
+    """``(model calls, chunks embedded by the model, chunks served by the embedding cache)`` of a
+    document, from ``embedding_run`` (a step with no cache miss made no model call)."""
+    r = sql(dsn, "SELECT count(*) FILTER (WHERE cache_misses > 0) AS calls, coalesce(sum(cache_misses), 0) AS misses,"
+                 " coalesce(sum(cache_hits), 0) AS hits FROM embedding_run WHERE document_id = $1", document_id)[0]
+    return int(r["calls"]), int(r["misses"]), int(r["hits"])
+
+
 def skips(dsn: str, document_id: int) -> list[str]:
     return [r["reason"] for r in sql(dsn, "SELECT reason FROM delivery_skip WHERE document_id = $1 ORDER BY id",
                                      document_id)]

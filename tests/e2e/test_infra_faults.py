@@ -158,7 +158,7 @@ def test_hanging_embedding_endpoint_fails_with_embedding_timeout(
     dsn = services_env["DATABASE_URL"]
     workers(embedding_provider="openai", embedding_base_url=f"http://127.0.0.1:{hanging_endpoint.port}",
             embedding_timeout_s="1", transient_retry_attempts="3", transient_retry_initial_s="0.2",
-            transient_retry_max_s="0.5", **FAST)
+            transient_retry_max_s="0.5", embedding_cache_max_rows="0", **FAST)  # the model must be asked
     kb = api.create_kb()
     t0 = time.monotonic()
     doc = api.upload(kb, name="hang.txt", data=TEXT.encode())

@@ -241,8 +241,8 @@ def test_in_flight_cap_answers_429_with_retry_after(
     dsn = services_env["DATABASE_URL"]
     api = _on(make_user("cap"), strict_url)
     kb = api.create_kb("cap")
-    docs = [api.upload(kb, name=f"waiting-{i}.txt", data=b"Waiting for a worker that never comes.")
-            for i in range(CAP)]
+    docs = [api.upload(kb, name=f"waiting-{i}.txt", data=f"Waiting {i} for a worker that never comes.".encode())
+            for i in range(CAP)]  # distinct bytes: identical ones would be answered as duplicates
     _assert_429(api.http.post(f"/api/v1/knowledge-bases/{kb}/documents",
                               files={"file": ("one-too-many.txt", b"refused")}))
     assert len(api.http.get(f"/api/v1/knowledge-bases/{kb}/documents").json()["items"]) == CAP

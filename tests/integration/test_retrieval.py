@@ -21,13 +21,14 @@ async def _kb(conn: asyncpg.Connection) -> int:
 
 
 async def _doc(conn: asyncpg.Connection, kb_id: int, texts: list[str], vecs: np.ndarray,
-               page: int | None = None, section: str | None = None) -> list[int]:
-    """One document holding ``texts`` as chunks (with ``vecs``); returns the chunk ids."""
+               page: int | None = None, section: str | None = None, sha256: str | None = None) -> list[int]:
+    """One document holding ``texts`` as chunks (with ``vecs``); returns the chunk ids.
+    ``sha256``: its content hash (default: a fresh one; equal hashes are copies of one file)."""
     user_id = await conn.fetchval("SELECT user_id FROM knowledge_base WHERE id = $1", kb_id)
     doc_id = await conn.fetchval(
         "INSERT INTO document_info (kb_id, user_id, filename, size_bytes, sha256, object_key, status, chunk_count)"
-        " VALUES ($1, $2, 'd.txt', 1, '0', $3, 'INDEXED', $4) RETURNING id",
-        kb_id, user_id, f"k/{uuid.uuid4()}", len(texts),
+        " VALUES ($1, $2, 'd.txt', 1, $5, $3, 'INDEXED', $4) RETURNING id",
+        kb_id, user_id, f"k/{uuid.uuid4()}", len(texts), sha256 or uuid.uuid4().hex,
     )
     ids = []
     for i, (text, vec) in enumerate(zip(texts, vecs, strict=True)):
@@ -116,3 +117,24 @@ async def test_hybrid_through_a_pool_runs_both_lists_and_agrees(db: asyncpg.Conn
     two = await search(pool, kb, Mode.HYBRID, "ZX-9", vecs[2], 4, SearchParams())
     assert [(h.chunk_id, h.sources) for h in one] == [(h.chunk_id, h.sources) for h in two]
     assert {h.chunk_id: h.sources for h in two}[ids[1]]["keyword"] == 1
+
+
+async def test_copies_of_a_file_never_show_the_same_chunk_twice(db: asyncpg.Connection, pool: asyncpg.Pool) -> None:
+    """Issue 13: three copies of one file (uploaded with allow_duplicate) and one other file; every
+    mode returns one hit per (content hash, chunk index), the best copy's, and still fills top_k."""
+    kb = await _kb(db)
+    texts = [f"harbour ferry timetable part {i} QW-{i}7" for i in range(6)]
+    vecs = _unit(6, 7)
+    copies = [await _doc(db, kb, texts, vecs, sha256="c" * 64) for _ in range(3)]
+    other = await _doc(db, kb, [f"harbour ferry notes {i}" for i in range(3)], _unit(3, 8))
+    content = {cid: ("c", i) for ids in copies for i, cid in enumerate(ids)} | {cid: ("o", i)
+                                                                               for i, cid in enumerate(other)}
+    for mode in Mode:
+        for db_or_pool in (db, pool):
+            hits = await search(db_or_pool, kb, mode, "harbour ferry", vecs[2], 9, SearchParams(candidate_depth=4))
+            keys = [content[h.chunk_id] for h in hits]
+            assert len(keys) == len(set(keys)), (mode, keys)
+            assert len(hits) == 9, (mode, keys)  # 6 distinct chunks of the copies + 3 of the other file
+            assert all(h.chunk_id in copies[0] for h in hits if content[h.chunk_id][0] == "c"), mode  # oldest copy
+    top = await search(db, kb, Mode.VECTOR, "x", vecs[2], 1, SearchParams())
+    assert top[0].chunk_id == copies[0][2] and top[0].score == pytest.approx(1.0, abs=1e-5)

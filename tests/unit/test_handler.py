@@ -218,6 +218,26 @@ async def test_lost_lock_sends_the_delivery_round_the_delay_queue() -> None:
     assert w.locks.held == set()
 
 
+async def test_cached_chunks_never_reach_the_model() -> None:
+    """Issue 13: a second document with the same chunk texts is served by the embedding cache."""
+    w = World(cache_enabled=True)
+    assert await w.handle() is Outcome.ACK
+    assert (w.embedder.calls, w.store.cache_misses, len(w.store.cache)) == (1, 3, 3)
+    w.msg = w.store.add_document()  # same stored text → same chunks
+    assert await w.handle() is Outcome.ACK
+    assert w.store.tasks[w.msg.task_id].status is TaskStatus.SUCCESS
+    assert (w.embedder.calls, w.store.cache_misses, w.store.embedding_runs) == (1, 3, 2)
+    assert len(w.store.documents[w.msg.document_id].chunks) == 3
+
+
+async def test_without_the_cache_every_run_calls_the_model() -> None:
+    w = World()  # cache_enabled defaults to False
+    assert await w.handle() is Outcome.ACK
+    w.msg = w.store.add_document()
+    assert await w.handle() is Outcome.ACK
+    assert (w.embedder.calls, w.store.cache_misses, len(w.store.cache)) == (2, 6, 0)
+
+
 async def test_progress_is_reported_per_stage_and_embedding_goes_in_batches() -> None:
     w = World(embed_chunks=2)
     assert await w.handle() is Outcome.ACK

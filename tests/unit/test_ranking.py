@@ -38,3 +38,21 @@ def test_duplicates_count_once_and_empty_lists_are_fine() -> None:
 def test_bad_parameters_are_refused(kw: dict[str, int]) -> None:
     with pytest.raises(ValueError):
         rrf({"v": ["a"]}, **kw)
+
+
+def test_collapse_keeps_the_best_copy_of_each_content() -> None:
+    from shared.ranking import collapse
+
+    content = {1: ("h", 0), 2: ("h", 0), 3: ("h", 1), 4: ("g", 0)}
+    ranked = [(1, 0.9), (2, 0.9), (3, 0.8), (4, 0.7), (5, 0.6)]  # 5: unknown (deleted meanwhile) → itself
+    assert collapse(ranked, content) == [(1, 0.9), (3, 0.8), (4, 0.7), (5, 0.6)]
+
+
+def test_canonicalize_names_a_content_by_one_chunk_across_lists() -> None:
+    from shared.ranking import canonicalize
+
+    content = {1: ("h", 0), 2: ("h", 0), 3: ("h", 1)}
+    lists = canonicalize({"vector": [(2, 0.9), (1, 0.9)], "keyword": [(1, 2.0), (3, 1.0), (2, 1.0)]}, content)
+    assert lists == {"vector": [(2, 0.9)], "keyword": [(2, 2.0), (3, 1.0)]}
+    fused = rrf({name: [cid for cid, _ in ranked] for name, ranked in lists.items()})
+    assert [f.key for f in fused] == [2, 3]  # the copy counts once, ranked first in both lists

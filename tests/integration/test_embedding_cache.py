@@ -1,0 +1,131 @@
+"""Issue 13 on the real database: the embedding cache's statements (store, lookup, touch, LRU
+eviction) and the KB content slot that lets PostgreSQL decide between concurrent identical uploads."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import asyncpg
+import numpy as np
+
+from shared import queries
+from shared.embedding_cache import text_key
+from shared.fencing import Action, EnqueueDecision
+from shared.states import TaskStatus
+from tests.integration.helpers import DIM, new_document
+
+
+def _vecs(n: int, seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    out: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out
+
+
+async def test_store_then_lookup_by_namespace_first_writer_wins(db: asyncpg.Connection) -> None:
+    model = f"m-{uuid.uuid4().hex}"
+    keys = [text_key(f"chunk {i}") for i in range(5)]
+    vecs = _vecs(5, 1)
+    assert await queries.cache_lookup(db, model, "dim384", DIM, keys) == {}
+    assert await queries.cache_store(db, model, "dim384", DIM, keys[:3], vecs[:3]) == 3
+    # ON CONFLICT DO NOTHING: a second writer of the same texts adds only what is new
+    assert await queries.cache_store(db, model, "dim384", DIM, keys[1:], _vecs(4, 2)) == 2
+    got = await queries.cache_lookup(db, model, "dim384", DIM, keys + keys[:1])
+    assert set(got) == set(keys)
+    np.testing.assert_allclose(got[keys[1]], vecs[1], atol=1e-6)  # the first writer's vector
+    assert got[keys[0]].dtype == np.float32 and got[keys[0]].shape == (DIM,)
+    # another revision (or model) never reads these vectors
+    assert await queries.cache_lookup(db, model, "rev-2", DIM, keys) == {}
+    assert await queries.cache_lookup(db, model + "x", "dim384", DIM, keys) == {}
+
+
+async def test_concurrent_writers_of_overlapping_keys_neither_deadlock_nor_duplicate(
+    pool: asyncpg.Pool,
+) -> None:
+    model = f"m-{uuid.uuid4().hex}"
+    keys = [text_key(f"shared {i}") for i in range(50)]
+    vecs = _vecs(50, 3)
+
+    async def write(order: list[int]) -> int:
+        async with pool.acquire() as conn:
+            return await queries.cache_store(conn, model, "r", DIM, [keys[i] for i in order], vecs[order])
+
+    added = await asyncio.gather(*(write(list(range(50))[::step]) for step in (1, -1, 1, -1)))
+    assert sum(added) == 50
+    async with pool.acquire() as conn:
+        assert len(await queries.cache_lookup(conn, model, "r", DIM, keys)) == 50
+
+
+async def test_a_hit_touches_last_used_at_most_once_per_interval(db: asyncpg.Connection) -> None:
+    model = f"m-{uuid.uuid4().hex}"
+    keys = [text_key("hot"), text_key("cold")]
+    await queries.cache_store(db, model, "r", DIM, keys, _vecs(2, 4))
+    assert await queries.cache_touch(db, model, "r", keys, 3600) == 0  # just written: fresh enough
+    await db.execute("UPDATE embedding_cache SET last_used = now() - interval '2 hours' WHERE model = $1", model)
+    assert await queries.cache_touch(db, model, "r", keys[:1], 3600) == 1
+    assert await queries.cache_touch(db, model, "r", keys[:1], 3600) == 0  # second hit: no write
+    ages = dict(await db.fetch("SELECT text_sha256, now() - last_used > interval '1 hour' FROM embedding_cache"
+                               " WHERE model = $1", model))
+    assert ages == {keys[0]: False, keys[1]: True}
+
+
+async def test_eviction_deletes_the_least_recently_used_above_the_bound(db: asyncpg.Connection) -> None:
+    model = f"m-{uuid.uuid4().hex}"
+    before = int(await db.fetchval("SELECT count(*) FROM embedding_cache"))
+    keys = [text_key(f"lru {i}") for i in range(20)]
+    await queries.cache_store(db, model, "r", DIM, keys, _vecs(20, 5))
+    # older than anything else in the table: key i last used at 2000-01-01 + i s
+    for i, k in enumerate(keys):
+        await db.execute("UPDATE embedding_cache SET last_used = timestamptz '2000-01-01' + make_interval(secs => $2)"
+                         " WHERE model = $1 AND text_sha256 = $3", model, i, k)
+    assert await queries.cache_evict(db, before + 20, 0.9) == 0  # within the bound
+    assert await queries.cache_evict(db, before + 10, 1.0) == 10
+    left = await queries.cache_lookup(db, model, "r", DIM, keys)
+    assert set(left) == set(keys[10:])
+
+
+async def test_one_evictor_at_a_time(connect: object, db: asyncpg.Connection) -> None:
+    other: asyncpg.Connection = await connect()  # type: ignore[operator]
+    async with other.transaction():
+        await other.execute("SELECT pg_advisory_xact_lock($1)", queries._EVICT_LOCK_KEY)
+        assert await queries.cache_evict(db, 0, 0.9) is None  # skipped, not waiting
+
+
+async def test_concurrent_identical_uploads_create_one_document(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn:
+        first, _ = await new_document(conn)
+    sha = uuid.uuid4().hex * 2
+
+    async def upload(i: int, slot: bool) -> int | str:
+        async with pool.acquire() as conn:
+            try:
+                msg, _ = await queries.create_document_with_task(
+                    conn, kb_id=first.kb_id, user_id=first.user_id, filename=f"same-{i}.txt",
+                    content_type="text/plain", size_bytes=5, sha256=sha, object_key=f"k/{uuid.uuid4()}",
+                    dedup_slot=slot,
+                )
+            except asyncpg.UniqueViolationError as exc:
+                assert queries.is_content_conflict(exc)
+                return "conflict"
+            return msg.document_id
+
+    got = await asyncio.gather(*(upload(i, True) for i in range(8)))
+    winners = [g for g in got if g != "conflict"]
+    assert len(winners) == 1, got
+    async with pool.acquire() as conn:
+        same = await queries.find_same_content(conn, first.kb_id, sha)
+        assert same is not None and same["document_id"] == winners[0]
+        assert same["task_status"] == "WAITING"
+    # allow_duplicate uploads hold no slot: they coexist with the winner
+    copies = await asyncio.gather(*(upload(10 + i, False) for i in range(2)))
+    assert "conflict" not in copies
+    # new content equal to the winner's never collides (a replaced document holds no slot)
+    async with pool.acquire() as conn:
+        snap = await queries.load_task_snapshot(conn, first.task_id)
+        assert snap is not None and snap.status is TaskStatus.WAITING
+        decision = EnqueueDecision(Action.ISSUE, new_status=TaskStatus.WAITING, reason="new_content")
+        content = queries.NewContent("v2.txt", "text/plain", 5, sha, f"k/{uuid.uuid4()}")
+        assert await queries.try_issue_generation(conn, snap, decision, content) is not None
+        n = await conn.fetchval("SELECT count(*) FROM document_info WHERE kb_id = $1 AND sha256 = $2",
+                                first.kb_id, sha)
+        assert n == 4
