@@ -393,7 +393,7 @@ async def _store_content(conn: asyncpg.Connection, document_id: int, content: Ne
                " pending_size_bytes = $4, pending_sha256 = $5, pending_object_key = $6,"
                " pending_create_time = now() WHERE id = $1")
     else:
-        # new bytes never collide with another document's content slot (0008): the slot is dropped
+        # new bytes never collide with another document's content slot (0011): the slot is dropped
         sql = ("UPDATE document_info SET filename = $2, content_type = $3, size_bytes = $4,"
                " sha256 = $5, object_key = $6, dedup_slot = false WHERE id = $1")
     await conn.execute(sql, document_id, content.filename, content.content_type, content.size_bytes,
@@ -691,7 +691,7 @@ async def commit_chunks(
                 " content_type = CASE WHEN pending_object_key IS NULL THEN content_type"
                 "                     ELSE pending_content_type END,"
                 " size_bytes = COALESCE(pending_size_bytes, size_bytes), sha256 = COALESCE(pending_sha256, sha256),"
-                # a promoted version's bytes drop the content slot (0008): they must not collide
+                # a promoted version's bytes drop the content slot (0011): they must not collide
                 " dedup_slot = dedup_slot AND pending_sha256 IS NULL,"
                 f" object_key = COALESCE(pending_object_key, object_key), {_CLEAR_PENDING}"
                 " WHERE id = $1 AND index_generation = $3",

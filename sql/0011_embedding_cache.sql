@@ -1,4 +1,4 @@
--- 0008: do no work twice (issue 13).
+-- 0011: do no work twice (issue 13).
 --
 -- 1. Embedding cache: the vector of a chunk text, keyed by (model, revision, SHA-256 of the text).
 --    `revision` names what else changes the vectors (a model revision, else the dimension):
