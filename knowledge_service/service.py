@@ -90,7 +90,11 @@ async def discard_object(res: Resources, key: str) -> None:
 
 
 async def publish_now(res: Resources, msg: IndexMessage, row: OutboxRow) -> bool:
-    """Fast path after commit: publish with confirm, then mark the outbox row published."""
+    """Fast path after commit: publish with confirm, then mark the outbox row published. A row
+    held for fair dispatch (its user has K tasks in the broker or running) is left to the relay."""
+    if not row.released:
+        log.info("message held for fair dispatch; the relay releases it when a slot frees")
+        return False
     if res.publisher is None:
         log.warning("no broker connection; the outbox relay will publish")
         return False
@@ -115,6 +119,7 @@ async def create_document(res: Resources, *, user_id: int, kb_id: int, obj: Stor
             msg, row = await queries.create_document_with_task(
                 conn, kb_id=kb_id, user_id=user_id, filename=obj.filename, content_type=obj.content_type,
                 size_bytes=obj.size_bytes, sha256=obj.sha256, object_key=obj.key,
+                dispatch_limit=res.settings.dispatch_limit,
             )
     except BaseException:
         await discard_object(res, obj.key)
@@ -186,8 +191,8 @@ async def _issue_within_cap(
     """Apply an ISSUE decision; re-arming a task that is not in flight adds work, so it must fit
     under the user's in-flight cap (checked in the same transaction; 429 otherwise)."""
     if snap.status in ACTIVE:  # already counted: a takeover or new content adds no task
-        return await queries.try_issue_generation(conn, snap, decision, content)
+        return await queries.try_issue_generation(conn, snap, decision, content, res.settings.dispatch_limit)
     async with conn.transaction():
         if not await queries.reserve_in_flight_slot(conn, snap.user_id, res.settings.max_in_flight_tasks_per_user):
             raise _in_flight_error(res)
-        return await queries.try_issue_generation(conn, snap, decision, content)
+        return await queries.try_issue_generation(conn, snap, decision, content, res.settings.dispatch_limit)

@@ -56,6 +56,23 @@ class CommonSettings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool = True
 
+    # Fair dispatch across users (shared/dispatch.py): K tasks of one user at most are in the
+    # broker or running; the rest wait in PostgreSQL (outbox row held) and are released
+    # round-robin across users as slots free up. Read by the API (inline release of an upload)
+    # and by the worker's relay.
+    dispatch_workers: int = Field(
+        1, ge=1,
+        description="consumer slots of the deployment: worker processes x PREFETCH (tasks that can run at once)",
+    )
+    dispatch_per_user: int | None = Field(
+        None, ge=1, description="K: tasks of one user in the broker or running at most (default 2 x DISPATCH_WORKERS)"
+    )
+
+    @property
+    def dispatch_limit(self) -> int:
+        """K: ``DISPATCH_PER_USER``, else 2 x ``DISPATCH_WORKERS`` (every slot busy, one more queued each)."""
+        return self.dispatch_per_user if self.dispatch_per_user is not None else 2 * self.dispatch_workers
+
 
 class KnowledgeSettings(CommonSettings):
     """The HTTP API (knowledge_service)."""
@@ -66,7 +83,10 @@ class KnowledgeSettings(CommonSettings):
     upload_part_size: int = Field(8 * 1024 * 1024, description="S3 multipart part, bytes")
     stale_waiting_s: float = Field(600.0, description="WAITING/RETRYING untouched this long → takeover")
     stale_running_s: float = Field(2700.0, description="RUNNING untouched this long → takeover")
-    max_in_flight_tasks_per_user: int = 20
+    max_in_flight_tasks_per_user: int = Field(
+        10_000, ge=1,
+        description="active tasks (queued in PostgreSQL, in the broker or running) per user; more → 429",
+    )
     search_max_top_k: int = Field(50, ge=1, le=1000, description="largest top_k a search may ask for")
     search_ef_search: int = Field(400, ge=1, le=1000, description="HNSW ef_search for search queries")
     search_candidate_depth: int = Field(50, ge=1, le=1000, description="hybrid: items taken from each list for RRF")

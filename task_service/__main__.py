@@ -67,11 +67,12 @@ async def run(settings: WorkerSettings) -> None:
     )
     store = ObjectStore(settings)
     await store.ensure_bucket()
+    stop = asyncio.Event()
+    relay_wake = asyncio.Event()  # set after each delivery: a finished task frees a dispatch slot
     handler = IndexHandler(
         settings=settings, pool=pool, redis=redis, store=store, embedder=embedder,
-        parse=parser, worker_name=name,
+        parse=parser, worker_name=name, on_delivery_done=relay_wake.set,
     )
-    stop = asyncio.Event()
 
     def on_signal(sig: signal.Signals) -> None:
         if not stop.is_set():
@@ -95,12 +96,14 @@ async def run(settings: WorkerSettings) -> None:
         publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s)
         background.append(asyncio.create_task(
             relay_forever(pool, publisher, interval_s=settings.relay_interval_s,
-                          grace_s=settings.relay_grace_s, stop=stop)
+                          grace_s=settings.relay_grace_s, dispatch_limit=settings.dispatch_limit,
+                          stop=stop, wake=relay_wake)
         ))
         if settings.scan_interval_s > 0:
             background.append(asyncio.create_task(scan_forever(pool, await conn.channel(), settings, stop)))
 
-    log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch})
+    log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch,
+                                       "dispatch_per_user": settings.dispatch_limit})
     try:
         await Consumer(settings, handler, name).run(stop, on_connected)
     finally:

@@ -43,11 +43,13 @@ async def replay(settings: WorkerSettings, dead_letter_id: int) -> dict[str, obj
                                   StaleThresholds())
         if decision.action is not Action.ISSUE:
             return {"replayed": False, "detail": decision.reason, "task_status": snap.status.value}
-        issued = await queries.try_issue_generation(conn, snap, decision)
+        issued = await queries.try_issue_generation(conn, snap, decision, dispatch_limit=settings.dispatch_limit)
         if issued is None:
             return {"replayed": False, "detail": "task changed concurrently; try again"}
         msg, out = issued
         await queries.mark_dead_letter_replayed(conn, dead_letter_id)
+        if not out.released:  # the user has K tasks in flight: the relay publishes it when a slot frees
+            return {"replayed": True, "task_id": msg.task_id, "generation": msg.generation, "held": True}
         broker = await amqp.connect(settings.amqp_url.get_secret_value(), name="task_service.dlq",
                                     heartbeat_s=30, robust=False)
         try:

@@ -88,6 +88,7 @@ class IndexHandler:
         embedder: Embedder,
         parse: Extractor,
         worker_name: str,
+        on_delivery_done: Callable[[], None] | None = None,
     ) -> None:
         self._s = settings
         self._pool = pool
@@ -96,6 +97,7 @@ class IndexHandler:
         self._embedder = embedder
         self._parse = parse
         self.worker_name = worker_name
+        self._on_done = on_delivery_done or (lambda: None)
 
     # -------------------------------------------------------------- plumbing
 
@@ -122,7 +124,15 @@ class IndexHandler:
     # -------------------------------------------------------------- entry
 
     async def handle(self, body: bytes, *, delay_attempts: int) -> Outcome:
-        """Process one delivery. ``delay_attempts``: times it already went through the delay queue."""
+        """Process one delivery. ``delay_attempts``: times it already went through the delay queue.
+        Afterwards (its commit done) ``on_delivery_done`` is called: a task that ended frees a
+        dispatch slot, and the relay releases the next held message at once."""
+        try:
+            return await self._handle(body, delay_attempts=delay_attempts)
+        finally:
+            self._on_done()
+
+    async def _handle(self, body: bytes, *, delay_attempts: int) -> Outcome:
         try:
             msg = IndexMessage.from_json(body)
         except InvalidMessageError as exc:
