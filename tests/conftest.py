@@ -27,6 +27,10 @@ TEST_OVERRIDES = {
     "S3_BUCKET": f"rag-test-{TEST_ID}",
     "LOG_JSON": "true",
     "LOG_LEVEL": "INFO",
+    # the product's defaults, whatever a developer's .env says: a large per-user queued cap and
+    # fair dispatch with K = 2 x 1 worker
+    "MAX_IN_FLIGHT_TASKS_PER_USER": "10000",
+    "DISPATCH_WORKERS": "1",
 }
 
 
