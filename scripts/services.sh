@@ -518,6 +518,9 @@ WEED_DIR="$RAG_DATA_DIR/seaweedfs"
 WEED_PID="$WEED_DIR/weed.pid"
 WEED_LOG="$WEED_DIR/weed.log"
 WEED_S3_CONFIG="$WEED_DIR/s3-identities.json"
+WEED_S3_SOCK="$WEED_DIR/s3.sock"
+FWD_PID="$WEED_DIR/s3-forward.pid"
+FWD_LOG="$WEED_DIR/s3-forward.log"
 
 s3_http_code() { # HTTP status of an S3 ListBuckets (000 = no HTTP answer); $1=access $2=secret
     local args=(-s -o /dev/null -m 5 -w '%{http_code}')
@@ -538,6 +541,27 @@ weed_ours() { # pid of the SeaweedFS this script started, if it is still running
     pid_alive "$pid" && pid_cmdline_has "$pid" weed " mini " "-dir=$WEED_DIR " && echo "$pid"
 }
 
+fwd_ours() { # pid of the socat forwarding 127.0.0.1:$S3_PORT to the S3 socket, if running
+    local pid
+    [[ -f "$FWD_PID" ]] || return 1
+    pid=$(cat "$FWD_PID" 2>/dev/null) || return 1
+    pid_alive "$pid" && pid_cmdline_has "$pid" socat "$WEED_S3_SOCK" && echo "$pid"
+}
+
+s3_forward_start() { # the only host port of SeaweedFS: 127.0.0.1:$S3_PORT -> $WEED_S3_SOCK
+    if ! command -v socat >/dev/null; then apt_install socat || return 1; fi
+    (exec setsid nohup socat "TCP-LISTEN:$S3_PORT,bind=127.0.0.1,reuseaddr,fork,backlog=128" \
+        "UNIX-CONNECT:$WEED_S3_SOCK" >>"$FWD_LOG" 2>&1 </dev/null) &
+    echo "$!" >"$FWD_PID"
+    wait_for "socat on 127.0.0.1:$S3_PORT" 15 tcp_open 127.0.0.1 "$S3_PORT" \
+        || { log "seaweedfs: socat forwarder did not start, see $FWD_LOG"; return 1; }
+    fwd_ours >/dev/null || {
+        local pid
+        pid=$(pgrep -n -f -- "socat TCP-LISTEN:$S3_PORT,bind=127.0.0.1" || true)
+        [[ -n "$pid" ]] && echo "$pid" >"$FWD_PID"
+    }
+}
+
 json_str() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"' "$s"; }
 
 weed_start() {
@@ -553,15 +577,32 @@ weed_start() {
             "$(json_str "$S3_ACCESS_KEY")" "$(json_str "$S3_SECRET_KEY")" >"$WEED_S3_CONFIG.tmp"
         mv -f "$WEED_S3_CONFIG.tmp" "$WEED_S3_CONFIG"
     )
+    # Locked down: weed runs in its own network namespace (loopback only, private /tmp for its
+    # unix sockets), so its master (9333), volume (9340), filer (8888, which lists and serves
+    # every object without credentials), admin and gRPC ports exist only inside it. The one way
+    # in is the S3 gateway (SigV4 with the identities above): it also listens on a unix socket
+    # in $WEED_DIR (mode 700), and socat forwards 127.0.0.1:$S3_PORT to that socket.
+    if [[ "$WEED_DIR/" == /tmp/* ]]; then # /tmp is replaced by a private tmpfs inside the namespace
+        log "seaweedfs: RAG_DATA_DIR must not be under /tmp (weed's namespace gets its own /tmp)"
+        return 1
+    fi
+    chmod 700 "$WEED_DIR"
+    rm -f "$WEED_S3_SOCK"
     local args=(mini "-dir=$WEED_DIR" -ip=127.0.0.1 -ip.bind=127.0.0.1
-        "-s3.port=$S3_PORT" "-s3.config=$WEED_S3_CONFIG"
+        "-s3.port=$S3_PORT" "-s3.config=$WEED_S3_CONFIG" "-s3.localSocket=$WEED_S3_SOCK"
         -webdav=false -admin.ui=false -s3.port.iceberg=0 -s3.port.lance=0 -master.telemetry=false)
     [[ -n "${S3_BUCKET:-}" ]] && args+=("-bucket=$S3_BUCKET")
-    printf '\n==== %s scripts/services.sh: weed %s\n' "$(date -Is)" "${args[*]}" >>"$WEED_LOG"
+    printf '\n==== %s scripts/services.sh: weed %s (own network namespace)\n' "$(date -Is)" "${args[*]}" >>"$WEED_LOG"
     # setsid: own session, so it survives the calling shell/terminal; cwd = data dir.
-    (cd "$WEED_DIR" && exec setsid nohup "$WEED" "${args[@]}" >>"$WEED_LOG" 2>&1 </dev/null) &
+    # shellcheck disable=SC2016  # $0.. are expanded by the inner sh
+    (cd "$WEED_DIR" && exec setsid nohup unshare --net --mount --propagation private \
+        sh -c 'ip link set lo up && mount -t tmpfs -o mode=700 tmpfs /tmp && exec "$0" "$@"' \
+        "$WEED" "${args[@]}" >>"$WEED_LOG" 2>&1 </dev/null) &
     pid=$!
     echo "$pid" >"$WEED_PID"
+    wait_for "seaweedfs S3 socket $WEED_S3_SOCK" "$TIMEOUT" test -S "$WEED_S3_SOCK" \
+        || { log "seaweedfs: no S3 socket, last lines of $WEED_LOG:"; tail -15 "$WEED_LOG" >&2; return 1; }
+    s3_forward_start || return 1
     local deadline=$(($(date +%s) + TIMEOUT))
     until s3_answers; do
         if ! pid_alive "$pid"; then
@@ -602,14 +643,22 @@ weed_up() {
         return 1
     fi
     if s3_answers; then
-        if s3_auth_ok; then
+        if s3_auth_ok && weed_ours >/dev/null && ! fwd_ours >/dev/null; then
+            # started by an older version of this script: filer, master and volume ports open
+            log "seaweedfs: running instance exposes its filer/master/volume ports; restarting it locked down"
+            weed_stop_ours
+            note="restarted locked down"
+        elif s3_auth_ok; then
             line seaweedfs up "$S3_HOST:$S3_PORT" "(already running)"
             return 0
         fi
+    fi
+    if [[ -n "${note:-}" ]]; then
+        :
+    elif s3_answers; then
         if pid=$(weed_ours); then
             log "seaweedfs: running instance rejects S3_ACCESS_KEY/S3_SECRET_KEY (credentials changed?), restarting it"
-            stop_pid seaweedfs "$pid"
-            rm -f "$WEED_PID"
+            weed_stop_ours
             note="restarted with new credentials"
         else
             log "seaweedfs: 127.0.0.1:$S3_PORT answers but rejects S3_ACCESS_KEY/S3_SECRET_KEY and was not started" \
@@ -628,11 +677,17 @@ weed_up() {
     line seaweedfs up "$S3_HOST:$S3_PORT" "(${note:-started} in ${WEED_STARTED_IN}s, log $WEED_LOG)"
 }
 
+weed_stop_ours() { # stop the forwarder and weed this script started
+    local pid
+    if pid=$(fwd_ours); then stop_pid socat "$pid"; fi
+    if pid=$(weed_ours); then stop_pid seaweedfs "$pid"; fi
+    rm -f "$WEED_PID" "$FWD_PID" "$WEED_S3_SOCK"
+}
+
 weed_down() {
     local pid
     if pid=$(weed_ours); then
-        stop_pid seaweedfs "$pid"
-        rm -f "$WEED_PID"
+        weed_stop_ours
         line seaweedfs down "$S3_HOST:$S3_PORT" "(stopped pid $pid)"
     else
         rm -f "$WEED_PID"
