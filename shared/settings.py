@@ -24,7 +24,9 @@ class CommonSettings(BaseSettings):
     db_statement_timeout_s: float = Field(60.0, description="per-statement timeout, seconds")
     db_connect_timeout_s: float = 10.0
 
-    amqp_url: SecretStr = SecretStr("amqp://guest:guest@127.0.0.1:5672/")
+    amqp_url: SecretStr = Field(
+        SecretStr(""), description="amqp://USER:PASSWORD@host:port/vhost of the project's own broker user (make env)"
+    )
     amqp_heartbeat_s: int = 30
     amqp_publish_timeout_s: float = 10.0
     rabbitmq_management_url: str = "http://127.0.0.1:15672"

@@ -11,6 +11,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import asyncpg
 import httpx
@@ -18,12 +19,22 @@ import pytest
 import redis as sync_redis
 
 from shared.settings import KnowledgeSettings
-from tests.support import MGMT, MGMT_AUTH, REDIS_DB, TEST_DB, TEST_ID, VHOST, release_redis_db
+from tests.support import (
+    MGMT,
+    MGMT_AUTH,
+    REDIS_DB,
+    TEST_DB,
+    TEST_ID,
+    VHOST,
+    amqp_url_for,
+    redis_url_for,
+    release_redis_db,
+)
 
 TEST_OVERRIDES = {
     "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{TEST_DB}",
-    "AMQP_URL": f"amqp://guest:guest@127.0.0.1:5672/{VHOST}",
-    "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
+    "AMQP_URL": amqp_url_for(VHOST),
+    "REDIS_URL": redis_url_for(REDIS_DB),
     "S3_BUCKET": f"rag-test-{TEST_ID}",
     "LOG_JSON": "true",
     "LOG_LEVEL": "INFO",
@@ -64,7 +75,8 @@ def _recreate_vhost() -> None:
         c.delete(f"/api/vhosts/{VHOST}")
         r = c.put(f"/api/vhosts/{VHOST}", json={})
         r.raise_for_status()
-        r = c.put(f"/api/permissions/{VHOST}/guest", json={"configure": ".*", "write": ".*", "read": ".*"})
+        r = c.put(f"/api/permissions/{VHOST}/{quote(MGMT_AUTH[0], safe='')}",
+                  json={"configure": ".*", "write": ".*", "read": ".*"})
         r.raise_for_status()
 
 
