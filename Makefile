@@ -39,11 +39,12 @@ run-worker: migrate
 	$(BIN)/python -m task_service
 
 lint: install
-	$(BIN)/ruff check shared knowledge_service task_service tests bench
+	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
 	$(BIN)/mypy
 
+# The unit tier runs with the network cut (scripts/offline.sh): fakes only, no service.
 unit: install
-	$(BIN)/python -m pytest tests/unit -q
+	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
 
 integration: services
 	$(BIN)/python -m pytest tests/integration -q
@@ -52,9 +53,10 @@ e2e: services
 	$(BIN)/python -m pytest tests/e2e -q
 
 test: services
-	$(BIN)/ruff check shared knowledge_service task_service tests bench
+	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
 	$(BIN)/mypy
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
+	$(BIN)/python -m pytest tests/integration tests/e2e -q -p no:cacheprovider
 
 # Benchmarks: each writes its section of bench/RESULTS.md (figures as ratios or MB/s measured in one run).
 bench: migrate

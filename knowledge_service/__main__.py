@@ -1,7 +1,14 @@
-"""``python -m knowledge_service``: the HTTP API on ``KS_HOST:KS_PORT`` (default 127.0.0.1:8000)."""
+"""``python -m knowledge_service``: the HTTP API on ``KS_HOST:KS_PORT`` (default 127.0.0.1:8000).
+
+``--help`` prints help and starts nothing; ``rag api`` is the same command.
+"""
 
 from __future__ import annotations
 
+import os
+from typing import Annotated
+
+import typer
 import uvicorn
 
 from knowledge_service.app import create_app
@@ -9,11 +16,30 @@ from shared.log import configure
 from shared.settings import KnowledgeSettings
 
 
-def main() -> None:
+def serve() -> None:
+    """Build settings and serve until SIGTERM/SIGINT."""
     settings = KnowledgeSettings()
     configure(settings.log_level, json_lines=settings.log_json)
     uvicorn.run(create_app(settings), host=settings.ks_host, port=settings.ks_port, log_config=None,
                 timeout_graceful_shutdown=10)
+
+
+def api(
+    host: Annotated[str | None, typer.Option("--host", help="listen address (KS_HOST)")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="listen port (KS_PORT)", min=1, max=65535)] = None,
+) -> None:
+    if host is not None:
+        os.environ["KS_HOST"] = host
+    if port is not None:
+        os.environ["KS_PORT"] = str(port)
+    serve()
+
+
+def main() -> None:
+    cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+    cli.command(help="Start the HTTP API (knowledge_service): /api/v1, /docs, /metrics. Settings come from the "
+                     "environment and .env (see .env.example); `rag api` is the same command.")(api)
+    cli()
 
 
 if __name__ == "__main__":

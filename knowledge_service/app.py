@@ -8,12 +8,15 @@ from collections.abc import AsyncIterator
 
 import redis.asyncio as aioredis
 from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
+from prometheus_client import CollectorRegistry
 
 from knowledge_service.deps import Resources
-from knowledge_service.errors_http import validation_error
+from knowledge_service.errors_http import EXCEPTION_HANDLERS
+from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
+from knowledge_service.metrics import router as metrics_router
 from knowledge_service.routes import health, router
 from shared import amqp
+from shared.bootstrap import usecase_deps
 from shared.db import create_pool
 from shared.embedding.configured import embedder_from_settings
 from shared.errors import BrokerUnavailableError
@@ -25,7 +28,9 @@ log = logging.getLogger("knowledge_service")
 
 
 def create_app(settings: KnowledgeSettings) -> FastAPI:
-    """Build the app; resources open in the lifespan and close when it ends."""
+    """Build the app; resources open in the lifespan and close when it ends. Each app has its own
+    metrics registry (``GET /metrics``)."""
+    metrics = ApiMetrics(CollectorRegistry())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -49,10 +54,13 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
             channel = await connection.channel()
             await amqp.declare_topology(channel, delay_ms=settings.delay_ms)
             await channel.close()
-            publisher = await amqp.Publisher.open(connection, settings.amqp_publish_timeout_s)
+            publisher = await amqp.Publisher.open(connection, settings.amqp_publish_timeout_s,
+                                                  app_id="knowledge_service",
+                                                  on_failure=metrics.publish_failures.labels("api").inc)
         except BrokerUnavailableError as exc:
             log.error("broker unavailable at start-up; uploads go to the outbox", extra={"error": str(exc)})
-        app.state.resources = Resources(settings, pool, store, redis, embedder, publisher)
+        app.state.resources = Resources(settings, pool, store, redis, embedder, publisher,
+                                        usecase_deps(settings, pool, store, publisher), metrics)
         try:
             yield
         finally:
@@ -65,7 +73,10 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
                 await close()
 
     app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan)
-    app.add_exception_handler(RequestValidationError, validation_error)
+    for exc_class, handler in EXCEPTION_HANDLERS.items():
+        app.add_exception_handler(exc_class, handler)
     app.include_router(router)
     app.include_router(health)
+    app.include_router(metrics_router)
+    app.add_middleware(UploadResultMiddleware, metrics=metrics)
     return app

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import asyncpg
@@ -11,7 +11,8 @@ import redis.asyncio as aioredis
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from shared import queries
+from knowledge_service.metrics import ApiMetrics
+from shared import queries, usecases
 from shared.amqp import Publisher
 from shared.embedding import Embedder
 from shared.settings import KnowledgeSettings
@@ -28,6 +29,9 @@ class Resources:
     redis: aioredis.Redis
     embedder: Embedder
     publisher: Publisher | None
+    #: the use cases' ports (PostgreSQL store, object store, publisher) and limits
+    deps: usecases.Deps
+    metrics: ApiMetrics = field(default_factory=ApiMetrics.unregistered)
 
 
 def get_resources(request: Request) -> Resources:

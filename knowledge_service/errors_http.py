@@ -1,4 +1,8 @@
-"""HTTP error responses the framework would otherwise get wrong.
+"""HTTP error responses: the one table from domain errors to status codes, and the 422 fix.
+
+Use cases raise :mod:`shared.errors` ``ServiceError`` subclasses; :data:`EXCEPTION_HANDLERS`
+turns them into ``{"detail": ...}`` answers (:data:`STATUS_FOR`). Nothing else in the API builds
+an error status.
 
 FastAPI's default 422 handler echoes the offending input (``jsonable_encoder(exc.errors())``);
 a JSON string may legally hold a lone surrogate (``"\\ud800"``), which UTF-8 cannot encode, so
@@ -8,13 +12,31 @@ every string made encodable (lone surrogates become U+FFFD).
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+
+from shared.errors import (
+    EnqueueConflict,
+    EnqueueContention,
+    InFlightLimitExceeded,
+    MalformedUploadError,
+    MissingFileError,
+    NotFoundError,
+    ServiceError,
+    StorageUnavailableError,
+    UnsupportedUploadError,
+    UploadRejectedError,
+    UploadTooLargeError,
+)
+
+log = logging.getLogger(__name__)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -34,3 +56,62 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     """422 ``{"detail": [...]}`` as FastAPI writes it, safe for any input."""
     assert isinstance(exc, RequestValidationError)
     return JSONResponse(status_code=422, content={"detail": encodable(jsonable_encoder(exc.errors()))})
+
+
+# ------------------------------------------------------------------ domain errors → HTTP
+#: The one table from use-case errors to HTTP status codes (most specific class first).
+STATUS_FOR: tuple[tuple[type[ServiceError], int], ...] = (
+    (NotFoundError, 404),
+    (EnqueueConflict, 409),
+    (EnqueueContention, 409),  # a concurrent request changed the task first: re-read and decide
+    (InFlightLimitExceeded, 429),
+    (UploadTooLargeError, 413),
+    (UnsupportedUploadError, 415),
+    (MissingFileError, 422),
+    (MalformedUploadError, 400),
+    (UploadRejectedError, 400),
+)
+
+
+def status_for(exc: ServiceError) -> int:
+    """The HTTP status of a use-case error (:data:`STATUS_FOR`; 400 for an unlisted one)."""
+    for cls, code in STATUS_FOR:
+        if isinstance(exc, cls):
+            return code
+    return 400
+
+
+def _error(status_code: int, detail: Any, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(status_code=status_code, content={"detail": detail}, headers=headers)
+
+
+async def service_error(request: Request, exc: Exception) -> JSONResponse:
+    """``{"detail": ...}`` with the status of :func:`status_for`, as HTTPException would give it."""
+    assert isinstance(exc, ServiceError)
+    code = status_for(exc)
+    if isinstance(exc, EnqueueConflict):
+        return _error(code, encodable({"reason": exc.reason, "status": exc.status}))
+    if isinstance(exc, InFlightLimitExceeded):
+        headers = {"Retry-After": str(exc.retry_after_s)}
+        if exc.before_body:  # refused before an upload body was read: do not drain it
+            headers["Connection"] = "close"
+        return _error(code, encodable(str(exc)), headers)
+    if isinstance(exc, UploadRejectedError):
+        log.info("upload refused", extra={"status": code, "reason": str(exc)})
+        # Close the connection: the rest of the body is not read (nor drained for ever).
+        return _error(code, encodable(exc.detail), {"Connection": "close"})
+    return _error(code, encodable(str(exc)))
+
+
+async def storage_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """503 when the object store is down in the middle of a request (an upload, mostly)."""
+    log.error("object storage unavailable", extra={"error": str(exc)})
+    return _error(503, "object storage unavailable", {"Connection": "close"})
+
+
+#: What ``create_app`` registers: exception class → handler.
+EXCEPTION_HANDLERS: dict[type[Exception], Callable[[Request, Exception], Awaitable[JSONResponse]]] = {
+    RequestValidationError: validation_error,
+    ServiceError: service_error,
+    StorageUnavailableError: storage_unavailable,
+}

@@ -1,4 +1,8 @@
-"""HTTP routes. Every ``/api/v1`` route authenticates and checks ownership (404 otherwise)."""
+"""HTTP routes. Every ``/api/v1`` route authenticates and checks ownership (404 otherwise).
+
+Routes parse the request, call a use case (:mod:`shared.usecases`) or a read query, and shape
+the answer; errors are ``shared.errors`` types, turned into HTTP by ``errors_http``.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +14,17 @@ import asyncpg
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from knowledge_service import schemas, service, upload
+from knowledge_service import schemas, upload
 from knowledge_service.deps import Res, UserId
-from shared import queries, retrieval
-from shared.errors import StorageUnavailableError
-from shared.fencing import Action, EnqueueRequest, RequestKind
+from shared import queries, retrieval, usecases
+from shared.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
+from shared.fencing import Action
+from shared.records import NewContent
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/v1")
 health = APIRouter()
 
-NOT_FOUND = "not found"
 #: Path IDs are BIGSERIAL: out-of-range values are a 422, not a database error.
 Id = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
@@ -29,26 +33,37 @@ def _task(r: dict[str, Any] | None) -> schemas.TaskOut | None:
     return None if r is None else schemas.TaskOut.model_validate(r)
 
 
+def _json(raw: Any) -> Any:
+    return json.loads(raw) if isinstance(raw, str) else raw
+
+
 def _document(r: asyncpg.Record) -> schemas.DocumentOut:
     d = dict(r.items())
-    raw = d.pop("task")
-    d["task"] = _task(json.loads(raw) if isinstance(raw, str) else raw)
+    task = _task(_json(d.pop("task")))
+    d["task"] = task
     warnings = d.pop("warnings", None)
-    d["warnings"] = json.loads(warnings) if isinstance(warnings, str) else (warnings or [])
+    d["warnings"] = _json(warnings) or []
+    pending = _json(d.pop("pending", None))
+    d["pending"] = None if pending is None else schemas.PendingVersionOut.model_validate({
+        **pending,
+        "task_id": task.task_id if task else None, "status": task.status if task else None,
+        "generation": task.generation if task else None, "error_code": task.error_code if task else None,
+        "message": task.error_message if task else None,
+    })
     return schemas.DocumentOut.model_validate(d)
 
 
 async def _owned_kb(res: Res, user_id: int, kb_id: Id) -> None:
     async with res.pool.acquire() as conn:
         if not await queries.kb_owned(conn, user_id, kb_id):
-            raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
+            raise KnowledgeBaseNotFound()
 
 
 async def _owned_document(res: Res, user_id: int, document_id: Id) -> asyncpg.Record:
     async with res.pool.acquire() as conn:
         row = await queries.document_owned(conn, user_id, document_id)
-    if row is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
+    if row is None or row["task_id"] is None:
+        raise DocumentNotFound()
     return row
 
 
@@ -56,7 +71,7 @@ async def _document_out(res: Res, user_id: int, document_id: Id) -> schemas.Docu
     async with res.pool.acquire() as conn:
         row = await queries.get_document(conn, user_id, document_id)
     if row is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
+        raise DocumentNotFound()
     return _document(row)
 
 
@@ -81,21 +96,12 @@ async def list_kbs(res: Res, user_id: UserId) -> schemas.KnowledgeBaseList:
 # ------------------------------------------------------------------ documents
 
 
-async def _receive(request: Request, res: Res, kb_id: int) -> service.StoredObject:
-    """Stream the ``file`` part into storage (see :mod:`knowledge_service.upload`); a refusal is a
-    JSON error and leaves nothing stored."""
-    try:
-        got = await upload.receive_upload(request, res.store, kb_id=kb_id, limit=res.settings.max_upload_bytes,
-                                          part_size=res.settings.upload_part_size)
-    except upload.UploadRejectedError as exc:
-        log.info("upload refused", extra={"status": exc.status_code, "reason": str(exc)})
-        # Close the connection: the rest of the body is not read (nor drained for ever).
-        raise HTTPException(exc.status_code, exc.detail, headers={"Connection": "close"}) from exc
-    except StorageUnavailableError as exc:
-        log.error("object storage unavailable", extra={"error": str(exc)})
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "object storage unavailable",
-                            headers={"Connection": "close"}) from exc
-    return service.StoredObject(got.key, got.size_bytes, got.sha256, got.filename, got.content_type)
+async def _receive(request: Request, res: Res, kb_id: int) -> NewContent:
+    """Stream the ``file`` part into storage (see :mod:`knowledge_service.upload`). Raises
+    ``UploadRejectedError`` subclasses and ``StorageUnavailableError``; nothing is stored then."""
+    got = await upload.receive_upload(request, res.store, kb_id=kb_id, limit=res.settings.max_upload_bytes,
+                                      part_size=res.settings.upload_part_size)
+    return NewContent(got.filename, got.content_type, got.size_bytes, got.sha256, got.key)
 
 
 @router.post("/knowledge-bases/{kb_id}/documents", status_code=202, response_model=schemas.UploadAccepted,
@@ -103,9 +109,9 @@ async def _receive(request: Request, res: Res, kb_id: int) -> service.StoredObje
 async def upload_document(kb_id: Id, request: Request, res: Res, user_id: UserId) -> schemas.UploadAccepted:
     """Multipart ``file``: typed by content (pdf, docx, html, md, txt), streamed to storage."""
     await _owned_kb(res, user_id, kb_id)
-    await service.check_in_flight(res, user_id)
+    await usecases.check_in_flight(res.deps, user_id)
     obj = await _receive(request, res, kb_id)
-    msg = await service.create_document(res, user_id=user_id, kb_id=kb_id, obj=obj)
+    msg = await usecases.create_document(res.deps, user_id=user_id, kb_id=kb_id, obj=obj)
     return schemas.UploadAccepted(
         document_id=msg.document_id, task_id=msg.task_id, status="INDEXING", task_status="WAITING",
         generation=msg.generation,
@@ -128,19 +134,21 @@ async def get_document(document_id: Id, res: Res, user_id: UserId) -> schemas.Do
 @router.put("/documents/{document_id}/content", status_code=202, response_model=schemas.UploadAccepted,
             openapi_extra=upload.OPENAPI_BODY, responses=upload.OPENAPI_ERRORS)
 async def replace_content(document_id: Id, request: Request, res: Res, user_id: UserId) -> schemas.UploadAccepted:
-    """Multipart ``file`` replaces the content: a new generation; the old run is fenced out."""
+    """Multipart ``file`` replaces the content: a new generation; the old run is fenced out.
+
+    A document that has been indexed keeps serving its indexed version (search, chunks, name,
+    object) until the new one is indexed; the new one shows as ``pending`` meanwhile. ``status``
+    in the answer is the document's (INDEXED while the served version stays). Counts toward the
+    per-user in-flight cap (429)."""
     owned = await _owned_document(res, user_id, document_id)
-    await service.check_in_flight(res, user_id, owned["task_id"])
-    obj = await _receive(request, res, owned["kb_id"])
-    content = queries.NewContent(obj.filename, obj.content_type, obj.size_bytes, obj.sha256, obj.key)
-    msg = await service.replace_content(res, owned["task_id"], content)
-    try:
-        await res.store.remove(owned["object_key"])
-    except StorageUnavailableError:
-        log.warning("old object not removed", extra={"object_key": owned["object_key"]})
+    await usecases.check_in_flight(res.deps, user_id)  # new content counts toward the cap
+    content = await _receive(request, res, owned["kb_id"])
+    msg = await usecases.replace_content(res.deps, owned["task_id"], content)
+    async with res.pool.acquire() as conn:
+        row = await queries.get_document(conn, user_id, document_id)
     return schemas.UploadAccepted(
-        document_id=document_id, task_id=msg.task_id, status="INDEXING", task_status="WAITING",
-        generation=msg.generation,
+        document_id=document_id, task_id=msg.task_id, status=row["status"] if row else "INDEXING",
+        task_status="WAITING", generation=msg.generation,
     )
 
 
@@ -150,8 +158,7 @@ async def reindex(
     document_id: Id, res: Res, user_id: UserId, body: schemas.ReindexRequest | None = None
 ) -> JSONResponse:
     owned = await _owned_document(res, user_id, document_id)
-    req = EnqueueRequest(RequestKind.REINDEX, force=bool(body and body.force))
-    result = await service.request_enqueue(res, owned["task_id"], req)
+    result = await usecases.reindex(res.deps, owned["task_id"], force=bool(body and body.force))
     out = schemas.ReindexResponse(
         action=result.action.value, reason=result.reason, document=await _document_out(res, user_id, document_id)
     )
@@ -162,13 +169,17 @@ async def reindex(
 @router.delete("/documents/{document_id}", status_code=204)
 async def delete_document(document_id: Id, res: Res, user_id: UserId) -> Response:
     await _owned_document(res, user_id, document_id)
-    async with res.pool.acquire() as conn:
-        key = await queries.delete_document(conn, document_id)
-    if key is not None:
-        try:
-            await res.store.remove(key)
-        except StorageUnavailableError:
-            log.warning("object not removed from storage", extra={"object_key": key})
+    await usecases.delete_document(res.deps, document_id)
+    return Response(status_code=204)
+
+
+@router.delete("/documents/{document_id}/pending", status_code=204,
+               responses={404: {"description": "no such document, or it has no pending version"}})
+async def drop_pending(document_id: Id, res: Res, user_id: UserId) -> Response:
+    """Drop the pending version (new content not yet indexed): its run is fenced out, its object
+    removed; the served version is untouched."""
+    await _owned_document(res, user_id, document_id)
+    await usecases.drop_pending(res.deps, document_id)
     return Response(status_code=204)
 
 
@@ -192,21 +203,21 @@ async def get_task(task_id: Id, res: Res, user_id: UserId) -> schemas.TaskOut:
     async with res.pool.acquire() as conn:
         row = await queries.get_task(conn, user_id, task_id)
     if row is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_FOUND)
+        raise TaskNotFound()
     return schemas.TaskOut.model_validate(dict(row.items()))
 
 
 @router.post("/tasks/{task_id}/retry", status_code=202, response_model=schemas.TaskOut,
-             responses={409: {"description": "task not FAILED/TIMEOUT, or retry limit reached"}})
+             responses={409: {"description": "task not FAILED/TIMEOUT, retry limit reached, or its generation "
+                                             "is no longer the one sent"}})
 async def retry_task(
     task_id: Id, res: Res, user_id: UserId, body: schemas.RetryRequest | None = None
 ) -> schemas.TaskOut:
-    current = await get_task(task_id, res, user_id)
-    req = EnqueueRequest(RequestKind.RETRY, force=bool(body and body.force))
-    result = await service.request_enqueue(res, task_id, req)
-    if result.action is not Action.ISSUE:
-        current = await get_task(task_id, res, user_id)
-        raise HTTPException(status.HTTP_409_CONFLICT, {"reason": result.reason, "status": current.status})
+    """Retry a FAILED/TIMEOUT task. With ``{"generation": g}`` only if the task is still at
+    generation ``g`` (409 otherwise): a double click retries once."""
+    await get_task(task_id, res, user_id)  # ownership (404)
+    await usecases.retry(res.deps, task_id, force=bool(body and body.force),  # EnqueueConflict → 409
+                         expected_generation=body.generation if body else None)
     return await get_task(task_id, res, user_id)
 
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shared.normalize import has_visible_text, normalize_text
+from shared.normalize import has_model_token, normalize_text
 
 
 class _Strict(BaseModel):
@@ -48,7 +48,26 @@ class TaskOut(BaseModel):
     update_time: datetime
 
 
+class PendingVersionOut(BaseModel):
+    """New content not yet indexed: the document keeps serving its indexed version meanwhile.
+    ``status``, ``error_code`` and ``message`` are those of its task (FAILED no_text, ...)."""
+
+    task_id: int | None
+    status: str | None
+    generation: int | None
+    error_code: str | None
+    message: str | None
+    filename: str
+    content_type: str | None
+    size_bytes: int
+    sha256: str
+    create_time: datetime
+
+
 class DocumentOut(BaseModel):
+    """The document's served version (the last indexed one; for a document never indexed, its
+    only one) and, if new content awaits indexing, its ``pending`` version."""
+
     document_id: int
     kb_id: int
     filename: str
@@ -66,6 +85,7 @@ class DocumentOut(BaseModel):
     create_time: datetime
     update_time: datetime
     task: TaskOut | None
+    pending: PendingVersionOut | None = None
 
 
 class DocumentList(BaseModel):
@@ -106,13 +126,14 @@ class SearchRequest(_Strict):
     @classmethod
     def _clean(cls, v: object) -> object:
         """The query as document text is cleaned (``normalize_text``), before pydantic's own string
-        check (which refuses lone surrogates, and whose error echoing one could not be encoded); nothing
-        left → 422."""
+        check (which refuses lone surrogates, and whose error echoing one could not be encoded); no
+        model token left → 422."""
         if not isinstance(v, str):
             return v
         cleaned = normalize_text(v)
-        if not has_visible_text(cleaned):
-            raise ValueError("query has no searchable text once control characters and whitespace are removed")
+        if not has_model_token(cleaned):
+            raise ValueError("query has no searchable text once control characters, whitespace and lone "
+                             "accents are removed")
         return cleaned
 
 
@@ -136,6 +157,11 @@ class SearchResponse(BaseModel):
 
 class RetryRequest(_Strict):
     force: bool = False
+    generation: int | None = Field(
+        None, ge=1, le=2**63 - 1,
+        description="the task generation the client read: 409 if the task has been re-armed since (a double "
+                    "click retries once)",
+    )
 
 
 class ReindexRequest(_Strict):

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from shared.doc_types import _EXTENSION, ALLOWED_EXTENSIONS, MIME_TYPES, Kind, parser_filename
+from shared.errors import NeedBytesError, UnsupportedContentError
 from shared.text_sniff import stray_nul_limit, strip_stray_nuls, wide_encoding
 
 __all__ = [
@@ -68,10 +69,6 @@ _EXTENSION_LIKE = re.compile(r"[a-z0-9]{0,9}[a-z][a-z0-9]{0,9}")
 DOCX_MAIN_PART = "word/document.xml"
 #: Never read more than this much of a ZIP's end (central directory + comment) to type it.
 MAX_ZIP_DIRECTORY_BYTES = 16 * 1024 * 1024
-
-
-class UnsupportedContentError(ValueError):
-    """The file's type is not allowed, or its content disagrees with its name (→ 415)."""
 
 
 @dataclass(frozen=True)
@@ -194,14 +191,6 @@ def _judge_named(named: Kind, ext: str, head: bytes, seen: str) -> Verdict:
 
 
 # ------------------------------------------------------------------ DOCX (ZIP central directory)
-
-
-class NeedBytesError(Exception):
-    """:func:`docx_has_document` needs the file from ``offset`` on (it only had the tail)."""
-
-    def __init__(self, offset: int) -> None:
-        super().__init__(f"need bytes from offset {offset}")
-        self.offset = offset
 
 
 class _TailFile(io.RawIOBase):

@@ -37,7 +37,16 @@ from starlette.requests import ClientDisconnect, Request
 from knowledge_service import sniff
 from knowledge_service.filenames import clean_filename, decode_form_filename
 from shared.doc_types import extension
-from shared.errors import StorageUnavailableError
+from shared.errors import (
+    MalformedUploadError,
+    MissingFileError,
+    NeedBytesError,
+    StorageUnavailableError,
+    UnsupportedContentError,
+    UnsupportedUploadError,
+    UploadAbortedError,
+    UploadTooLargeError,
+)
 from shared.storage import ObjectStore
 
 if TYPE_CHECKING:
@@ -92,46 +101,9 @@ OPENAPI_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-class UploadRejectedError(Exception):
-    """The upload is refused; ``status_code`` and ``detail`` are the HTTP answer."""
-
-    status_code = 400
-
-    def __init__(self, detail: str | list[dict[str, object]]) -> None:
-        super().__init__(str(detail))
-        self.detail = detail
-
-
-class UploadTooLargeError(UploadRejectedError):
-    status_code = 413
-
-
 def too_large(limit: int) -> str:
     """The 413 detail (the same whether the header, the body or the file part gave it away)."""
     return f"upload exceeds the limit of {limit} bytes"
-
-
-class UnsupportedUploadError(UploadRejectedError):
-    status_code = 415
-
-
-class MalformedUploadError(UploadRejectedError):
-    status_code = 400
-
-
-class MissingFileError(UploadRejectedError):
-    """No ``file`` part: 422 in FastAPI's own validation-error shape."""
-
-    status_code = 422
-
-    def __init__(self) -> None:
-        super().__init__([{"type": "missing", "loc": ["body", FILE_FIELD], "msg": "Field required", "input": None}])
-
-
-class UploadAbortedError(Exception):
-    """Raised inside the storage thread's ``read`` when the request side gives up (the SDK then
-    aborts the multipart upload). Deliberately not an OSError/ValueError, which the storage
-    adapter would report as "storage unavailable"."""
 
 
 @dataclass(frozen=True)
@@ -317,7 +289,7 @@ class _FileSink:
         self._nuls = head.count(0)
         try:
             self.verdict = sniff.judge(extension(self.filename), head)
-        except sniff.UnsupportedContentError as exc:
+        except UnsupportedContentError as exc:
             raise UnsupportedUploadError(str(exc)) from exc
         if self.verdict.reject_nul:  # the head may be longer than what judge looked at
             self._count_nuls(b"", self.verdict.kind)
@@ -357,7 +329,7 @@ class _FileSink:
         for _ in range(2):
             try:
                 return await asyncio.to_thread(sniff.docx_has_document, self.size, tail)
-            except sniff.NeedBytesError as need:
+            except NeedBytesError as need:
                 if self.size - need.offset > sniff.MAX_ZIP_DIRECTORY_BYTES:
                     return False
                 tail = await self._store.get_range(self.key, need.offset, self.size - need.offset)
@@ -509,7 +481,7 @@ class _Receiver:
         if not self._form.ended:
             raise MalformedUploadError("incomplete multipart body (no closing boundary)")
         if self._sink is None:
-            raise MissingFileError()
+            raise MissingFileError(FILE_FIELD)
         return await self._sink.finish()
 
     async def discard(self) -> None:

@@ -48,7 +48,7 @@ import json, subprocess, sys, time
 import httpx
 
 url = sys.argv[1]
-user = json.loads(subprocess.run([sys.executable, "-m", "knowledge_service.cli", "create-user",
+user = json.loads(subprocess.run([sys.executable, "-m", "rag_cli", "create-user",
                                   f"demo-{int(time.time())}"], check=True, capture_output=True, text=True).stdout)
 h = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {user['token']}"}, timeout=60)
 kb = h.post("/api/v1/knowledge-bases", json={"name": "demo"}).raise_for_status().json()

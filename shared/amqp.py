@@ -16,7 +16,8 @@ changed setting declares a new queue instead of failing on the old one.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import aio_pika
@@ -25,6 +26,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, 
 from yarl import URL
 
 from shared.errors import BrokerUnavailableError, ConfigurationError
+from shared.messages import IndexMessage, InvalidMessageError
 
 EXCHANGE = "rag.index.exchange"
 QUEUE = "rag.index.queue"
@@ -38,6 +40,8 @@ DELIVERY_LIMIT = 5
 CARRIED_HEADER = "x-rag-failed-deliveries"
 #: Set when the worker dead-letters a message itself (a limit the broker cannot see).
 DEAD_REASON_HEADER = "x-rag-dead-reason"
+#: The message's generation (fencing token), so "Get messages" in the console shows it.
+GENERATION_HEADER = "x-rag-generation"
 
 _BROKER_ERRORS: tuple[type[BaseException], ...] = (
     aio_pika.exceptions.AMQPError,
@@ -47,6 +51,8 @@ _BROKER_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,
     RuntimeError,  # aiormq: "Connection closed" / channel closed while publishing
 )
+#: What a broker call may raise (for callers that only log and try again later).
+BROKER_ERRORS = _BROKER_ERRORS
 
 
 def delay_queue_name(delay_ms: int) -> str:
@@ -111,23 +117,43 @@ async def _declare(channel: AbstractChannel, delay_ms: int) -> tuple[AbstractExc
     return exchange, queue
 
 
+def index_properties(body: bytes) -> tuple[str | None, dict[str, Any]]:
+    """``(correlation_id, headers)`` for a message body: the task id and the generation header
+    when the body is an index message, ``(None, {})`` otherwise (pure)."""
+    try:
+        msg = IndexMessage.from_json(body)
+    except InvalidMessageError:
+        return None, {}
+    return str(msg.task_id), {GENERATION_HEADER: msg.generation}
+
+
 class Publisher:
     """Publishes persistent JSON messages with publisher confirms and ``mandatory=True``.
 
-    A broker nack, an unroutable return or a timeout raises BrokerUnavailableError: never silence.
+    Every message carries ``message_id`` (unique per publish), ``correlation_id`` = the task id,
+    ``content_type`` ``application/json``, ``app_id`` (the publishing service), a ``timestamp``
+    and the generation in the ``x-rag-generation`` header, so "Get messages" in the management
+    console is readable. A broker nack, an unroutable return or a timeout raises
+    BrokerUnavailableError: never silence. ``on_failure`` (e.g. a metrics counter's ``inc``) is
+    called before it is raised.
     """
 
-    def __init__(self, channel: AbstractChannel, timeout_s: float) -> None:
+    def __init__(self, channel: AbstractChannel, timeout_s: float, app_id: str = "rag",
+                 on_failure: Callable[[], object] | None = None) -> None:
         self._channel = channel
         self._timeout_s = timeout_s
+        self._app_id = app_id
+        self._on_failure = on_failure
 
     @classmethod
-    async def open(cls, connection: AbstractConnection, timeout_s: float) -> Publisher:
+    async def open(cls, connection: AbstractConnection, timeout_s: float, *, app_id: str = "rag",
+                   on_failure: Callable[[], object] | None = None) -> Publisher:
+        """A confirming publisher on a new channel; ``app_id``: the service name shown on its messages."""
         try:
             channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         except _BROKER_ERRORS as exc:
             raise BrokerUnavailableError(f"cannot open publisher channel: {exc}") from exc
-        return cls(channel, timeout_s)
+        return cls(channel, timeout_s, app_id, on_failure)
 
     async def publish(
         self,
@@ -139,12 +165,16 @@ class Publisher:
         headers: Mapping[str, Any] | None = None,
     ) -> None:
         """Publish and wait for the broker's confirm (seconds: the publisher's timeout)."""
+        correlation_id, derived = index_properties(body)
         message = aio_pika.Message(
             body,
             content_type="application/json",
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
             message_id=message_id or str(uuid.uuid4()),
-            headers=dict(headers or {}),
+            correlation_id=correlation_id,
+            app_id=self._app_id,
+            timestamp=datetime.now(UTC),
+            headers={**(headers or {}), **derived},
         )
         try:
             target = (
@@ -154,6 +184,8 @@ class Publisher:
             )
             await target.publish(message, routing_key=routing_key, mandatory=True, timeout=self._timeout_s)
         except _BROKER_ERRORS as exc:
+            if self._on_failure is not None:
+                self._on_failure()
             raise BrokerUnavailableError(f"publish not confirmed: {type(exc).__name__}: {exc}") from exc
 
     @property

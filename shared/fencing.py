@@ -45,7 +45,6 @@ class SkipReason(StrEnum):
     NOT_RUNNABLE = "not_runnable"
     LOCK_HELD_EXHAUSTED = "lock_held_exhausted"
     TASK_MISSING = "task_missing"
-    FENCED_AT_COMMIT = "fenced_at_commit"
 
 
 @dataclass(frozen=True)
@@ -112,8 +111,12 @@ class RequestKind(StrEnum):
 
 @dataclass(frozen=True)
 class EnqueueRequest:
+    """``expected_generation``: the task generation the client last read (idempotent retry: a
+    request made against an older generation is refused, so a double click runs once)."""
+
     kind: RequestKind
     force: bool = False
+    expected_generation: int | None = None
 
 
 @dataclass(frozen=True)
@@ -158,10 +161,18 @@ def decide_enqueue(
     * new content always issues a new generation (the old run becomes stale);
     * an active task answers the request itself unless it is stale, then it is taken over;
     * retry: only from FAILED/TIMEOUT, and past ``max_retry_count`` only with ``force``;
-    * reindex of an INDEXED document without ``force`` is skipped.
+    * reindex of an INDEXED document without ``force`` is skipped;
+    * a request naming an ``expected_generation`` other than the task's is refused (the ISSUE
+      update is conditional on the task's generation, so the database enforces it too).
     """
     if request.kind is RequestKind.NEW_CONTENT:
         return EnqueueDecision(Action.ISSUE, TaskStatus.WAITING, reset_retry_count=True)
+    if request.expected_generation is not None and request.expected_generation != snap.generation:
+        return EnqueueDecision(
+            Action.CONFLICT,
+            reason=f"task generation is {snap.generation}, not {request.expected_generation}: "
+                   "it was re-armed since it was read",
+        )
     if snap.status in ACTIVE:
         if is_stale(snap, now, thresholds):
             return EnqueueDecision(

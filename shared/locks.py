@@ -10,11 +10,7 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 from redis.exceptions import LockError, LockNotOwnedError, RedisError
 
-from shared.errors import LockLostError, TransientError
-
-
-class LockUnavailableError(TransientError):
-    error_code = "lock_unavailable"
+from shared.errors import LockLostError, LockUnavailableError
 
 
 def document_lock_key(document_id: int) -> str:

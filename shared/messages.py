@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.errors import InvalidMessageError
 
-class InvalidMessageError(ValueError):
-    """The body is not valid JSON for :class:`IndexMessage`: reject to the dead-letter queue."""
+__all__ = ["IndexMessage", "InvalidMessageError"]
 
 
 class IndexMessage(BaseModel):

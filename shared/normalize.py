@@ -65,6 +65,20 @@ def has_visible_text(text: str) -> bool:
     return any(not ch.isspace() and unicodedata.category(ch)[0] not in "CZ" for ch in text)
 
 
+def has_model_token(text: str) -> bool:
+    """True if the embedding model's tokenizer (BERT uncased, as all-MiniLM-L6-v2's) would make at
+    least one token of ``text``: a character left once it has dropped what its normalizer drops
+    — every "other" character (categories Cc, Cf, Cs, Co, Cn), U+FFFD, whitespace, and the
+    non-spacing marks that accent stripping removes after NFD. A lone combining accent or a
+    zero-width joiner is no query; any letter, digit, punctuation or symbol is (maybe ``[UNK]``).
+    """
+    return any(
+        ch != "\ufffd" and not ch.isspace() and unicodedata.category(ch)[0] not in "CZ"
+        and unicodedata.category(ch) != "Mn"
+        for ch in unicodedata.normalize("NFD", text)
+    )
+
+
 def reflow_plain_text(text: str) -> str:
     """Rebuild paragraphs of normalized plain text; paragraphs end up separated by blank lines.
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -19,7 +18,22 @@ from shared.dispatch import HeldRow, choose_releases
 from shared.faults import fault_point
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
-from shared.states import ACTIVE, DocumentStatus, TaskStatus
+from shared.records import ChunkRow as ChunkRow  # re-exported: callers use queries.ChunkRow
+from shared.records import NewContent as NewContent
+from shared.records import OutboxRow as OutboxRow
+from shared.states import ACTIVE, CLAIMABLE, DocumentStatus, TaskStatus, sources_for
+
+
+def sql_in(statuses: frozenset[TaskStatus] | set[TaskStatus]) -> str:
+    """``('A','B')`` for ``status IN ...``: status lists come from :mod:`shared.states`, never
+    restated here (the values are enum members, not input)."""
+    return "(" + ",".join(f"'{s.value}'" for s in sorted(statuses)) + ")"
+
+
+_ACTIVE = sql_in(ACTIVE)  # in flight: the per-user cap, the scanner
+_CLAIMABLE = sql_in(CLAIMABLE)
+#: a dead-lettered message fails its task only while it is in flight (and FAILED is allowed)
+_DEAD_LETTER_FAILABLE = sql_in({s for s in ACTIVE if s.value in sources_for(TaskStatus.FAILED)})
 
 EXCHANGE = "rag.index.exchange"
 ROUTING_KEY = "rag.index.document"
@@ -39,31 +53,17 @@ _TASK_JSON = (
     f"(SELECT to_jsonb(x) FROM (SELECT {TASK_COLUMNS} FROM index_task t"
     " WHERE t.document_id = d.id) x) AS task"
 )
-
-
-@dataclass(frozen=True)
-class OutboxRow:
-    """An outbox row; ``released`` False means held for fair dispatch (the relay releases it
-    when its user has a free slot; nobody may publish it before)."""
-
-    id: int
-    message_id: uuid.UUID
-    exchange: str
-    routing_key: str
-    body: bytes
-    released: bool = True
-
-
-@dataclass(frozen=True)
-class ChunkRow:
-    """A chunk to write: ``index`` 0..n-1, ``content`` NUL-free text, ``token_count`` tokens;
-    ``page`` (1-based PDF page) and ``section`` (heading path) where the chunk starts."""
-
-    index: int
-    content: str
-    token_count: int
-    page: int | None = None
-    section: str | None = None
+# The pending version (new content not yet indexed) as one JSON column, NULL when there is none.
+_PENDING_JSON = (
+    "CASE WHEN d.pending_object_key IS NULL THEN NULL ELSE jsonb_build_object("
+    "'filename', d.pending_filename, 'content_type', d.pending_content_type,"
+    " 'size_bytes', d.pending_size_bytes, 'sha256', d.pending_sha256,"
+    " 'create_time', d.pending_create_time) END AS pending"
+)
+_CLEAR_PENDING = (
+    "pending_filename = NULL, pending_content_type = NULL, pending_size_bytes = NULL,"
+    " pending_sha256 = NULL, pending_object_key = NULL, pending_create_time = NULL"
+)
 
 
 # ------------------------------------------------------------------ users, tokens, KBs
@@ -135,7 +135,6 @@ async def kb_owned(conn: asyncpg.Connection, user_id: int, kb_id: int) -> bool:
 # API's inline release and the relay's round-robin release): counts read under it stay true
 # until commit, so no user ever exceeds K, however many API processes and relays run.
 DISPATCH_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('rag:dispatch', 0))"
-_ACTIVE_SQL = "('WAITING','RETRYING','RUNNING')"
 
 
 async def _release_now(conn: asyncpg.Connection, msg: IndexMessage, dispatch_limit: int | None) -> bool:
@@ -144,7 +143,7 @@ async def _release_now(conn: asyncpg.Connection, msg: IndexMessage, dispatch_lim
     the user has fewer than K dispatched tasks and no older held row (then the task takes a
     slot here, under the dispatch lock). Otherwise the row is held for the relay."""
     dispatched = await conn.fetchval(
-        f"SELECT dispatched_at IS NOT NULL AND status IN {_ACTIVE_SQL} FROM index_task WHERE id = $1",
+        f"SELECT dispatched_at IS NOT NULL AND status IN {_ACTIVE} FROM index_task WHERE id = $1",
         msg.task_id,
     )
     if dispatched:
@@ -154,7 +153,7 @@ async def _release_now(conn: asyncpg.Connection, msg: IndexMessage, dispatch_lim
     await conn.execute(DISPATCH_LOCK_SQL)
     free = await conn.fetchval(
         f"SELECT (SELECT count(*) FROM index_task WHERE user_id = $1 AND dispatched_at IS NOT NULL"
-        f"        AND status IN {_ACTIVE_SQL}) < $2"
+        f"        AND status IN {_ACTIVE}) < $2"
         " AND NOT EXISTS (SELECT 1 FROM outbox WHERE user_id = $1 AND released_at IS NULL)",
         msg.user_id, dispatch_limit,
     )
@@ -217,7 +216,7 @@ async def count_in_flight(conn: asyncpg.Connection, user_id: int) -> int:
     return int(
         await conn.fetchval(
             "SELECT count(*) FROM index_task WHERE user_id = $1"
-            " AND status IN ('WAITING','RETRYING','RUNNING')",
+            f" AND status IN {_ACTIVE}",
             user_id,
         )
     )
@@ -225,7 +224,8 @@ async def count_in_flight(conn: asyncpg.Connection, user_id: int) -> int:
 
 async def get_document(conn: asyncpg.Connection, user_id: int, document_id: int) -> asyncpg.Record | None:
     return await conn.fetchrow(
-        f"SELECT {DOCUMENT_COLUMNS}, {_TASK_JSON} FROM document_info d WHERE d.id = $1 AND d.user_id = $2",
+        f"SELECT {DOCUMENT_COLUMNS}, {_TASK_JSON}, {_PENDING_JSON} FROM document_info d"
+        " WHERE d.id = $1 AND d.user_id = $2",
         document_id, user_id,
     )
 
@@ -233,7 +233,7 @@ async def get_document(conn: asyncpg.Connection, user_id: int, document_id: int)
 async def list_documents(conn: asyncpg.Connection, user_id: int, kb_id: int) -> list[asyncpg.Record]:
     return list(
         await conn.fetch(
-            f"SELECT {DOCUMENT_COLUMNS}, {_TASK_JSON} FROM document_info d"
+            f"SELECT {DOCUMENT_COLUMNS}, {_TASK_JSON}, {_PENDING_JSON} FROM document_info d"
             " WHERE d.kb_id = $1 AND d.user_id = $2 ORDER BY d.id",
             kb_id, user_id,
         )
@@ -255,18 +255,55 @@ async def document_owned(conn: asyncpg.Connection, user_id: int, document_id: in
     )
 
 
-async def delete_document(conn: asyncpg.Connection, document_id: int) -> str | None:
-    """Delete the document with its task, chunks and vectors (cascade) under its row lock.
+async def delete_document(conn: asyncpg.Connection, document_id: int) -> bool:
+    """Delete the document with its task, chunks and vectors (cascade) under its row lock, and
+    queue its objects (served and pending) in ``object_removal`` in the same transaction.
 
     Waits for an in-flight commit on the row; a run finishing afterwards finds no row and is
-    fenced out (nothing resurrected). Returns the object key to remove, None if already gone.
+    fenced out (nothing resurrected). False if it was already gone.
     """
     async with conn.transaction():
-        key = await conn.fetchval("SELECT object_key FROM document_info WHERE id = $1 FOR UPDATE", document_id)
-        if key is None:
-            return None
+        r = await conn.fetchrow(
+            "SELECT object_key, pending_object_key FROM document_info WHERE id = $1 FOR UPDATE", document_id
+        )
+        if r is None:
+            return False
         await conn.execute("DELETE FROM document_info WHERE id = $1", document_id)
-    return str(key)
+        for key in (r["object_key"], r["pending_object_key"]):
+            if key is not None:
+                await queue_object_removal(conn, key)
+    return True
+
+
+async def drop_pending(conn: asyncpg.Connection, document_id: int) -> bool:
+    """Drop the document's pending version in ONE transaction, under the document row lock:
+    clear the pending columns, queue its object for removal, and issue a new generation (a run
+    of the pending version in flight is fenced out at its commit). An active task ends FAILED
+    ``pending_dropped``; the served version (status, chunks, object) is untouched.
+
+    False (nothing changed) if the document is gone or has no pending version.
+    """
+    async with conn.transaction():
+        key = await conn.fetchval(
+            "SELECT pending_object_key FROM document_info WHERE id = $1 FOR UPDATE", document_id
+        )
+        if key is None:
+            return False
+        gen = await conn.fetchval(
+            f"UPDATE document_info SET index_generation = index_generation + 1, {_CLEAR_PENDING},"
+            " update_time = now() WHERE id = $1 RETURNING index_generation",
+            document_id,
+        )
+        await conn.execute(
+            "UPDATE index_task SET generation = $2,"
+            " status = CASE WHEN status IN ('WAITING','RETRYING','RUNNING') THEN 'FAILED' ELSE status END,"
+            " error_code = 'pending_dropped', error_message = 'the pending version was dropped;"
+            " the served version is unchanged', end_time = now(), update_time = now()"
+            " WHERE document_id = $1",
+            document_id, gen,
+        )
+        await queue_object_removal(conn, key)
+    return True
 
 
 async def list_chunks(
@@ -302,17 +339,6 @@ async def load_task_snapshot(conn: asyncpg.Connection, task_id: int) -> TaskSnap
     )
 
 
-@dataclass(frozen=True)
-class NewContent:
-    """Replacement content already stored under a new object key."""
-
-    filename: str
-    content_type: str | None
-    size_bytes: int
-    sha256: str
-    object_key: str
-
-
 async def issue_generation(
     conn: asyncpg.Connection, snap: TaskSnapshot, decision: EnqueueDecision,
     content: NewContent | None = None, dispatch_limit: int | None = None,
@@ -329,27 +355,34 @@ async def issue_generation(
     """
     assert decision.new_status is not None
     async with conn.transaction():
-        gen = await conn.fetchval(
-            "UPDATE document_info SET index_generation = index_generation + 1, status = 'INDEXING',"
-            " error_message = NULL, update_time = now() WHERE id = $1 RETURNING index_generation",
+        # The row as this transaction locks it: the object new content replaces is named here,
+        # so concurrent replacements each release exactly the one they superseded.
+        doc = await conn.fetchrow(
+            "SELECT status, object_key, pending_object_key FROM document_info WHERE id = $1 FOR UPDATE",
             snap.document_id,
         )
-        if gen is None:
+        if doc is None:
             return None
+        served = doc["status"] == DocumentStatus.INDEXED.value  # it has a served version: keep it
+        gen = await conn.fetchval(
+            "UPDATE document_info SET index_generation = index_generation + 1,"
+            " status = CASE WHEN $2 THEN status ELSE 'INDEXING' END,"
+            " error_message = CASE WHEN $2 THEN error_message END, update_time = now()"
+            " WHERE id = $1 RETURNING index_generation",
+            snap.document_id, served,
+        )
         if content is not None:
-            await conn.execute(
-                "UPDATE document_info SET filename = $2, content_type = $3, size_bytes = $4,"
-                " sha256 = $5, object_key = $6 WHERE id = $1",
-                snap.document_id, content.filename, content.content_type, content.size_bytes,
-                content.sha256, content.object_key,
-            )
+            await _store_content(conn, snap.document_id, content, pending=served)
+            released = doc["pending_object_key"] if served else doc["object_key"]
+            if released is not None:
+                await queue_object_removal(conn, released)
         retry_expr = "0" if decision.reset_retry_count else (
             "retry_count + 1" if decision.bump_retry_count else "retry_count"
         )
         task_id = await conn.fetchval(
             f"UPDATE index_task SET generation = $2, status = $3, retry_count = {retry_expr},"
             " error_code = NULL, error_message = NULL, start_time = NULL, end_time = NULL,"
-            f" dispatched_at = CASE WHEN status IN {_ACTIVE_SQL} THEN dispatched_at END,"
+            f" dispatched_at = CASE WHEN status IN {_ACTIVE} THEN dispatched_at END,"
             " update_time = now() WHERE id = $1 AND status = $4 AND generation = $5 RETURNING id",
             snap.task_id, gen, decision.new_status.value, snap.status.value, snap.generation,
         )
@@ -361,6 +394,20 @@ async def issue_generation(
         )
         row = await _insert_outbox(conn, msg, dispatch_limit)
     return msg, row
+
+
+async def _store_content(conn: asyncpg.Connection, document_id: int, content: NewContent, *, pending: bool) -> None:
+    """Write ``content`` as the pending version (``pending``) or over the document's own columns
+    (a document never indexed: nothing is served, nothing to keep)."""
+    if pending:
+        sql = ("UPDATE document_info SET pending_filename = $2, pending_content_type = $3,"
+               " pending_size_bytes = $4, pending_sha256 = $5, pending_object_key = $6,"
+               " pending_create_time = now() WHERE id = $1")
+    else:
+        sql = ("UPDATE document_info SET filename = $2, content_type = $3, size_bytes = $4,"
+               " sha256 = $5, object_key = $6 WHERE id = $1")
+    await conn.execute(sql, document_id, content.filename, content.content_type, content.size_bytes,
+                       content.sha256, content.object_key)
 
 
 class _Rollback(Exception):
@@ -429,7 +476,7 @@ async def release_held_outbox(
         counts = {
             r["user_id"]: int(r["n"]) for r in await conn.fetch(
                 "SELECT user_id, count(*) AS n FROM index_task WHERE user_id = ANY($1::bigint[])"
-                f" AND dispatched_at IS NOT NULL AND status IN {_ACTIVE_SQL} GROUP BY user_id",
+                f" AND dispatched_at IS NOT NULL AND status IN {_ACTIVE} GROUP BY user_id",
                 users,
             )
         }
@@ -460,7 +507,7 @@ async def dispatched_per_user(conn: asyncpg.Connection) -> dict[int, int]:
     return {
         int(r["user_id"]): int(r["n"]) for r in await conn.fetch(
             "SELECT user_id, count(*) AS n FROM index_task"
-            f" WHERE dispatched_at IS NOT NULL AND status IN {_ACTIVE_SQL} GROUP BY user_id"
+            f" WHERE dispatched_at IS NOT NULL AND status IN {_ACTIVE} GROUP BY user_id"
         )
     }
 
@@ -497,7 +544,7 @@ async def claim_task(conn: asyncpg.Connection, task_id: int, generation: int) ->
     v = await conn.fetchval(
         "UPDATE index_task SET status = 'RUNNING', attempt = attempt + 1, start_time = now(),"
         " end_time = NULL, update_time = now() WHERE id = $1 AND generation = $2"
-        " AND status IN ('WAITING','RETRYING','RUNNING') RETURNING attempt",
+        f" AND status IN {_CLAIMABLE} RETURNING attempt",
         task_id, generation,
     )
     return None if v is None else int(v)
@@ -514,12 +561,19 @@ async def heartbeat(conn: asyncpg.Connection, task_id: int, generation: int, att
 
 
 async def document_source(conn: asyncpg.Connection, document_id: int) -> tuple[str, str, str | None] | None:
-    """``(object_key, filename, content_type)`` of a document, None if it was deleted.
+    """``(object_key, filename, content_type)`` of the version to index — the pending one if
+    there is one, else the served one — None if the document was deleted.
 
     ``content_type`` is the type the API detected from the bytes (older rows: the client's header).
+    Every change of the pending version issues a new generation, so a run that commits indexed
+    the pending version its commit swaps in.
     """
     r = await conn.fetchrow(
-        "SELECT object_key, filename, content_type FROM document_info WHERE id = $1", document_id
+        "SELECT COALESCE(pending_object_key, object_key) AS object_key,"
+        " COALESCE(pending_filename, filename) AS filename,"
+        " CASE WHEN pending_object_key IS NULL THEN content_type ELSE pending_content_type END AS content_type"
+        " FROM document_info WHERE id = $1",
+        document_id,
     )
     return None if r is None else (r["object_key"], r["filename"], r["content_type"])
 
@@ -571,21 +625,24 @@ async def commit_chunks(
     warnings: Sequence[str] = (),
 ) -> bool:
     """The one fenced transaction: replace the document's chunks and vectors, task SUCCESS,
-    document INDEXED with this run's ``warnings`` (a JSON array of sentences).
-    ``embeddings`` is ``(len(chunks), 384) float32``.
+    document INDEXED with this run's ``warnings`` (a JSON array of sentences); a pending version
+    becomes the served one and the object it replaces is queued in ``object_removal`` (removed
+    from storage only after this commit). ``embeddings`` is ``(len(chunks), 384) float32``.
 
     Under the document row lock it re-checks the generation and our claim
     ``(RUNNING, generation, attempt)``; if either moved, nothing is written and False is
-    returned. Readers see the old chunk set or the new one, never none (MVCC).
+    returned. Readers see the old version (chunks, name) or the new one, never none (MVCC).
     """
     if len(chunks) != len(embeddings):
         raise ValueError(f"{len(chunks)} chunks but {len(embeddings)} embeddings")
     try:
         async with conn.transaction():
-            gen = await conn.fetchval(
-                "SELECT index_generation FROM document_info WHERE id = $1 FOR UPDATE", document_id
+            doc = await conn.fetchrow(
+                "SELECT index_generation, object_key, pending_object_key FROM document_info"
+                " WHERE id = $1 FOR UPDATE",
+                document_id,
             )
-            if gen != generation:
+            if doc is None or doc["index_generation"] != generation:
                 raise _Rollback
             ok = await conn.fetchval(
                 "UPDATE index_task SET status = 'SUCCESS', end_time = now(), update_time = now(),"
@@ -618,9 +675,17 @@ async def commit_chunks(
             await fault_point("in_commit")
             await conn.execute(
                 "UPDATE document_info SET status = 'INDEXED', chunk_count = $2, error_message = NULL,"
-                " warnings = $4::jsonb, update_time = now() WHERE id = $1 AND index_generation = $3",
+                " warnings = $4::jsonb, update_time = now(),"
+                " filename = COALESCE(pending_filename, filename),"
+                " content_type = CASE WHEN pending_object_key IS NULL THEN content_type"
+                "                     ELSE pending_content_type END,"
+                " size_bytes = COALESCE(pending_size_bytes, size_bytes), sha256 = COALESCE(pending_sha256, sha256),"
+                f" object_key = COALESCE(pending_object_key, object_key), {_CLEAR_PENDING}"
+                " WHERE id = $1 AND index_generation = $3",
                 document_id, len(chunks), generation, json.dumps(list(warnings)),
             )
+            if doc["pending_object_key"] is not None:  # the swap released the served object
+                await queue_object_removal(conn, doc["object_key"])
     except _Rollback:
         return False
     return True
@@ -638,9 +703,11 @@ async def finish_unsuccessfully(
     error_message: str,
     warnings: Sequence[str] = (),
 ) -> bool:
-    """Task FAILED/TIMEOUT and document FAILED, fenced on our claim; False if fenced out.
-    ``warnings``: what this run's extraction reported before it failed (none if it failed
-    while extracting); they replace the previous run's."""
+    """Task FAILED/TIMEOUT, fenced on our claim; False if fenced out. A document with a served
+    version (INDEXED) keeps it untouched (status, warnings, chunks, object): the failure is the
+    pending version's, shown by its task. A document never indexed becomes FAILED with this
+    run's ``warnings`` (what its extraction reported before it failed; none if it failed while
+    extracting)."""
     assert status in (TaskStatus.FAILED, TaskStatus.TIMEOUT)
     try:
         async with conn.transaction():
@@ -659,16 +726,12 @@ async def finish_unsuccessfully(
                 raise _Rollback
             await conn.execute(
                 "UPDATE document_info SET status = 'FAILED', error_message = $2, warnings = $3::jsonb,"
-                " update_time = now() WHERE id = $1",
+                " update_time = now() WHERE id = $1 AND status <> 'INDEXED'",
                 document_id, error_message[:4000], json.dumps(list(warnings)),
             )
     except _Rollback:
         return False
     return True
-
-
-def record_to_dict(r: asyncpg.Record | None) -> dict[str, Any]:
-    return {} if r is None else dict(r.items())
 
 
 # ------------------------------------------------------------------ scanner and dead letters
@@ -681,7 +744,7 @@ async def active_tasks_older_than(conn: asyncpg.Connection, seconds: float, limi
     return list(
         await conn.fetch(
             "SELECT id, document_id, status, generation, attempt, start_time, update_time, now() AS now"
-            " FROM index_task WHERE status IN ('WAITING','RETRYING','RUNNING')"
+            f" FROM index_task WHERE status IN {_ACTIVE}"
             " AND (status = 'RUNNING' OR dispatched_at IS NOT NULL)"
             " AND (update_time < now() - make_interval(secs => $1)"
             "      OR (status = 'RUNNING' AND start_time < now() - make_interval(secs => $1)))"
@@ -724,13 +787,14 @@ async def fail_dead_lettered(
         ok = await conn.fetchval(
             "UPDATE index_task SET status = 'FAILED', error_code = $3, error_message = $4, end_time = now(),"
             " update_time = now() WHERE id = $1 AND generation = $2"
-            " AND status IN ('WAITING','RETRYING','RUNNING') RETURNING id",
+            f" AND status IN {_DEAD_LETTER_FAILABLE} RETURNING id",
             task_id, generation, error_code, error_message,
         )
         if ok is None:
             return False
-        await conn.execute(
-            "UPDATE document_info SET status = 'FAILED', error_message = $2, update_time = now() WHERE id = $1",
+        await conn.execute(  # a served version stays served (see finish_unsuccessfully)
+            "UPDATE document_info SET status = 'FAILED', error_message = $2, update_time = now()"
+            " WHERE id = $1 AND status <> 'INDEXED'",
             doc_id, error_message,
         )
     return True
@@ -785,3 +849,34 @@ async def reserve_in_flight_slot(conn: asyncpg.Connection, user_id: int, limit: 
         raise RuntimeError("reserve_in_flight_slot must run inside the transaction that creates the work")
     await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('rag:in-flight-user', $1))", user_id)
     return await count_in_flight(conn, user_id) < limit
+
+
+# ------------------------------------------------------------------ object removal (after commit)
+
+
+async def queue_object_removal(conn: asyncpg.Connection, object_key: str) -> None:
+    """Inside the transaction that stops referring to ``object_key``: remove it after commit."""
+    await conn.execute("INSERT INTO object_removal (object_key) VALUES ($1)", object_key)
+
+
+async def claim_object_removals(conn: asyncpg.Connection, limit: int) -> list[tuple[int, str]]:
+    """``[(id, object_key)]`` queued for removal, locked (FOR UPDATE SKIP LOCKED: several
+    cleaners may run). Call inside a transaction; delete the rows with :func:`forget_object_removals`."""
+    rows = await conn.fetch(
+        "SELECT id, object_key FROM object_removal ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED", limit
+    )
+    return [(int(r["id"]), str(r["object_key"])) for r in rows]
+
+
+async def forget_object_removals(conn: asyncpg.Connection, ids: Sequence[int]) -> None:
+    await conn.execute("DELETE FROM object_removal WHERE id = ANY($1::bigint[])", list(ids))
+
+
+async def unreferenced_keys(conn: asyncpg.Connection, keys: Sequence[str]) -> list[str]:
+    """The ``keys`` that no document refers to (as its served or its pending object)."""
+    rows = await conn.fetch(
+        "SELECT k FROM unnest($1::text[]) AS k WHERE NOT EXISTS (SELECT 1 FROM document_info WHERE object_key = k)"
+        " AND NOT EXISTS (SELECT 1 FROM document_info WHERE pending_object_key = k)",
+        list(keys),
+    )
+    return [str(r["k"]) for r in rows]

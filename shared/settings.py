@@ -29,7 +29,6 @@ class CommonSettings(BaseSettings):
     )
     amqp_heartbeat_s: int = 30
     amqp_publish_timeout_s: float = 10.0
-    rabbitmq_management_url: str = "http://127.0.0.1:15672"
     lock_retry_delay_s: float = Field(15.0, description="delay-queue TTL when the lock is held, seconds")
 
     @property
@@ -54,6 +53,15 @@ class CommonSettings(BaseSettings):
     embedding_base_url: str = "http://127.0.0.1:8080"
     embedding_api_key: SecretStr | None = None
     embedding_timeout_s: float = 60.0
+
+    # Enqueue policy (shared.usecases: the API and the DLQ replay apply the same rules).
+    stale_waiting_s: float = Field(600.0, description="WAITING/RETRYING untouched this long → takeover")
+    stale_running_s: float = Field(2700.0, description="RUNNING untouched this long → takeover")
+    max_in_flight_tasks_per_user: int = Field(
+        10_000, ge=1,
+        description="active tasks (queued in PostgreSQL, in the broker or running) per user; more → 429",
+    )
+    in_flight_retry_after_s: int = Field(30, ge=1, description="Retry-After of a 429 (in-flight cap), seconds")
 
     log_level: str = "INFO"
     log_json: bool = True
@@ -83,12 +91,6 @@ class KnowledgeSettings(CommonSettings):
     ks_port: int = 8000
     max_upload_bytes: int = Field(100 * 1024 * 1024, description="bytes")
     upload_part_size: int = Field(8 * 1024 * 1024, description="S3 multipart part, bytes")
-    stale_waiting_s: float = Field(600.0, description="WAITING/RETRYING untouched this long → takeover")
-    stale_running_s: float = Field(2700.0, description="RUNNING untouched this long → takeover")
-    max_in_flight_tasks_per_user: int = Field(
-        10_000, ge=1,
-        description="active tasks (queued in PostgreSQL, in the broker or running) per user; more → 429",
-    )
     search_max_top_k: int = Field(50, ge=1, le=1000, description="largest top_k a search may ask for")
     search_ef_search: int = Field(400, ge=1, le=1000, description="HNSW ef_search for search queries")
     search_candidate_depth: int = Field(50, ge=1, le=1000, description="hybrid: items taken from each list for RRF")
@@ -100,7 +102,6 @@ class KnowledgeSettings(CommonSettings):
         2000, ge=1, description="keyword: candidates are chunks holding the rarest query terms, about this many rows"
     )
     search_keyword_max_candidates: int = Field(5000, ge=1, description="keyword: hard cap on chunks scored per query")
-    in_flight_retry_after_s: int = Field(30, ge=1, description="Retry-After of a 429 (in-flight cap), seconds")
 
 
 class WorkerSettings(CommonSettings):
@@ -126,6 +127,17 @@ class WorkerSettings(CommonSettings):
     scan_interval_s: float = Field(30.0, description="recovery scanner period, seconds (0 disables)")
     running_heartbeat_timeout_s: float = Field(300.0, description="RUNNING without heartbeat → TIMEOUT")
     requeue_after_s: float = Field(600.0, description="WAITING/RETRYING untouched → re-published")
+    worker_metrics_port: int = Field(
+        0, ge=0, le=65535, description="Prometheus /metrics port of this worker (0: not served); one per process"
+    )
+    worker_metrics_host: str = Field("127.0.0.1", description="address the worker's /metrics listens on")
+    worker_metrics_sample_s: float = Field(15.0, gt=0, description="period of the sampled gauges, seconds")
+    orphan_sweep_interval_s: float = Field(
+        3600.0, ge=0, description="period of the sweep removing objects no row refers to, seconds (0 disables)"
+    )
+    orphan_grace_s: float = Field(
+        86400.0, gt=0, description="an unreferenced object is removed once older than this, seconds (> longest upload)"
+    )
 
     @model_validator(mode="after")
     def _check_consumer_timeout(self) -> WorkerSettings:

@@ -7,19 +7,15 @@ heartbeats it serves) never blocks on storage I/O.
 from __future__ import annotations
 
 import asyncio
-import io
+from datetime import datetime
 from typing import BinaryIO
 
 import urllib3
 from minio import Minio
 from minio.error import MinioException, S3Error
 
-from shared.errors import PermanentError, StorageUnavailableError
+from shared.errors import ObjectMissingError, StorageUnavailableError
 from shared.settings import CommonSettings
-
-
-class ObjectMissingError(PermanentError):
-    error_code = "object_missing"
 
 
 def _translate(exc: Exception, what: str) -> Exception:
@@ -132,13 +128,29 @@ class ObjectStore:
         except _ERRORS as exc:
             raise _translate(exc, what) from exc
 
+    async def list_page(self, prefix: str, start_after: str | None, limit: int) -> list[tuple[str, datetime]]:
+        """Up to ``limit`` objects under ``prefix`` after ``start_after`` in key order, as
+        ``(key, last_modified)`` (timezone-aware). Raises StorageUnavailableError."""
+
+        def _do() -> list[tuple[str, datetime]]:
+            out: list[tuple[str, datetime]] = []
+            for o in self._client.list_objects(self.bucket, prefix=prefix, recursive=True,
+                                               start_after=start_after or None):
+                if o.object_name is None or o.last_modified is None or o.is_dir:
+                    continue
+                out.append((o.object_name, o.last_modified))
+                if len(out) >= limit:
+                    break
+            return out
+
+        try:
+            return await asyncio.to_thread(_do)
+        except _ERRORS as exc:
+            raise _translate(exc, f"list {prefix}") from exc
+
     async def ping(self) -> None:
         """Raises StorageUnavailableError unless the bucket answers."""
         try:
             await asyncio.to_thread(self._client.bucket_exists, self.bucket)
         except _ERRORS as exc:
             raise _translate(exc, "ping") from exc
-
-
-def bytes_stream(data: bytes) -> io.BytesIO:
-    return io.BytesIO(data)

@@ -20,25 +20,33 @@ import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
+import asyncpg
 import redis.asyncio as aioredis
+import typer
 from aio_pika.abc import AbstractConnection
+from prometheus_client import CollectorRegistry
 
 from shared import amqp
 from shared.db import create_pool
 from shared.embedding.configured import embedder_from_settings
 from shared.errors import ConfigurationError
+from shared.locks import DocumentLock
 from shared.log import configure
 from shared.migrate import migrate
+from shared.pg_store import PgReleasedObjects, PgWorkerStore
 from shared.settings import WorkerSettings
 from shared.storage import ObjectStore
+from task_service import APP_ID
 from task_service.consumer import Consumer
-from task_service.handler import IndexHandler
+from task_service.handler import HandlerConfig, IndexHandler
+from task_service.metrics import WorkerMetrics, sample_forever, serve
 from task_service.pipeline.parse import ensure_parsers_ready
 from task_service.pipeline.sandbox import SandboxedParser, parser_from_settings
 from task_service.relay import relay_forever
 from task_service.scanner import scan_forever
+from task_service.sweep import sweep_forever
 from task_service.threads import DaemonThreadPool
 
 log = logging.getLogger("task_service")
@@ -69,9 +77,14 @@ async def run(settings: WorkerSettings) -> None:
     await store.ensure_bucket()
     stop = asyncio.Event()
     relay_wake = asyncio.Event()  # set after each delivery: a finished task frees a dispatch slot
+    metrics = WorkerMetrics(CollectorRegistry())
+    metrics_server = serve(metrics, settings.worker_metrics_host, settings.worker_metrics_port) \
+        if settings.worker_metrics_port else None
     handler = IndexHandler(
-        settings=settings, pool=pool, redis=redis, store=store, embedder=embedder,
-        parse=parser, worker_name=name, on_delivery_done=relay_wake.set,
+        config=HandlerConfig.from_settings(settings), db=PgWorkerStore(pool),
+        lock=lambda document_id: DocumentLock(redis, document_id, settings.lock_ttl_s),
+        objects=store, released=PgReleasedObjects(pool, store), embedder=embedder, parse=parser,
+        worker_name=name, metrics=metrics, on_delivery_done=relay_wake.set,
     )
 
     def on_signal(sig: signal.Signals) -> None:
@@ -89,26 +102,23 @@ async def run(settings: WorkerSettings) -> None:
     background: list[asyncio.Task[None]] = []
 
     async def on_connected(conn: AbstractConnection) -> None:
-        """(Re)start the outbox relay and the recovery scanner on the new connection."""
+        """(Re)start the outbox relay, the recovery scanner and the metrics sampler on the new connection."""
         for t in background:
             t.cancel()
-        background.clear()
-        publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s)
-        background.append(asyncio.create_task(
-            relay_forever(pool, publisher, interval_s=settings.relay_interval_s,
-                          grace_s=settings.relay_grace_s, dispatch_limit=settings.dispatch_limit,
-                          stop=stop, wake=relay_wake)
-        ))
-        if settings.scan_interval_s > 0:
-            background.append(asyncio.create_task(scan_forever(pool, await conn.channel(), settings, stop)))
+        background[:] = await _start_background(conn, pool, settings, stop, metrics, relay_wake,
+                                                sample=metrics_server is not None)
 
+    # Needs no broker: runs for the worker's lifetime, not per connection.
+    lifelong = [asyncio.create_task(sweep_forever(pool, store, settings, stop))]
     log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch,
                                        "dispatch_per_user": settings.dispatch_limit})
     try:
         await Consumer(settings, handler, name).run(stop, on_connected)
     finally:
-        for t in background:
+        for t in [*background, *lifelong]:
             t.cancel()
+        if metrics_server is not None:
+            metrics_server.shutdown()
         parser.close()  # kills the sandbox child, even one still working for an abandoned task
         await _close(pool.close(), "database pool", on_timeout=pool.terminate)
         await _close(redis.aclose(), "redis")
@@ -116,6 +126,26 @@ async def run(settings: WorkerSettings) -> None:
         if close is not None:
             await _close(close(), "embedder")
     log.info("worker stopped")
+
+
+async def _start_background(conn: AbstractConnection, pool: asyncpg.Pool, settings: WorkerSettings,
+                            stop: asyncio.Event, metrics: WorkerMetrics, relay_wake: asyncio.Event, *,
+                            sample: bool) -> list[asyncio.Task[None]]:
+    """The outbox relay, the recovery scanner and (when metrics are served) the gauge sampler,
+    each on its own channel of ``conn``."""
+    publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID,
+                                          on_failure=metrics.publish_failures.labels("relay").inc)
+    tasks = [asyncio.create_task(
+        relay_forever(pool, publisher, interval_s=settings.relay_interval_s,
+                      grace_s=settings.relay_grace_s, dispatch_limit=settings.dispatch_limit,
+                      stop=stop, wake=relay_wake)
+    )]
+    if settings.scan_interval_s > 0:
+        tasks.append(asyncio.create_task(scan_forever(pool, await conn.channel(), settings, stop, metrics)))
+    if sample:
+        tasks.append(asyncio.create_task(
+            sample_forever(metrics, pool, await conn.channel(), settings.worker_metrics_sample_s, stop)))
+    return tasks
 
 
 async def _close(closing: Awaitable[Any], what: str, on_timeout: Callable[[], Any] | None = None) -> None:
@@ -134,7 +164,8 @@ def _exit_now() -> None:
     os._exit(1)
 
 
-def main() -> None:
+def start_worker() -> None:
+    """Build settings and run one worker until SIGTERM/SIGINT (exit 2 on invalid settings)."""
     try:
         settings = WorkerSettings()
     except ConfigurationError as exc:
@@ -149,6 +180,23 @@ def main() -> None:
     sys.stderr.flush()
     logging.shutdown()
     os._exit(0)
+
+
+def main() -> None:
+    """``python -m task_service [--metrics-port N]``; ``--help`` prints help and starts nothing."""
+    cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+    cli.command(help="Start one indexing worker (consumes rag.index.queue until SIGTERM). Settings come from "
+                     "the environment and .env (see .env.example); `rag worker` is the same command.")(worker)
+    cli()
+
+
+def worker(
+    metrics_port: Annotated[int | None, typer.Option(
+        "--metrics-port", help="serve /metrics on this port (WORKER_METRICS_PORT; 0: off)", min=0, max=65535)] = None,
+) -> None:
+    if metrics_port is not None:
+        os.environ["WORKER_METRICS_PORT"] = str(metrics_port)
+    start_worker()
 
 
 if __name__ == "__main__":

@@ -24,8 +24,11 @@ from typing import Any
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
 from shared import amqp
-from shared.errors import BrokerUnavailableError
+from shared.errors import BrokerUnavailableError, DeliveryLimitError
+from shared.log import bind
+from shared.messages import IndexMessage, InvalidMessageError
 from shared.settings import WorkerSettings
+from task_service import APP_ID
 from task_service.handler import IndexHandler, Outcome
 
 log = logging.getLogger(__name__)
@@ -67,6 +70,7 @@ class Consumer:
     def __init__(self, settings: WorkerSettings, handler: IndexHandler, name: str) -> None:
         self._s = settings
         self._handler = handler
+        self._metrics = handler.metrics
         self._name = name
         self._delay_ms = settings.delay_ms
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -103,7 +107,8 @@ class Consumer:
             channel.close_callbacks.add(lambda *_: closed.set())
             await channel.set_qos(prefetch_count=self._s.prefetch)
             _, queue = await amqp.declare_topology(channel, delay_ms=self._delay_ms)
-            publisher = await amqp.Publisher.open(conn, self._s.amqp_publish_timeout_s)
+            publisher = await amqp.Publisher.open(conn, self._s.amqp_publish_timeout_s, app_id=APP_ID,
+                                                  on_failure=self._metrics.publish_failures.labels("consumer").inc)
 
             async def on_message(message: AbstractIncomingMessage) -> None:
                 # Our own task, not aio-pika's callback task: aio-pika cancels callbacks when the
@@ -151,16 +156,24 @@ class Consumer:
             await asyncio.wait(tasks, timeout=timeout_s)
 
     async def _process(self, message: AbstractIncomingMessage, publisher: amqp.Publisher) -> None:
+        """Settle one delivery; its log lines carry the message's task_id, document_id, generation."""
+        with bind(**log_fields(message.body)):
+            await self._process_bound(message, publisher)
+
+    async def _process_bound(self, message: AbstractIncomingMessage, publisher: amqp.Publisher) -> None:
         attempts = delay_attempts(message)
         if failed_deliveries(message) > amqp.DELIVERY_LIMIT:
-            await self._dead_letter(message, publisher, "delivery_limit")
+            self._metrics.deliveries.labels("dead_letter").inc()
+            await self._dead_letter(message, publisher, DeliveryLimitError.error_code)
             return
         try:
             outcome = await self._handler.handle(message.body, delay_attempts=attempts)
         except Exception:
             log.exception("handler crashed; delivery returned to the queue")
+            self._metrics.deliveries.labels("requeue").inc()
             await _settle(message.nack(requeue=True))
             return
+        self._metrics.deliveries.labels(outcome.value).inc()
         if outcome is Outcome.ACK:
             await _settle(message.ack())
         elif outcome is Outcome.REJECT:
@@ -192,6 +205,15 @@ class Consumer:
             await _settle(message.nack(requeue=True))
             return
         await _settle(message.ack())
+
+
+def log_fields(body: bytes) -> dict[str, int]:
+    """``task_id``, ``document_id``, ``generation`` of an index message body; {} if it is not one."""
+    try:
+        msg = IndexMessage.from_json(body)
+    except InvalidMessageError:
+        return {}
+    return {"task_id": msg.task_id, "document_id": msg.document_id, "generation": msg.generation}
 
 
 async def _dead_letter_copy(message: AbstractIncomingMessage, publisher: amqp.Publisher, reason: str) -> bool:

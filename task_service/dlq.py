@@ -10,14 +10,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
-from datetime import UTC, datetime
 
 import asyncpg
 
-from shared import amqp, queries
-from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, decide_enqueue
+from shared import amqp, queries, usecases
+from shared.bootstrap import usecase_deps
+from shared.db import create_pool
+from shared.errors import BrokerUnavailableError, InFlightLimitExceeded
 from shared.settings import WorkerSettings
+from shared.storage import ObjectStore
+from task_service import APP_ID
+
+log = logging.getLogger(__name__)
 
 
 async def list_dead(dsn: str, include_replayed: bool) -> list[dict[str, object]]:
@@ -29,38 +35,27 @@ async def list_dead(dsn: str, include_replayed: bool) -> list[dict[str, object]]
 
 
 async def replay(settings: WorkerSettings, dead_letter_id: int) -> dict[str, object]:
-    conn = await asyncpg.connect(settings.database_url)
+    """Force-retry the task of a dead letter through the same use case as the API's retry
+    (:func:`shared.usecases.replay_dead_letter`: per-user cap, race retry, outbox + publish)."""
+    pool = await create_pool(settings, max_size=2, app_name="task_service.dlq")
+    broker = None
+    publisher = None
     try:
-        row = await queries.pending_dead_letter(conn, dead_letter_id)
-        if row is None:
-            return {"replayed": False, "detail": "no such pending dead letter"}
-        if row["task_id"] is None:
-            return {"replayed": False, "detail": "message was not a valid index message; nothing to replay"}
-        snap = await queries.load_task_snapshot(conn, row["task_id"])
-        if snap is None:
-            return {"replayed": False, "detail": "task no longer exists (document deleted)"}
-        decision = decide_enqueue(snap, EnqueueRequest(RequestKind.RETRY, force=True), datetime.now(UTC),
-                                  StaleThresholds())
-        if decision.action is not Action.ISSUE:
-            return {"replayed": False, "detail": decision.reason, "task_status": snap.status.value}
-        issued = await queries.try_issue_generation(conn, snap, decision, dispatch_limit=settings.dispatch_limit)
-        if issued is None:
-            return {"replayed": False, "detail": "task changed concurrently; try again"}
-        msg, out = issued
-        await queries.mark_dead_letter_replayed(conn, dead_letter_id)
-        if not out.released:  # the user has K tasks in flight: the relay publishes it when a slot frees
-            return {"replayed": True, "task_id": msg.task_id, "generation": msg.generation, "held": True}
-        broker = await amqp.connect(settings.amqp_url.get_secret_value(), name="task_service.dlq",
-                                    heartbeat_s=30, robust=False)
         try:
-            pub = await amqp.Publisher.open(broker, settings.amqp_publish_timeout_s)
-            await pub.publish(out.body, message_id=str(out.message_id))
-            await queries.mark_published(conn, out.id)
-        finally:
-            await broker.close()
-        return {"replayed": True, "task_id": msg.task_id, "generation": msg.generation}
+            broker = await amqp.connect(settings.amqp_url.get_secret_value(), name="task_service.dlq",
+                                        heartbeat_s=settings.amqp_heartbeat_s, robust=False)
+            publisher = await amqp.Publisher.open(broker, settings.amqp_publish_timeout_s, app_id=APP_ID)
+        except BrokerUnavailableError as exc:  # the outbox relay publishes it later
+            log.warning("broker unavailable; the replayed message stays in the outbox", extra={"error": str(exc)})
+        deps = usecase_deps(settings, pool, ObjectStore(settings), publisher)
+        try:
+            return await usecases.replay_dead_letter(deps, dead_letter_id)
+        except InFlightLimitExceeded as exc:
+            return {"replayed": False, "detail": str(exc)}
     finally:
-        await conn.close()
+        if broker is not None:
+            await broker.close()
+        await pool.close()
 
 
 def main(argv: list[str] | None = None) -> int:

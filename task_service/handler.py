@@ -20,30 +20,28 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
-import asyncpg
-import redis.asyncio as aioredis
-
-from shared import queries
-from shared.db import translate_errors
 from shared.doc_types import parser_filename
-from shared.embedding import Embedder
 from shared.errors import (
     FencedOut,
     IndexingError,
+    InternalError,
     LockLostError,
+    LockUnavailableError,
     StaleGenerationError,
+    TaskTimeoutError,
     TransientError,
 )
 from shared.faults import fault_point
 from shared.fencing import Claim, Reject, Skip, SkipReason, decide_claim
-from shared.locks import DocumentLock, LockUnavailableError
 from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
+from shared.ports import DocumentLock, Embedder, ObjectReader, ReleasedObjects, WorkerStore
+from shared.records import ChunkRow
 from shared.retry_policy import transient_retrying
 from shared.settings import WorkerSettings
 from shared.states import TaskStatus
-from shared.storage import ObjectStore
 from task_service.lease import run_with_lease
+from task_service.metrics import WorkerMetrics
 from task_service.pipeline.extract import Extraction
 
 log = logging.getLogger(__name__)
@@ -69,6 +67,26 @@ class Extractor(Protocol):
 
 
 @dataclass(frozen=True)
+class HandlerConfig:
+    """The handler's settings (seconds): built once from WorkerSettings by the composition root."""
+
+    lock_retry_max_attempts: int
+    lease_period_s: float  # lock renewal + task heartbeat period
+    task_hard_limit_s: float
+    retry_attempts: int  # transient failures: attempts, first and largest backoff
+    retry_initial_s: float
+    retry_max_s: float
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> HandlerConfig:
+        return cls(
+            lock_retry_max_attempts=s.lock_retry_max_attempts, lease_period_s=min(s.lock_renew_s, s.heartbeat_s),
+            task_hard_limit_s=s.task_hard_limit_s, retry_attempts=s.transient_retry_attempts,
+            retry_initial_s=s.transient_retry_initial_s, retry_max_s=s.transient_retry_max_s,
+        )
+
+
+@dataclass(frozen=True)
 class _Run:
     msg: IndexMessage
     attempt: int
@@ -76,47 +94,54 @@ class _Run:
 
 
 class IndexHandler:
-    """Handles deliveries of ``rag.index.queue``; all collaborators are passed in."""
+    """Handles deliveries of ``rag.index.queue``; all collaborators are ports, passed in by the
+    composition root (``task_service.__main__``; in unit tests, ``tests/fakes.py``).
+    ``lock``: document id → a new lock object for one unit of work."""
 
     def __init__(
         self,
         *,
-        settings: WorkerSettings,
-        pool: asyncpg.Pool,
-        redis: aioredis.Redis,
-        store: ObjectStore,
+        config: HandlerConfig,
+        db: WorkerStore,
+        lock: Callable[[int], DocumentLock],
+        objects: ObjectReader,
+        released: ReleasedObjects,
         embedder: Embedder,
         parse: Extractor,
         worker_name: str,
+        metrics: WorkerMetrics | None = None,
         on_delivery_done: Callable[[], None] | None = None,
     ) -> None:
-        self._s = settings
-        self._pool = pool
-        self._redis = redis
-        self._store = store
+        self._s = config
+        self._repo = db
+        self._new_lock = lock
+        self._store = objects
+        self._released = released
         self._embedder = embedder
         self._parse = parse
         self.worker_name = worker_name
+        self.metrics = metrics or WorkerMetrics.unregistered()
         self._on_done = on_delivery_done or (lambda: None)
 
     # -------------------------------------------------------------- plumbing
 
     def _retrying(self) -> Any:
         s = self._s
-        return transient_retrying(s.transient_retry_attempts, s.transient_retry_initial_s, s.transient_retry_max_s)
+        return transient_retrying(s.retry_attempts, s.retry_initial_s, s.retry_max_s)
 
     async def _db(self, fn: Callable[..., Awaitable[R]], *args: Any, **kw: Any) -> R:
-        """Run one query function on a fresh pooled connection, retrying transient failures."""
+        """Run one store call, retrying transient failures."""
         async for attempt in self._retrying():
             with attempt:
-                async with translate_errors(), self._pool.acquire() as conn:
-                    return await fn(conn, *args, **kw)
+                return await fn(*args, **kw)
         raise AssertionError("unreachable")
 
     async def _skip(self, reason: str, msg: IndexMessage) -> Outcome:
         log.info("delivery skipped", extra={"reason": reason})
+        self.metrics.skipped.labels(str(reason)).inc()
         try:
-            await self._db(queries.record_skip, reason, msg.task_id, msg.document_id, msg.generation, self.worker_name)
+            await self._db(self._repo.record_skip, reason, msg.task_id, msg.document_id, msg.generation,
+                           self.worker_name)
         except TransientError:
             log.warning("could not record skip")
         return Outcome.ACK
@@ -139,7 +164,7 @@ class IndexHandler:
             log.error("invalid message rejected", extra={"error": str(exc)[:500]})
             return Outcome.REJECT
         with bind(task_id=msg.task_id, document_id=msg.document_id, generation=msg.generation):
-            lock = DocumentLock(self._redis, msg.document_id, self._s.lock_ttl_s)
+            lock = self._new_lock(msg.document_id)
             try:
                 acquired = await lock.acquire()
             except LockUnavailableError as exc:
@@ -149,6 +174,7 @@ class IndexHandler:
                 if delay_attempts + 1 >= self._s.lock_retry_max_attempts:
                     return await self._skip(SkipReason.LOCK_HELD_EXHAUSTED, msg)
                 log.info("document lock held, delaying delivery", extra={"delay_attempts": delay_attempts})
+                self.metrics.lock_held_retries.inc()
                 return Outcome.DELAY
             try:
                 return await self._locked(msg, lock)
@@ -159,7 +185,7 @@ class IndexHandler:
                 await lock.release()
 
     async def _locked(self, msg: IndexMessage, lock: DocumentLock) -> Outcome:
-        snap = await self._db(queries.load_task_snapshot, msg.task_id)
+        snap = await self._db(self._repo.load_task_snapshot, msg.task_id)
         decision = decide_claim(msg, snap)
         if isinstance(decision, Skip):
             return await self._skip(decision.reason, msg)
@@ -167,7 +193,7 @@ class IndexHandler:
             log.error("message rejected", extra={"reason": decision.reason})
             return Outcome.REJECT
         assert isinstance(decision, Claim)
-        attempt = await self._db(queries.claim_task, msg.task_id, msg.generation)
+        attempt = await self._db(self._repo.claim_task, msg.task_id, msg.generation)
         if attempt is None:
             return await self._skip(SkipReason.NOT_RUNNABLE, msg)
         with bind(attempt=attempt):
@@ -182,12 +208,11 @@ class IndexHandler:
 
         async def renew() -> None:
             await lock.renew()
-            async with translate_errors(), self._pool.acquire() as conn:
-                alive = await queries.heartbeat(conn, run.msg.task_id, run.msg.generation, run.attempt)
+            alive = await self._repo.heartbeat(run.msg.task_id, run.msg.generation, run.attempt)
             if not alive:
                 raise StaleGenerationError("claim superseded (heartbeat fenced out)")
 
-        period = min(self._s.lock_renew_s, self._s.heartbeat_s)
+        period = self._s.lease_period_s
         try:
             async with asyncio.timeout(self._s.task_hard_limit_s) as deadline:
                 n = await run_with_lease(self._pipeline(run), renew=renew, period_s=period)
@@ -200,7 +225,7 @@ class IndexHandler:
         except TimeoutError:
             if not deadline.expired():
                 raise
-            await self._finish(run, TaskStatus.TIMEOUT, "timeout",
+            await self._finish(run, TaskStatus.TIMEOUT, TaskTimeoutError.error_code,
                                f"task exceeded the hard limit of {self._s.task_hard_limit_s:g} s")
             return Outcome.ACK
         except IndexingError as exc:
@@ -208,9 +233,11 @@ class IndexHandler:
             return Outcome.ACK
         except Exception as exc:  # a bug or an untranslated library error: fail, don't loop
             log.exception("task failed with an unexpected error")
-            await self._finish(run, TaskStatus.FAILED, "internal_error", f"{type(exc).__name__}: {exc}")
+            await self._finish(run, TaskStatus.FAILED, InternalError.error_code, f"{type(exc).__name__}: {exc}")
             return Outcome.ACK
         log.info("task indexed", extra={"chunks": n, "seconds": round(time.monotonic() - started, 3)})
+        self.metrics.finished(TaskStatus.SUCCESS.value)
+        self.metrics.embedded_chunks.inc(n)
         await fault_point("after_commit")
         return Outcome.ACK
 
@@ -218,44 +245,52 @@ class IndexHandler:
         log.warning("task finished unsuccessfully",
                     extra={"status": status.value, "error_code": code, "error": message})
         ok = await self._db(
-            queries.finish_unsuccessfully, task_id=run.msg.task_id, document_id=run.msg.document_id,
+            self._repo.finish_unsuccessfully, task_id=run.msg.task_id, document_id=run.msg.document_id,
             generation=run.msg.generation, attempt=run.attempt, status=status, error_code=code,
             error_message=message, warnings=run.warnings,
         )
-        if not ok:
+        if ok:
+            self.metrics.finished(status.value, code)
+        else:
             await self._skip(SkipReason.STALE_GENERATION, run.msg)
 
     # -------------------------------------------------------------- the pipeline
 
     async def _pipeline(self, run: _Run) -> int:
         msg = run.msg
-        source = await self._db(queries.document_source, msg.document_id)
+        source = await self._db(self._repo.document_source, msg.document_id)
         if source is None:
             raise StaleGenerationError("document deleted")
         object_key, filename, content_type = source
         # The API typed the bytes at upload: a name without an allowed extension parses as that type.
 
         await fault_point("before_download")
-        data = await self._with_retries(self._store.get, object_key)
+        with self.metrics.stage("download"):
+            data = await self._with_retries(self._store.get, object_key)
         await fault_point("before_parse")
         extraction = await self._extract(data, parser_filename(filename, content_type))
+        self.metrics.observe_stage("parse", extraction.parse_s)
+        self.metrics.observe_stage("chunk", extraction.chunk_s)
         chunks = extraction.chunks
         run.warnings[:] = extraction.warnings
         # Fence before the expensive call: a stale run never reaches the model.
-        if not await self._db(queries.claim_is_current, msg.task_id, msg.generation, run.attempt):
+        if not await self._db(self._repo.claim_is_current, msg.task_id, msg.generation, run.attempt):
             raise StaleGenerationError("generation or claim superseded before embedding")
-        await self._db(queries.record_embedding_run, msg.task_id, msg.document_id, msg.generation,
+        await self._db(self._repo.record_embedding_run, msg.task_id, msg.document_id, msg.generation,
                        run.attempt, len(chunks), self.worker_name)
         await fault_point("during_embed")
-        embeddings = await self._with_retries(self._embedder.embed, [c.content for c in chunks])
-        rows = [queries.ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
-        committed = await self._db(
-            queries.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
-            generation=msg.generation, attempt=run.attempt, chunks=rows, embeddings=embeddings,
-            warnings=extraction.warnings,
-        )
+        with self.metrics.stage("embed"):
+            embeddings = await self._with_retries(self._embedder.embed, [c.content for c in chunks])
+        rows = [ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
+        with self.metrics.stage("write"):
+            committed = await self._db(
+                self._repo.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
+                generation=msg.generation, attempt=run.attempt, chunks=rows, embeddings=embeddings,
+                warnings=extraction.warnings,
+            )
         if not committed:
             raise StaleGenerationError("fenced out at commit")
+        await self._released.remove_released()  # a swapped-out version's object
         return len(rows)
 
     async def _extract(self, data: bytes, filename: str) -> Extraction:

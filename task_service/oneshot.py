@@ -22,7 +22,8 @@ async def one_shot(name: str) -> AsyncIterator[OneShot]:
     settings = WorkerSettings()
     configure(settings.log_level, json_lines=settings.log_json)
     pool = await create_pool(settings, max_size=2, app_name=name)
-    conn = await amqp.connect(settings.amqp_url.get_secret_value(), name=name, heartbeat_s=30, robust=False)
+    conn = await amqp.connect(settings.amqp_url.get_secret_value(), name=name,
+                              heartbeat_s=settings.amqp_heartbeat_s, robust=False)
     try:
         channel = await conn.channel()
         await amqp.declare_topology(channel, delay_ms=settings.delay_ms)

@@ -20,6 +20,7 @@ import asyncpg
 from shared import amqp, queries
 from shared.db import translate_errors
 from shared.errors import BrokerUnavailableError, TransientError
+from task_service import APP_ID
 from task_service.oneshot import one_shot
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, timeout_s: float) 
 
 async def _main_once() -> int:
     async with one_shot("task_service.relay") as (settings, pool, conn, _):
-        publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s)
+        publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID)
         total = 0
         while n := await relay_once(pool, publisher, grace_s=0.0, dispatch_limit=settings.dispatch_limit,
                                     batch=10_000):

@@ -19,12 +19,13 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from shared import amqp, queries
 from shared.db import translate_errors
-from shared.errors import TransientError
+from shared.errors import DeliveryLimitError, TaskTimeoutError, TransientError
 from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
 from shared.scan_policy import ScanAction, ScanThresholds, decide_scan
 from shared.settings import WorkerSettings
 from shared.states import TaskStatus
+from task_service.metrics import WorkerMetrics
 from task_service.oneshot import one_shot
 
 log = logging.getLogger(__name__)
@@ -52,11 +53,12 @@ async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport)
         rows = await queries.active_tasks_older_than(conn, oldest, 500)
         for r in rows:
             decision = decide_scan(TaskStatus(r["status"]), r["start_time"], r["update_time"], r["now"], th)
-            with bind(task_id=r["id"], document_id=r["document_id"], generation=r["generation"]):
+            with bind(task_id=r["id"], document_id=r["document_id"], generation=r["generation"],
+                      attempt=r["attempt"]):
                 if decision.action is ScanAction.TIMEOUT:
                     if await queries.finish_unsuccessfully(
                         conn, task_id=r["id"], document_id=r["document_id"], generation=r["generation"],
-                        attempt=r["attempt"], status=TaskStatus.TIMEOUT, error_code="timeout",
+                        attempt=r["attempt"], status=TaskStatus.TIMEOUT, error_code=TaskTimeoutError.error_code,
                         error_message=f"timed out by the scanner: {decision.reason}",
                     ):
                         log.warning("task timed out", extra={"reason": decision.reason})
@@ -92,30 +94,39 @@ async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, repor
                 conn, message_id=message.message_id, msg=msg, reason=reason, body=message.body,
                 headers={k: v for k, v in (message.headers or {}).items() if k != "x-death"},
             )
-            if msg is not None and reason == "delivery_limit":
+            if msg is not None and reason == DeliveryLimitError.error_code:
                 text = (f"message dead-lettered after more than {amqp.DELIVERY_LIMIT} failed deliveries "
                         "(a worker crashed or was killed on it each time)")
-                if await queries.fail_dead_lettered(conn, msg.task_id, msg.generation, "delivery_limit", text):
+                code = DeliveryLimitError.error_code
+                if await queries.fail_dead_lettered(conn, msg.task_id, msg.generation, code, text):
                     report.dead_lettered.append(msg.task_id)
         log.warning("dead letter recorded", extra={"dead_letter_id": dl_id, "reason": reason})
         await message.ack()
 
 
-async def scan_once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: ScanThresholds) -> ScanReport:
+async def scan_once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: ScanThresholds,
+                    metrics: WorkerMetrics | None = None) -> ScanReport:
+    """Time out, re-publish (outbox rows) and drain the DLQ once; what it ended is counted in
+    ``rag_tasks_finished_total`` when ``metrics`` is given."""
     report = ScanReport()
     await scan_tasks(pool, th, report)
     if channel is not None:
         await drain_dead_letters(pool, channel, report)
+    if metrics is not None:
+        for _ in report.timed_out:
+            metrics.finished(TaskStatus.TIMEOUT.value, "timeout")
+        for _ in report.dead_lettered:
+            metrics.finished(TaskStatus.FAILED.value, "delivery_limit")
     return report
 
 
 async def scan_forever(pool: asyncpg.Pool, channel: AbstractChannel, settings: WorkerSettings,
-                       stop: asyncio.Event) -> None:
+                       stop: asyncio.Event, metrics: WorkerMetrics | None = None) -> None:
     """Run :func:`scan_once` every ``SCAN_INTERVAL_S`` seconds until ``stop`` is set."""
     th = thresholds(settings)
     while not stop.is_set():
         try:
-            await scan_once(pool, channel, th)
+            await scan_once(pool, channel, th, metrics)
         except TransientError as exc:
             log.warning("scan failed", extra={"error": str(exc)})
         try:

@@ -22,31 +22,30 @@ from shared.settings import KnowledgeSettings
 from tests.support import (
     MGMT,
     MGMT_AUTH,
-    REDIS_DB,
     TEST_DB,
     TEST_ID,
     VHOST,
     amqp_url_for,
+    claim_redis_db,
     redis_url_for,
     release_redis_db,
 )
 
-TEST_OVERRIDES = {
-    "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{TEST_DB}",
-    "AMQP_URL": amqp_url_for(VHOST),
-    "REDIS_URL": redis_url_for(REDIS_DB),
-    "S3_BUCKET": f"rag-test-{TEST_ID}",
-    "LOG_JSON": "true",
-    "LOG_LEVEL": "INFO",
-    # the product's defaults, whatever a developer's .env says: a large per-user queued cap and
-    # fair dispatch with K = 2 x 1 worker
-    "MAX_IN_FLIGHT_TASKS_PER_USER": "10000",
-    "DISPATCH_WORKERS": "1",
-}
 
-
-def _needs_services(items: list[pytest.Item]) -> bool:
-    return any("/integration/" in str(i.fspath) or "/e2e/" in str(i.fspath) for i in items)
+def session_overrides(redis_db: int) -> dict[str, str]:
+    """Env vars pointing every service and process at this session's isolated resources."""
+    return {
+        "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{TEST_DB}",
+        "AMQP_URL": amqp_url_for(VHOST),
+        "REDIS_URL": redis_url_for(redis_db),
+        "S3_BUCKET": f"rag-test-{TEST_ID}",
+        "LOG_JSON": "true",
+        "LOG_LEVEL": "INFO",
+        # the product's defaults, whatever a developer's .env says: a large per-user queued cap
+        # and fair dispatch with K = 2 x 1 worker
+        "MAX_IN_FLIGHT_TASKS_PER_USER": "10000",
+        "DISPATCH_WORKERS": "1",
+    }
 
 
 async def _drop_database() -> None:
@@ -83,21 +82,23 @@ def _recreate_vhost() -> None:
 @pytest.fixture(scope="session")
 def services_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     """Env vars pointing every service and process at the isolated test resources."""
-    os.environ.update(TEST_OVERRIDES)
+    redis_db = claim_redis_db()
+    overrides = session_overrides(redis_db)
+    os.environ.update(overrides)
     asyncio.run(_recreate_database())
     _recreate_vhost()
-    sync_redis.Redis.from_url(TEST_OVERRIDES["REDIS_URL"]).flushdb()  # this session's own DB (claimed)
+    sync_redis.Redis.from_url(overrides["REDIS_URL"]).flushdb()  # this session's own DB (claimed)
     from shared.migrate import migrate
 
-    asyncio.run(migrate(TEST_OVERRIDES["DATABASE_URL"]))
-    yield dict(TEST_OVERRIDES)
+    asyncio.run(migrate(overrides["DATABASE_URL"]))
+    yield dict(overrides)
     if os.environ.get("RAG_TEST_KEEP"):
         return
     with httpx.Client(base_url=MGMT, auth=MGMT_AUTH, timeout=30) as c:
         c.delete(f"/api/vhosts/{VHOST}")
     asyncio.run(_drop_database())
-    _remove_bucket(TEST_OVERRIDES["S3_BUCKET"])
-    release_redis_db(REDIS_DB)
+    _remove_bucket(overrides["S3_BUCKET"])
+    release_redis_db(redis_db)
 
 
 def _remove_bucket(bucket: str) -> None:

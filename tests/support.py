@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import socket
@@ -20,7 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 # One set of resources per pytest session (several sessions may run at once); processes started
 # by the session inherit RAG_TEST_ID and so use the same ones.
+# Under pytest-xdist every worker inherits the controller's RAG_TEST_ID: the worker id is
+# appended, so each worker has its own database, vhost, bucket and Redis DB too.
 TEST_ID = os.environ.setdefault("RAG_TEST_ID", str(os.getpid()))
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _XDIST_WORKER and not TEST_ID.endswith(_XDIST_WORKER):
+    TEST_ID = os.environ["RAG_TEST_ID"] = f"{TEST_ID}{_XDIST_WORKER}"
 
 
 def _base_settings() -> Any:
@@ -47,16 +53,16 @@ TEST_DB = f"rag_test_{TEST_ID}"
 VHOST = f"rag_test_{TEST_ID}"
 
 
-
-def _claim_redis_db() -> int:
+def claim_redis_db() -> int:
     """A Redis DB (1-15) no other live pytest session holds: lock keys are per document id, and
-    ids restart at 1 in every session's database. Claimed in DB 0 for 3 h, inherited by children."""
+    ids restart at 1 in every session's database. Claimed in DB 0 for 3 h, inherited by children.
+    Called by the ``services_env`` fixture, never at import: the unit tier stays offline."""
     if "RAG_TEST_REDIS_DB" in os.environ:
         return int(os.environ["RAG_TEST_REDIS_DB"])
     import redis
 
     r = redis.Redis.from_url(redis_url_for(0))
-    start = int(TEST_ID) % 15
+    start = int(hashlib.sha256(TEST_ID.encode()).hexdigest(), 16) % 15
     for i in range(15):
         db = 1 + (start + i) % 15
         if r.set(f"rag-test:redis-db:{db}", TEST_ID, nx=True, ex=3 * 3600) or \
@@ -74,8 +80,7 @@ def release_redis_db(db: int) -> None:
         r.delete(f"rag-test:redis-db:{db}")
 
 
-REDIS_DB = _claim_redis_db()
-MGMT = _BASE.rabbitmq_management_url.rstrip("/")
+MGMT = os.environ.get("RABBITMQ_MANAGEMENT_URL", "http://127.0.0.1:15672").rstrip("/")
 # the project's own broker user from AMQP_URL (`make env`; services.sh makes it the local operator)
 MGMT_AUTH = (unquote(_AMQP.username or ""), unquote(_AMQP.password or ""))
 T = TypeVar("T")

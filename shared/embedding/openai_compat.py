@@ -13,8 +13,8 @@ Error mapping (httpx exceptions never leave this module):
 | connection refused/reset, DNS, protocol error      | EmbeddingUnavailableError                |
 | HTTP 5xx, 429 (rate limited), 408                  | EmbeddingUnavailableError                |
 | malformed body (not JSON, wrong count/index)       | EmbeddingUnavailableError                |
-| other HTTP 4xx (bad model, input too long, auth)   | PermanentError(error_code="embedding_rejected") |
-| vectors of another dimension than ``dim``          | PermanentError(error_code="embedding_dim_mismatch") |
+| other HTTP 4xx (bad model, input too long, auth)   | EmbeddingRejectedError (PermanentError)  |
+| vectors of another dimension than ``dim``          | EmbeddingDimensionError (PermanentError) |
 """
 
 from __future__ import annotations
@@ -27,7 +27,12 @@ import httpx
 import numpy as np
 
 from shared.embedding.vectors import FloatMatrix, empty_matrix, l2_normalize
-from shared.errors import EmbeddingTimeoutError, EmbeddingUnavailableError, PermanentError
+from shared.errors import (
+    EmbeddingDimensionError,
+    EmbeddingRejectedError,
+    EmbeddingTimeoutError,
+    EmbeddingUnavailableError,
+)
 
 _RETRYABLE_4XX = {408, 429}
 _DETAIL_CHARS = 300  # how much of an error body goes into the message
@@ -101,10 +106,9 @@ class OpenAIEmbedder:
         if len(data) != expected:
             raise EmbeddingUnavailableError(f"{self.url} returned {len(data)} embeddings for {expected} inputs")
         if matrix.ndim != 2 or matrix.shape[1] != self.dim:
-            raise PermanentError(
+            raise EmbeddingDimensionError(
                 f"{self.url} model {self.model_name!r} returned vectors of shape {matrix.shape}, "
-                f"expected dimension {self.dim}",
-                error_code="embedding_dim_mismatch",
+                f"expected dimension {self.dim}"
             )
         try:
             return l2_normalize(matrix)
@@ -119,9 +123,7 @@ def _raise_for_status(response: httpx.Response) -> None:
     detail = _detail(response)
     if status >= 500 or status in _RETRYABLE_4XX:
         raise EmbeddingUnavailableError(f"embedding endpoint answered HTTP {status}: {detail}")
-    raise PermanentError(
-        f"embedding endpoint rejected the request, HTTP {status}: {detail}", error_code="embedding_rejected"
-    )
+    raise EmbeddingRejectedError(f"embedding endpoint rejected the request, HTTP {status}: {detail}")
 
 
 def _detail(response: httpx.Response) -> str:

@@ -7,6 +7,7 @@ child: no thread of the worker outlives its task.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from shared.errors import NoTextError, ParseLimitError
@@ -17,10 +18,13 @@ from task_service.pipeline.parse import parse_document
 
 @dataclass(frozen=True)
 class Extraction:
-    """Chunks (indexes 0..n-1, n >= 1) and warnings (sentences for the document API)."""
+    """Chunks (indexes 0..n-1, n >= 1), warnings (sentences for the document API) and how long
+    parsing and chunking took (seconds, for the stage metrics)."""
 
     chunks: tuple[Chunk, ...]
     warnings: tuple[str, ...] = field(default=())
+    parse_s: float = field(default=0.0, compare=False)  # timings: not part of the result
+    chunk_s: float = field(default=0.0, compare=False)
 
     def pack(self) -> Packed:
         """A form that unpickles in a few large C calls (one string, flat lists) rather than one
@@ -28,21 +32,24 @@ class Extraction:
         chunk objects in the worker stalled its event loop past the AMQP heartbeat. See ``unpack``."""
         contents = [c.content for c in self.chunks]
         return ("".join(contents), [len(t) for t in contents], [c.token_count for c in self.chunks],
-                [c.page for c in self.chunks], [c.section for c in self.chunks], self.warnings)
+                [c.page for c in self.chunks], [c.section for c in self.chunks], self.warnings,
+                (self.parse_s, self.chunk_s))
 
     @classmethod
     def unpack(cls, packed: Packed) -> Extraction:
         """The inverse of ``pack``; builds the chunks in Python (the GIL changes hands meanwhile)."""
-        text, lengths, counts, pages, sections, warnings = packed
+        text, lengths, counts, pages, sections, warnings, (parse_s, chunk_s) = packed
         chunks = []
         at = 0
         for index, (length, count, page, section) in enumerate(zip(lengths, counts, pages, sections, strict=True)):
             chunks.append(Chunk(index, text[at:at + length], count, page, section))
             at += length
-        return cls(tuple(chunks), tuple(warnings))
+        return cls(tuple(chunks), tuple(warnings), parse_s, chunk_s)
 
 
-Packed = tuple[str, list[int], list[int], list[int | None], list[str | None], tuple[str, ...]]
+Packed = tuple[
+    str, list[int], list[int], list[int | None], list[str | None], tuple[str, ...], tuple[float, float]
+]
 
 
 def extract(data: bytes, filename: str, parse_limits: ParseLimits, chunker: Chunker) -> Extraction:
@@ -52,7 +59,9 @@ def extract(data: bytes, filename: str, parse_limits: ParseLimits, chunker: Chun
     ``NoTextError``...), ``NoTextError`` when the text has no model token at all, and
     ``ParseLimitError`` when it gives more than ``chunker.max_chunks`` chunks.
     """
+    started = time.perf_counter()
     parsed = parse_document(data, filename, parse_limits)
+    parsed_at = time.perf_counter()
     chunks = chunker.chunk(parsed)
     if not chunks:
         raise NoTextError()
@@ -60,5 +69,5 @@ def extract(data: bytes, filename: str, parse_limits: ParseLimits, chunker: Chun
         raise ParseLimitError(
             f"document gives {len(chunks):,} chunks; the limit is {chunker.max_chunks:,} (CHUNK_MAX_PER_DOCUMENT)"
         )
-    return Extraction(tuple(chunks), parsed.warnings)
+    return Extraction(tuple(chunks), parsed.warnings, parsed_at - started, time.perf_counter() - parsed_at)
 

@@ -75,7 +75,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shared import errors
-from shared.errors import IndexingError, ParseLimitError, PermanentError, TransientError
+from shared.errors import (
+    ExtractionCancelled,
+    IndexingError,
+    ParseLimitError,
+    ParserCrashError,
+    ParserUnavailableError,
+)
 from task_service.pipeline.chunk import DEFAULT_CHUNKING, Chunker, ChunkSettings, load_minilm_tokenizer
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
 
@@ -121,20 +127,6 @@ class SandboxLimits:
         if self.memory_bytes % GIB == 0:
             return f"{self.memory_bytes // GIB} GiB"
         return f"{self.memory_bytes / MIB:,.0f} MiB"
-
-
-class ParserUnavailableError(TransientError):
-    """The parser child could not be started or warmed up (not the document's fault)."""
-
-    error_code = "parser_unavailable"
-
-
-class ParserCrashError(RuntimeError):
-    """The parser raised something outside the error tree (a bug); message = ``Class: text``."""
-
-
-class ExtractionCancelled(Exception):
-    """The request was cancelled (``cancel(token)``); its child was killed."""
 
 
 def parser_from_settings(settings: WorkerSettings) -> SandboxedParser | InProcessParser:
@@ -429,14 +421,11 @@ def _eof(conn: Connection) -> bool:
 
 
 def _rebuild(name: str, code: str | None, message: str) -> Exception:
-    """The worker-side exception for an error the child reported as (class name, code, message)."""
+    """The worker-side exception for an error the child reported as (class name, code, message);
+    the class carries the code (``error_code`` is a class attribute)."""
     cls = getattr(errors, name, None)
     if isinstance(cls, type) and issubclass(cls, IndexingError):
-        try:
-            return cls(message, error_code=code)
-        except TypeError:  # a subclass with another constructor: keep the policy and the code
-            base = PermanentError if issubclass(cls, PermanentError) else IndexingError
-            return base(message, error_code=code)
+        return cls(message)
     if isinstance(cls, type) and issubclass(cls, errors.ConfigurationError):
         return cls(message)
     return ParserCrashError(f"{name}: {message}")

@@ -49,7 +49,7 @@ def api_url(services_env: dict[str, str], log_dir: Path) -> Iterator[str]:
 
 def _create_user(env: dict[str, str], name: str) -> str:
     out = subprocess.run(
-        [sys.executable, "-m", "knowledge_service.cli", "create-user", name],
+        [sys.executable, "-m", "rag_cli", "create-user", name],
         cwd=ROOT, env=env, check=True, capture_output=True, text=True,
     ).stdout
     return str(json.loads(out)["token"])

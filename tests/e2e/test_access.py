@@ -22,7 +22,7 @@ from tests.support import Api, poll, queue_depth, sql, sql_value
 
 pytestmark = pytest.mark.e2e
 
-BODIES: dict[str, Any] = {"name": "x", "query": "x", "force": True, "top_k": 1, "mode": "hybrid"}
+BODIES: dict[str, Any] = {"name": "x", "query": "x", "force": True, "top_k": 1, "mode": "hybrid", "generation": 1}
 
 
 def _routes(api_url: str) -> list[tuple[str, str, dict[str, Any]]]:
@@ -173,7 +173,7 @@ def test_revoked_token_is_refused(api_url: str, services_env: dict[str, str]) ->
     from tests.support import ROOT, child_env
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "knowledge_service.cli", *args], cwd=ROOT,
+        return subprocess.run([sys.executable, "-m", "rag_cli", *args], cwd=ROOT,
                               env=child_env(services_env), capture_output=True, text=True, timeout=60)
 
     token = json.loads(cli("create-user", "revocable").stdout)["token"]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import WorkerFactory
+from tests.integration.test_sandbox import docx_bomb, huge_flate_pdf
 from tests.support import Api, poll
-from tests.unit.test_sandbox import docx_bomb, huge_flate_pdf
 
 pytestmark = pytest.mark.e2e
 

@@ -5,18 +5,16 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from datetime import UTC, datetime
-from types import SimpleNamespace
-from typing import cast
 
 import asyncpg
 
-from knowledge_service.deps import Resources
-from knowledge_service.service import request_enqueue
 from shared import queries
+from shared.bootstrap import usecase_deps
 from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, decide_enqueue
 from shared.messages import IndexMessage
 from shared.settings import KnowledgeSettings
 from shared.states import TaskStatus
+from shared.usecases import request_enqueue
 from tests.integration.helpers import new_document
 
 RACERS = 10
@@ -47,9 +45,9 @@ async def _assert_one_transition(pool: asyncpg.Pool, msg: IndexMessage) -> None:
 
 async def test_concurrent_request_enqueue_issues_once(pool: asyncpg.Pool, settings: KnowledgeSettings) -> None:
     msg = await _failed_task(pool)
-    res = cast(Resources, SimpleNamespace(pool=pool, settings=settings, publisher=None))
+    deps = usecase_deps(settings, pool, objects=None, publisher=None)  # type: ignore[arg-type]  # unused here
 
-    results = await asyncio.gather(*(request_enqueue(res, msg.task_id, RETRY) for _ in range(RACERS)))
+    results = await asyncio.gather(*(request_enqueue(deps, msg.task_id, RETRY) for _ in range(RACERS)))
 
     assert Counter(r.action for r in results) == {Action.ISSUE: 1, Action.EXISTING: RACERS - 1}
     issued = [r.message for r in results if r.action is Action.ISSUE]

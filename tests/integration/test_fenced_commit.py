@@ -81,7 +81,7 @@ async def test_commit_after_a_generation_bump_keeps_the_old_chunks(db: asyncpg.C
 
     assert await commit(db, msg, gen2.generation, attempt, *chunk_set(3, "stale")) is False
     assert await chunk_contents(db, msg.document_id) == ["old chunk 0", "old chunk 1"]
-    assert await _doc(db, msg.document_id) == ("INDEXING", 3, 2)
+    assert await _doc(db, msg.document_id) == ("INDEXED", 3, 2)  # the served version stays (issue 11)
     task = await _task(db, msg.task_id)
     assert (task["status"], task["generation"]) == ("WAITING", 3)
 

@@ -20,7 +20,7 @@ from minio import Minio
 from minio.error import S3Error
 
 from shared.settings import KnowledgeSettings
-from tests.support import ROOT
+from tests.support import MGMT, ROOT
 
 # weed mini's defaults: filer, master, volume HTTP, their gRPC ports, admin HTTP/gRPC, metrics
 WEED_INTERNAL_PORTS = (8888, 9333, 9340, 18888, 19333, 19340, 23646, 33646)
@@ -55,9 +55,8 @@ async def test_amqp_refuses_a_login_without_the_projects_credentials(settings: K
 
 
 @pytest.mark.parametrize("auth", [None, ("guest", "guest")])
-def test_management_api_refuses_anonymous_and_guest(settings: KnowledgeSettings,
-                                                     auth: tuple[str, str] | None) -> None:
-    r = httpx.get(f"{settings.rabbitmq_management_url.rstrip('/')}/api/overview", auth=auth, timeout=10)
+def test_management_api_refuses_anonymous_and_guest(auth: tuple[str, str] | None) -> None:
+    r = httpx.get(f"{MGMT}/api/overview", auth=auth, timeout=10)
     if r.status_code == 200 and auth is not None:
         pytest.skip("guest still exists on this broker (see the AMQP test)")
     assert r.status_code == 401, r.status_code

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
+import httpx
 import pytest
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
@@ -103,3 +106,69 @@ async def test_concurrent_relays_publish_each_row_once(
             [r.id for r in rows],
         )
     assert [a["attempts"] for a in attempts] == [1] * len(rows)
+
+
+async def test_messages_are_readable_in_the_management_console(
+    pool: asyncpg.Pool, broker: AbstractConnection, settings: KnowledgeSettings, index_queue: AbstractQueue
+) -> None:
+    """What "Get messages" on rag.index.queue shows: message_id, correlation_id = task id,
+    content_type, app_id, a timestamp and the generation header (read through the management API,
+    as the console does), and the same properties through AMQP."""
+    from tests.support import MGMT, MGMT_AUTH, VHOST
+
+    async with pool.acquire() as conn:
+        msg, row = await new_document(conn)
+    failures: list[str] = []
+    publisher = await amqp.Publisher.open(broker, settings.amqp_publish_timeout_s, app_id="task_service",
+                                          on_failure=lambda: failures.append("x"))
+    assert await relay_once(pool, publisher, grace_s=0, dispatch_limit=K) == 1
+    assert failures == []
+
+    async with httpx.AsyncClient(base_url=MGMT, auth=MGMT_AUTH, timeout=30) as c:
+        async def peek() -> list[dict[str, Any]]:
+            r = await c.post(f"/api/queues/{VHOST}/{amqp.QUEUE}/get",
+                             json={"count": 5, "ackmode": "ack_requeue_true", "encoding": "auto"})
+            return list(r.raise_for_status().json())
+
+        [shown] = await apoll(peek, deadline_s=10, what="a message in rag.index.queue")
+    props = shown["properties"]
+    assert props["message_id"] == str(row.message_id)
+    assert props["correlation_id"] == str(msg.task_id)
+    assert props["content_type"] == "application/json"
+    assert props["app_id"] == "task_service"
+    assert props["delivery_mode"] == 2
+    assert props["headers"][amqp.GENERATION_HEADER] == msg.generation
+    assert abs(props["timestamp"] - time.time()) < 300  # seconds since the epoch, set at publish
+    assert json.loads(shown["payload"]) == msg.to_dict()
+
+    [m] = await _take(index_queue, 1)
+    assert (m.correlation_id, m.app_id, m.headers[amqp.GENERATION_HEADER]) == (str(msg.task_id), "task_service",
+                                                                               msg.generation)
+    assert m.timestamp is not None
+
+
+async def test_worker_gauges_are_sampled_from_the_database_and_the_broker(
+    pool: asyncpg.Pool, broker: AbstractConnection, publisher: amqp.Publisher, index_queue: AbstractQueue,
+) -> None:
+    """``sample_once`` reads the outbox backlog, active tasks (count, oldest age) and queue depths."""
+    from task_service.metrics import WorkerMetrics, sample_once
+
+    async with pool.acquire() as conn:
+        msg, _ = await new_document(conn)  # WAITING, its outbox row unpublished
+        await conn.execute("UPDATE index_task SET update_time = now() - interval '90 seconds' WHERE id = $1",
+                           msg.task_id)
+    await publisher.publish(msg.to_json())  # one ready message in rag.index.queue
+    metrics = WorkerMetrics.unregistered()
+    channel = await broker.channel()
+
+    async def sampled() -> bool:
+        await sample_once(metrics, pool, channel)
+        return (metrics.registry.get_sample_value("rag_queue_messages", {"queue": amqp.QUEUE}) or 0) >= 1
+
+    await apoll(sampled, deadline_s=10, what="the queue depth sampled")
+    value = metrics.registry.get_sample_value
+    assert (value("rag_outbox_backlog") or 0) >= 1
+    assert (value("rag_tasks_active", {"status": "WAITING"}) or 0) >= 1
+    assert (value("rag_tasks_oldest_age_seconds", {"status": "WAITING"}) or 0) >= 90
+    assert value("rag_dlq_depth") is not None
+    await index_queue.purge()

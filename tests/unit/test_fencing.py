@@ -106,6 +106,22 @@ class TestEnqueue:
         assert decide_enqueue(s, EnqueueRequest(RequestKind.RETRY), NOW, TH).action is Action.CONFLICT
         assert decide_enqueue(s, EnqueueRequest(RequestKind.RETRY, force=True), NOW, TH).action is Action.ISSUE
 
+    def test_retry_naming_the_current_generation_issues(self) -> None:
+        s = snap(status=TaskStatus.FAILED, generation=4, document_generation=4)
+        d = decide_enqueue(s, EnqueueRequest(RequestKind.RETRY, expected_generation=4), NOW, TH)
+        assert d.action is Action.ISSUE
+
+    @pytest.mark.parametrize("status", [TaskStatus.FAILED, TaskStatus.RETRYING, TaskStatus.RUNNING])
+    def test_retry_naming_an_old_generation_conflicts(self, status: TaskStatus) -> None:
+        """A double click: the first retry re-armed generation 4 as 5 (and it may have failed again)."""
+        s = snap(status=status, generation=5, document_generation=5)
+        d = decide_enqueue(s, EnqueueRequest(RequestKind.RETRY, expected_generation=4), NOW, TH)
+        assert d.action is Action.CONFLICT and "generation is 5, not 4" in d.reason
+
+    def test_retry_without_a_generation_is_as_before(self) -> None:
+        s = snap(status=TaskStatus.FAILED, generation=5, document_generation=5)
+        assert decide_enqueue(s, EnqueueRequest(RequestKind.RETRY), NOW, TH).action is Action.ISSUE
+
     def test_reindex_of_indexed_document_needs_force(self) -> None:
         s = snap(status=TaskStatus.SUCCESS, document_status=DocumentStatus.INDEXED)
         assert decide_enqueue(s, EnqueueRequest(RequestKind.REINDEX), NOW, TH).action is Action.SKIP_INDEXED

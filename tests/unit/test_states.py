@@ -39,3 +39,12 @@ def test_table_is_total_and_terminal_states_only_restart() -> None:
         if can_transition(src, dst):
             assert dst not in TERMINAL and dst is not T.RUNNING
     assert ACTIVE.isdisjoint(TERMINAL)
+
+
+def test_the_sql_status_lists_come_from_the_state_sets() -> None:
+    from shared import queries
+    from shared.states import ACTIVE, CLAIMABLE, TaskStatus, can_transition
+
+    assert queries.sql_in(ACTIVE) == "('RETRYING','RUNNING','WAITING')"
+    assert all(can_transition(s, TaskStatus.RUNNING) for s in CLAIMABLE)  # claim_task's WHERE
+    assert all(can_transition(s, TaskStatus.FAILED) for s in ACTIVE)  # fail_dead_lettered's WHERE

@@ -50,7 +50,7 @@ def test_a_blocked_thread_does_not_hold_up_exit() -> None:
 
 
 def test_the_standard_pool_would_have_held_it_up() -> None:  # the bug this pool fixes
-    assert _exit_seconds("ThreadPoolExecutor(4)", timeout=5) is None
+    assert _exit_seconds("ThreadPoolExecutor(4)", timeout=2) is None
 
 
 def test_pool_runs_work_and_refuses_after_shutdown() -> None:

@@ -1,0 +1,355 @@
+"""The ``rag`` command (typer + rich): one CLI for users and operators.
+
+    rag create-user NAME | create-token USER | list-tokens | revoke-token TOKEN | create-kb NAME --user USER
+    rag upload FILE|FOLDER --kb ID      rag status DOC | --task ID | --kb ID
+    rag retry TASK                      rag reindex DOC | --kb ID
+    rag requeue-stuck                   rag dlq list | rag dlq replay ID
+    rag worker                          rag api
+
+User commands (upload, status, retry, reindex) go through the HTTP API (``--api-url`` /
+``RAG_API_URL``, ``--token`` / ``RAG_TOKEN``). Operator commands use the database and broker
+from the settings (``.env`` / environment), like the services. ``python -m rag_cli``
+is the same command. Exit codes: 0 done, 1 a refusal or a failed document, 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import asyncpg
+import httpx
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rag_cli import admin
+from rag_cli.client import ApiClient, ApiError, TooManyRequests, UploadRun, collect_files
+from shared.errors import TransientError
+from shared.settings import KnowledgeSettings
+
+T = TypeVar("T")
+
+HELP = ("One CLI for RAG users and operators.\n\n"
+        "User commands (upload, status, retry, reindex) go through the HTTP API: --api-url / RAG_API_URL, "
+        "--token / RAG_TOKEN. Operator commands (users, tokens, KBs, requeue-stuck, dlq) use the database and "
+        "broker from the settings (.env / environment), like the services. worker and api start the services.\n\n"
+        "Exit codes: 0 done, 1 a refusal or a failed document, 2 bad arguments.")
+app = typer.Typer(name="rag", help=HELP, no_args_is_help=True, add_completion=False, rich_markup_mode="markdown",
+                  context_settings={"help_option_names": ["-h", "--help"]})
+dlq_app = typer.Typer(help="Dead letters: messages the scanner moved out of rag.index.dlq.", no_args_is_help=True)
+app.add_typer(dlq_app, name="dlq")
+
+out = Console()
+err = Console(stderr=True)
+
+ApiUrl = Annotated[str, typer.Option("--api-url", envvar="RAG_API_URL", help="base URL of knowledge_service")]
+Token = Annotated[str, typer.Option("--token", envvar="RAG_TOKEN", help="API token (rag create-user prints one)",
+                                    show_default=False)]
+AsJson = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+DEFAULT_API = "http://127.0.0.1:8000"
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run an operator use case; an unreachable database or broker is an error message, exit 1."""
+    try:
+        return asyncio.run(coro)
+    except (OSError, asyncpg.PostgresError, TransientError) as exc:
+        _fail(f"{type(exc).__name__}: {exc} (check DATABASE_URL / AMQP_URL in .env or the environment)")
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, default=str, ensure_ascii=False))
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _client(api_url: str, token: str) -> ApiClient:
+    if not token:
+        _fail("no API token: pass --token or set RAG_TOKEN", 2)
+    return ApiClient.connect(api_url, token)
+
+
+# ------------------------------------------------------------------ users, tokens, KBs (database)
+
+
+@app.command("create-user")
+def create_user(name: Annotated[str, typer.Argument(help="user name (an existing user gets another token)")]) -> None:
+    """Create a user and a token; prints JSON {"user_id", "token"} (the token is shown once)."""
+    _print_json(_run(admin.create_user(KnowledgeSettings().database_url, name)))
+
+
+@app.command("create-token")
+def create_token(user: Annotated[str, typer.Argument(help="user name")]) -> None:
+    """Give an existing user a new token; prints JSON {"user_id", "token_id", "token"}."""
+    try:
+        _print_json(_run(admin.create_token(KnowledgeSettings().database_url, user)))
+    except admin.NotFoundError as exc:
+        _fail(str(exc))
+
+
+@app.command("list-tokens")
+def list_tokens(
+    user: Annotated[str | None, typer.Option("--user", help="only this user's tokens")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """List tokens: id, user, fingerprint (first 8 hex digits of the SHA-256), created, revoked."""
+    rows = _run(admin.list_tokens(KnowledgeSettings().database_url, user))
+    if as_json:
+        for r in rows:
+            _print_json(r)
+        return
+    table = Table("id", "user", "fingerprint", "created", "revoked")
+    for r in rows:
+        table.add_row(str(r["id"]), r["user"], r["fingerprint"], f"{r['create_time']:%Y-%m-%d %H:%M}",
+                      "" if r["revoked_at"] is None else f"{r['revoked_at']:%Y-%m-%d %H:%M}")
+    out.print(table)
+
+
+@app.command("revoke-token")
+def revoke_token(
+    token: Annotated[str | None, typer.Argument(help="the token itself")] = None,
+    token_id: Annotated[int | None, typer.Option("--id", help="or its id (rag list-tokens)")] = None,
+) -> None:
+    """Revoke a token; prints JSON {"revoked": bool}; exit 1 if unknown or already revoked."""
+    if (token is None) == (token_id is None):
+        _fail("give either TOKEN or --id", 2)
+    ok = _run(admin.revoke_token(KnowledgeSettings().database_url, token, token_id))
+    _print_json({"revoked": ok})
+    if not ok:
+        raise typer.Exit(1)
+
+
+@app.command("create-kb")
+def create_kb(
+    name: Annotated[str, typer.Argument(help="knowledge base name")],
+    user: Annotated[str, typer.Option("--user", help="owner (user name)")],
+) -> None:
+    """Create a knowledge base for a user; prints JSON {"kb_id", "name", ...}."""
+    if not name.strip():
+        _fail("the name must not be blank", 2)
+    try:
+        _print_json(_run(admin.create_kb(KnowledgeSettings(), user, name)))
+    except admin.NotFoundError as exc:
+        _fail(str(exc))
+
+
+# ------------------------------------------------------------------ documents (HTTP API)
+
+
+@app.command()
+def upload(
+    path: Annotated[Path, typer.Argument(help="a file, or a folder (its files, recursively; hidden ones skipped)")],
+    kb: Annotated[int, typer.Option("--kb", help="knowledge base id", min=1)],
+    api_url: ApiUrl = DEFAULT_API,
+    token: Token = "",
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="follow the tasks until they end")] = True,
+    poll: Annotated[float, typer.Option("--poll", help="seconds between status checks", min=0.1)] = 1.0,
+) -> None:
+    """Upload files with a progress bar, following their tasks to the end.
+
+    A 429 (per-user in-flight cap) pauses for its Retry-After and continues. Exit 1 if a file
+    was refused or a document did not index.
+    """
+    try:
+        files = collect_files(path)
+    except FileNotFoundError as exc:
+        _fail(str(exc), 2)
+    if not files:
+        _fail(f"no files under {path}", 2)
+    client = _client(api_url, token)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=False) as progress:
+        sent = progress.add_task("uploaded", total=len(files))
+        done = progress.add_task("indexed ", total=len(files), visible=wait)
+
+        def on_event(kind: str, run: UploadRun) -> None:
+            progress.update(sent, completed=run.uploaded + sum(1 for i in run.items if i.status == "REFUSED"),
+                            description="uploaded")
+            progress.update(done, completed=run.finished)
+            if kind == "waiting":
+                progress.update(sent, description=f"uploaded (429: waiting {run.waits[-1]:g} s)")
+                err.print(f"429 too many tasks in flight: waiting {run.waits[-1]:g} s (Retry-After)", highlight=False)
+
+        items = UploadRun.of(client, kb, files, poll_s=poll, follow=wait, on_event=on_event).run()
+    table = Table("file", "document", "task", "status", "error")
+    for i in items:
+        style = "green" if i.status == "SUCCESS" else ("red" if i.done else "")
+        table.add_row(str(i.path), str(i.document_id or ""), str(i.task_id or ""), f"[{style}]{i.status}[/]" if style
+                      else i.status, i.error or "")
+    out.print(table)
+    bad = [i for i in items if i.status == "REFUSED" or (wait and i.status != "SUCCESS")]
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command()
+def status(
+    document: Annotated[int | None, typer.Argument(help="document id")] = None,
+    task: Annotated[int | None, typer.Option("--task", help="a task id instead")] = None,
+    kb: Annotated[int | None, typer.Option("--kb", help="every document of a knowledge base")] = None,
+    api_url: ApiUrl = DEFAULT_API,
+    token: Token = "",
+    as_json: AsJson = False,
+) -> None:
+    """Status of a document, a task, or every document of a knowledge base."""
+    if sum(x is not None for x in (document, task, kb)) != 1:
+        _fail("give exactly one of DOCUMENT, --task or --kb", 2)
+    client = _client(api_url, token)
+    try:
+        tasks = [client.task(task)] if task is not None else []
+        docs = client.documents(kb) if kb is not None else []
+        if document is not None:
+            docs = [client.document(document)]
+    except (ApiError, TooManyRequests, httpx.HTTPError) as exc:
+        _fail(str(exc))
+    if as_json:
+        for x in docs or tasks:
+            _print_json(x)
+        return
+    table = Table("document", "file", "status", "task", "task status", "attempt", "chunks", "error")
+    for d in docs:
+        t = d.get("task") or {}
+        table.add_row(str(d["document_id"]), d["filename"], d["status"], str(t.get("task_id", "")),
+                      t.get("status", ""), str(t.get("attempt", "")), str(d["chunk_count"]),
+                      f"{t.get('error_code') or ''} {d.get('error_message') or ''}".strip())
+    for t in tasks:
+        table.add_row(str(t["document_id"]), "", "", str(t["task_id"]), t["status"], str(t["attempt"]), "",
+                      f"{t.get('error_code') or ''} {t.get('error_message') or ''}".strip())
+    out.print(table)
+
+
+@app.command()
+def retry(
+    task: Annotated[int, typer.Argument(help="task id (FAILED or TIMEOUT)", min=1)],
+    force: Annotated[bool, typer.Option("--force", help="past max_retry_count")] = False,
+    generation: Annotated[int | None, typer.Option(
+        "--generation", help="the generation you saw: refused (409) if the task was re-armed since", min=1)] = None,
+    api_url: ApiUrl = DEFAULT_API,
+    token: Token = "",
+) -> None:
+    """Retry a FAILED or TIMEOUT task (a new generation); prints the task as JSON."""
+    try:
+        _print_json(_client(api_url, token).retry(task, force, generation))
+    except TooManyRequests as exc:
+        _fail(f"too many tasks in flight; try again in {exc.retry_after_s:g} s")
+    except (ApiError, httpx.HTTPError) as exc:
+        _fail(str(exc))
+
+
+@app.command()
+def reindex(
+    document: Annotated[int | None, typer.Argument(help="document id")] = None,
+    kb: Annotated[int | None, typer.Option("--kb", help="every document of a knowledge base")] = None,
+    force: Annotated[bool, typer.Option("--force", help="even if indexed or in flight")] = False,
+    api_url: ApiUrl = DEFAULT_API,
+    token: Token = "",
+) -> None:
+    """Re-index a document or a whole knowledge base; prints one JSON line per document
+    ({"document_id", "action", "reason"}). A 429 waits for its Retry-After."""
+    if (document is None) == (kb is None):
+        _fail("give either DOCUMENT or --kb", 2)
+    client = _client(api_url, token)
+    try:
+        if document is not None:
+            ids = [document]
+        else:
+            assert kb is not None  # checked above: exactly one of the two
+            ids = [int(d["document_id"]) for d in client.documents(kb)]
+        for doc_id in ids:
+            _print_json(_reindex_one(client, doc_id, force))
+    except (ApiError, httpx.HTTPError) as exc:
+        _fail(str(exc))
+
+
+def _reindex_one(client: ApiClient, document_id: int, force: bool) -> dict[str, Any]:
+    while True:
+        try:
+            r = client.reindex(document_id, force)
+        except TooManyRequests as exc:
+            err.print(f"429 too many tasks in flight: waiting {exc.retry_after_s:g} s (Retry-After)")
+            time.sleep(exc.retry_after_s)
+            continue
+        return {"document_id": document_id, "action": r["action"], "reason": r["reason"]}
+
+
+# ------------------------------------------------------------------ recovery (database + broker)
+
+
+@app.command("requeue-stuck")
+def requeue_stuck(
+    waiting_after: Annotated[float | None, typer.Option(
+        "--waiting-after", help="re-publish WAITING/RETRYING tasks untouched this many seconds "
+        "(default REQUEUE_AFTER_S)", min=0)] = None,
+    running_after: Annotated[float | None, typer.Option(
+        "--running-after", help="time out RUNNING tasks without heartbeat this many seconds "
+        "(default RUNNING_HEARTBEAT_TIMEOUT_S)", min=0)] = None,
+) -> None:
+    """One recovery pass now: stuck RUNNING → TIMEOUT (then `rag retry`), forgotten WAITING →
+    re-published, rag.index.dlq → dead letters. Prints JSON."""
+    _print_json(_run(admin.requeue_stuck(waiting_after, running_after)))
+
+
+@dlq_app.command("list")
+def dlq_list(
+    include_replayed: Annotated[bool, typer.Option("--all", help="include replayed ones")] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Dead letters not yet replayed: id, task, document, generation, reason, time."""
+    rows = _run(admin.dlq_list(include_replayed))
+    if as_json:
+        for r in rows:
+            _print_json(r)
+        return
+    table = Table("id", "task", "document", "generation", "reason", "created", "replayed")
+    for r in rows:
+        table.add_row(*(str(r[k]) if r[k] is not None else "" for k in
+                        ("id", "task_id", "document_id", "generation", "reason", "create_time", "replayed_at")))
+    out.print(table)
+
+
+@dlq_app.command("replay")
+def dlq_replay(dead_letter_id: Annotated[int, typer.Argument(help="dead letter id (rag dlq list)", min=1)]) -> None:
+    """Re-run a dead letter's task after a fix: a forced retry (new generation, new message)."""
+    result = _run(admin.dlq_replay(dead_letter_id))
+    _print_json(result)
+    if not result["replayed"]:
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------ services
+
+
+@app.command()
+def worker(
+    metrics_port: Annotated[int | None, typer.Option(
+        "--metrics-port", help="serve /metrics on this port (WORKER_METRICS_PORT; 0: off)", min=0, max=65535)] = None,
+) -> None:
+    """Start one indexing worker (task_service); SIGTERM stops it within 10 s."""
+    from task_service.__main__ import worker as start  # lazy: the worker's imports are heavy
+
+    start(metrics_port)
+
+
+@app.command()
+def api(
+    host: Annotated[str | None, typer.Option("--host", help="listen address (KS_HOST)")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="listen port (KS_PORT)", min=1, max=65535)] = None,
+) -> None:
+    """Start the HTTP API (knowledge_service); /metrics, /docs, /api/v1."""
+    from knowledge_service.__main__ import api as start
+
+    start(host, port)
+
+
+def main() -> None:
+    """Entry point of ``rag`` and ``python -m rag_cli``."""
+    app(prog_name="rag")

@@ -1,0 +1,5 @@
+"""``python -m rag_cli``: the ``rag`` command."""
+
+from rag_cli import main
+
+main()

@@ -1,0 +1,132 @@
+"""Operator use cases of the ``rag`` CLI that work on the database and broker directly (users,
+tokens, knowledge bases, stuck tasks, dead letters). Each opens what it needs and closes it.
+
+Every function returns plain data (dicts) for the CLI to print; none prints.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+
+from knowledge_service.deps import token_digest
+from shared import ops_queries, queries
+from shared.migrate import migrate
+from shared.scan_policy import ScanThresholds
+from shared.settings import KnowledgeSettings, WorkerSettings
+
+
+class NotFoundError(LookupError):
+    """A named user (or other row) does not exist."""
+
+
+def new_token() -> str:
+    """A fresh API token (shown once; the database keeps only its SHA-256)."""
+    return "rag_" + secrets.token_urlsafe(32)
+
+
+async def create_user(dsn: str, name: str) -> dict[str, Any]:
+    """Create user ``name`` (or reuse it) and give it a new token: ``{"user_id", "token"}``."""
+    await migrate(dsn)
+    conn = await asyncpg.connect(dsn)
+    try:
+        token = new_token()
+        async with conn.transaction():
+            user_id = await ops_queries.user_id_by_name(conn, name)
+            if user_id is None:
+                user_id = await queries.create_user(conn, name)
+            await queries.create_token(conn, user_id, token_digest(token))
+        return {"user_id": user_id, "token": token}
+    finally:
+        await conn.close()
+
+
+async def create_token(dsn: str, user: str) -> dict[str, Any]:
+    """A new token for an existing user: ``{"user_id", "token_id", "token"}``; NotFoundError."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        user_id = await ops_queries.user_id_by_name(conn, user)
+        if user_id is None:
+            raise NotFoundError(f"no user named {user!r}")
+        token = new_token()
+        token_id = await queries.create_token(conn, user_id, token_digest(token))
+        return {"user_id": user_id, "token_id": token_id, "token": token}
+    finally:
+        await conn.close()
+
+
+async def list_tokens(dsn: str, user: str | None) -> list[dict[str, Any]]:
+    """``[{"id", "user", "fingerprint", "create_time", "revoked_at"}]`` (never the secret)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        return [dict(r.items()) for r in await ops_queries.list_tokens(conn, user)]
+    finally:
+        await conn.close()
+
+
+async def revoke_token(dsn: str, token: str | None = None, token_id: int | None = None) -> bool:
+    """Revoke by secret or by id; False if unknown or already revoked."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        if token is not None:
+            return await queries.revoke_token(conn, token_digest(token))
+        assert token_id is not None
+        return await ops_queries.revoke_token_id(conn, token_id)
+    finally:
+        await conn.close()
+
+
+async def create_kb(settings: KnowledgeSettings, user: str, name: str) -> dict[str, Any]:
+    """A knowledge base owned by ``user``: ``{"kb_id", "name", ...}``; NotFoundError."""
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        user_id = await ops_queries.user_id_by_name(conn, user)
+        if user_id is None:
+            raise NotFoundError(f"no user named {user!r}")
+        row = await queries.create_kb(conn, user_id, name, settings.embedding_model, settings.embedding_dim)
+        return dict(row.items())
+    finally:
+        await conn.close()
+
+
+async def requeue_stuck(waiting_after_s: float | None, running_after_s: float | None) -> dict[str, Any]:
+    """One recovery pass now (``task_service.scanner.scan_once``) with optional thresholds,
+    then one outbox relay pass so re-published messages leave at once:
+    ``{"timed_out": [task ids], "republished": [...], "dead_lettered": [...], "published": n}``."""
+    from shared.amqp import Publisher
+    from task_service import APP_ID
+    from task_service.oneshot import one_shot
+    from task_service.relay import relay_once
+    from task_service.scanner import scan_once, thresholds
+
+    async with one_shot("rag.requeue-stuck") as (settings, pool, conn, channel):
+        th = _thresholds(thresholds(settings), waiting_after_s, running_after_s)
+        report = await scan_once(pool, channel, th)
+        publisher = await Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID)
+        published = await relay_once(pool, publisher, grace_s=0.0, dispatch_limit=settings.dispatch_limit,
+                                     batch=10_000)
+    return {"timed_out": report.timed_out, "republished": report.republished,
+            "dead_lettered": report.dead_lettered, "published": published}
+
+
+def _thresholds(base: ScanThresholds, waiting_after_s: float | None, running_after_s: float | None) -> ScanThresholds:
+    return ScanThresholds(
+        heartbeat_timeout=base.heartbeat_timeout if running_after_s is None else timedelta(seconds=running_after_s),
+        hard_limit=base.hard_limit,
+        requeue_after=base.requeue_after if waiting_after_s is None else timedelta(seconds=waiting_after_s),
+    )
+
+
+async def dlq_list(include_replayed: bool) -> list[dict[str, Any]]:
+    from task_service.dlq import list_dead
+
+    return await list_dead(WorkerSettings().database_url, include_replayed)
+
+
+async def dlq_replay(dead_letter_id: int) -> dict[str, Any]:
+    from task_service.dlq import replay
+
+    return await replay(WorkerSettings(), dead_letter_id)

@@ -1,0 +1,33 @@
+"""The use cases' composition: ports and limits from settings, shared by every entry point that
+creates work (the API's lifespan, the DLQ replay CLI). Built once per process."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import asyncpg
+
+from shared import usecases
+from shared.fencing import StaleThresholds
+from shared.pg_store import PgReleasedObjects, PgTaskStore
+from shared.ports import Publisher
+from shared.settings import CommonSettings
+from shared.storage import ObjectStore
+
+
+def enqueue_limits(settings: CommonSettings) -> usecases.Limits:
+    """The per-user cap, its Retry-After and the stale thresholds, from settings (seconds)."""
+    return usecases.Limits(
+        max_in_flight_per_user=settings.max_in_flight_tasks_per_user,
+        retry_after_s=settings.in_flight_retry_after_s,
+        stale=StaleThresholds(queued=timedelta(seconds=settings.stale_waiting_s),
+                              running=timedelta(seconds=settings.stale_running_s)),
+    )
+
+
+def usecase_deps(
+    settings: CommonSettings, pool: asyncpg.Pool, objects: ObjectStore, publisher: Publisher | None
+) -> usecases.Deps:
+    """PostgreSQL store over ``pool``, the object store, the publisher (None: outbox only)."""
+    return usecases.Deps(store=PgTaskStore(pool, settings.dispatch_limit), objects=objects, publisher=publisher,
+                         limits=enqueue_limits(settings), released=PgReleasedObjects(pool, objects))

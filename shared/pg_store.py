@@ -1,0 +1,165 @@
+"""PostgreSQL adapters of the ``TaskStore`` and ``WorkerStore`` ports (asyncpg pool + :mod:`shared.queries`).
+
+Each method takes a pooled connection for one commit point; asyncpg / OS errors become
+``DatabaseUnavailableError`` (``shared.db.translate_errors``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+import numpy.typing as npt
+
+from shared import queries
+from shared.cleanup import remove_released_quietly
+from shared.db import translate_errors
+from shared.fencing import EnqueueDecision, TaskSnapshot
+from shared.messages import IndexMessage
+from shared.ports import IssueRefused
+from shared.records import ChunkRow, NewContent, OutboxRow
+from shared.states import TaskStatus
+from shared.storage import ObjectStore
+
+
+class PgReleasedObjects:
+    """:class:`shared.ports.ReleasedObjects` over the pool and the object store."""
+
+    def __init__(self, pool: asyncpg.Pool, store: ObjectStore) -> None:
+        self._pool = pool
+        self._store = store
+
+    async def remove_released(self) -> None:
+        await remove_released_quietly(self._pool, self._store)
+
+
+class _DeadLetter:
+    __slots__ = ("task_id",)
+
+    def __init__(self, task_id: int | None) -> None:
+        self.task_id = task_id
+
+
+class PgTaskStore:
+    """The task/document store over an asyncpg pool (or a single connection, for CLIs)."""
+
+    def __init__(self, pool: asyncpg.Pool, dispatch_limit: int | None = None) -> None:
+        """``dispatch_limit``: K of fair dispatch (an upload or re-arm is released to the broker
+        at once when its user has a free slot); None holds every new row for the relay."""
+        self._pool = pool
+        self._dispatch_limit = dispatch_limit
+
+    async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.load_task_snapshot(conn, task_id)
+
+    async def count_in_flight(self, user_id: int) -> int:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.count_in_flight(conn, user_id)
+
+    async def create_document(
+        self, *, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int
+    ) -> tuple[IndexMessage, OutboxRow] | None:
+        async with translate_errors(), self._pool.acquire() as conn, conn.transaction():
+            if not await queries.reserve_in_flight_slot(conn, user_id, in_flight_limit):
+                return None
+            return await queries.create_document_with_task(
+                conn, kb_id=kb_id, user_id=user_id, filename=content.filename,
+                content_type=content.content_type, size_bytes=content.size_bytes, sha256=content.sha256,
+                object_key=content.object_key, dispatch_limit=self._dispatch_limit,
+            )
+
+    async def issue_generation(
+        self, snap: TaskSnapshot, decision: EnqueueDecision, content: NewContent | None,
+        *, in_flight_limit: int | None,
+    ) -> tuple[IndexMessage, OutboxRow] | IssueRefused:
+        async with translate_errors(), self._pool.acquire() as conn:
+            if in_flight_limit is None:
+                issued = await queries.try_issue_generation(conn, snap, decision, content, self._dispatch_limit)
+            else:
+                async with conn.transaction():
+                    if not await queries.reserve_in_flight_slot(conn, snap.user_id, in_flight_limit):
+                        return IssueRefused.OVER_CAP
+                    issued = await queries.try_issue_generation(conn, snap, decision, content, self._dispatch_limit)
+        return IssueRefused.LOST_RACE if issued is None else issued
+
+    async def mark_published(self, outbox_id: int) -> None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            await queries.mark_published(conn, outbox_id)
+
+    async def delete_document(self, document_id: int) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.delete_document(conn, document_id)
+
+    async def drop_pending(self, document_id: int) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.drop_pending(conn, document_id)
+
+    async def pending_dead_letter(self, dead_letter_id: int) -> _DeadLetter | None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            row = await queries.pending_dead_letter(conn, dead_letter_id)
+        return None if row is None else _DeadLetter(row["task_id"])
+
+    async def mark_dead_letter_replayed(self, dead_letter_id: int) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.mark_dead_letter_replayed(conn, dead_letter_id)
+
+
+class PgWorkerStore:
+    """:class:`shared.ports.WorkerStore` over an asyncpg pool: one pooled connection per call."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.load_task_snapshot(conn, task_id)
+
+    async def claim_task(self, task_id: int, generation: int) -> int | None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.claim_task(conn, task_id, generation)
+
+    async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.heartbeat(conn, task_id, generation, attempt)
+
+    async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.document_source(conn, document_id)
+
+    async def claim_is_current(self, task_id: int, generation: int, attempt: int) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.claim_is_current(conn, task_id, generation, attempt)
+
+    async def record_embedding_run(
+        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str
+    ) -> None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            await queries.record_embedding_run(conn, task_id, document_id, generation, attempt, chunk_count, worker)
+
+    async def record_skip(
+        self, reason: str, task_id: int | None, document_id: int | None, generation: int | None, worker: str
+    ) -> None:
+        async with translate_errors(), self._pool.acquire() as conn:
+            await queries.record_skip(conn, reason, task_id, document_id, generation, worker)
+
+    async def commit_chunks(
+        self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
+        chunks: Sequence[ChunkRow], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
+    ) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.commit_chunks(
+                conn, task_id=task_id, document_id=document_id, kb_id=kb_id, generation=generation,
+                attempt=attempt, chunks=chunks, embeddings=embeddings, warnings=warnings,
+            )
+
+    async def finish_unsuccessfully(
+        self, *, task_id: int, document_id: int, generation: int, attempt: int, status: TaskStatus,
+        error_code: str, error_message: str, warnings: Sequence[str] = (),
+    ) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.finish_unsuccessfully(
+                conn, task_id=task_id, document_id=document_id, generation=generation, attempt=attempt,
+                status=status, error_code=error_code, error_message=error_message, warnings=warnings,
+            )

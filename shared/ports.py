@@ -1,0 +1,184 @@
+"""Ports: what the use cases and the worker's handler need from the outside world (pure).
+
+``typing.Protocol`` only, so the core imports no I/O library. Adapters: :class:`shared.pg_store.
+PgTaskStore` (PostgreSQL), ``shared.amqp.Publisher`` (RabbitMQ), ``shared.storage.ObjectStore``
+(S3), ``shared.locks.DocumentLock`` (Redis), ``shared.embedding`` (the model). In-memory fakes of
+each live in ``tests/fakes.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from shared.fencing import EnqueueDecision, TaskSnapshot
+from shared.messages import IndexMessage
+from shared.records import ChunkRow, NewContent, OutboxRow
+from shared.states import TaskStatus
+
+__all__ = [
+    "DeadLetter",
+    "DocumentLock",
+    "Embedder",
+    "IssueRefused",
+    "ObjectReader",
+    "ObjectRemover",
+    "Publisher",
+    "ReleasedObjects",
+    "TaskStore",
+    "WorkerStore",
+]
+
+
+class IssueRefused(StrEnum):
+    """Why :meth:`TaskStore.issue_generation` issued nothing."""
+
+    LOST_RACE = "lost_race"  # the task moved since the snapshot: re-read and decide again
+    OVER_CAP = "over_cap"  # the user's in-flight cap is reached
+
+
+class DeadLetter(Protocol):
+    @property
+    def task_id(self) -> int | None: ...
+
+
+class TaskStore(Protocol):
+    """The document/task aggregate and its outbox. Every method is one commit point; a refusal
+    is a return value, never a half-written change. Raises ``DatabaseUnavailableError``."""
+
+    async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None:
+        """The task with its document's generation; None if it is gone."""
+        ...
+
+    async def count_in_flight(self, user_id: int) -> int:
+        """The user's tasks in WAITING / RETRYING / RUNNING."""
+        ...
+
+    async def create_document(
+        self, *, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int
+    ) -> tuple[IndexMessage, OutboxRow] | None:
+        """Document + task (generation 1) + outbox row in one transaction, if one more task fits
+        under ``in_flight_limit`` (serialized per user); None (nothing written) otherwise."""
+        ...
+
+    async def issue_generation(
+        self, snap: TaskSnapshot, decision: EnqueueDecision, content: NewContent | None,
+        *, in_flight_limit: int | None,
+    ) -> tuple[IndexMessage, OutboxRow] | IssueRefused:
+        """Apply an ISSUE decision in one transaction (new generation, task re-armed, outbox row),
+        conditional on ``snap``'s status and generation; with ``in_flight_limit`` the re-armed
+        task must also fit under the user's cap."""
+        ...
+
+    async def mark_published(self, outbox_id: int) -> None: ...
+
+    async def delete_document(self, document_id: int) -> bool:
+        """Delete the document, its task, chunks and vectors, queueing its objects for removal;
+        False if it was already gone."""
+        ...
+
+    async def drop_pending(self, document_id: int) -> bool:
+        """Drop the document's pending version (new generation: its run is fenced out; its
+        object queued for removal); False if there is none."""
+        ...
+
+    async def pending_dead_letter(self, dead_letter_id: int) -> DeadLetter | None:
+        """A dead letter not yet replayed (``task_id`` None: the message was not valid)."""
+        ...
+
+    async def mark_dead_letter_replayed(self, dead_letter_id: int) -> bool: ...
+
+
+class Publisher(Protocol):
+    """Confirmed publish (``shared.amqp.Publisher``); raises ``BrokerUnavailableError``."""
+
+    async def publish(
+        self, body: bytes, *, exchange: str = ..., routing_key: str = ..., message_id: str | None = None,
+        headers: Mapping[str, Any] | None = None,
+    ) -> None: ...
+
+
+class ObjectRemover(Protocol):
+    """The part of the object store the use cases need; raises ``StorageUnavailableError``."""
+
+    async def remove(self, key: str) -> None: ...
+
+
+class Embedder(Protocol):
+    """Texts → L2-normalized float32 matrix (one row per text), as ``shared.embedding.Embedder``.
+    Raises ``EmbeddingUnavailableError`` / ``EmbeddingTimeoutError`` / a ``PermanentError``."""
+
+    async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+class DocumentLock(Protocol):
+    """The per-document lock (``shared.locks.DocumentLock``)."""
+
+    async def acquire(self) -> bool:
+        """Try once; False if held. Raises ``LockUnavailableError``."""
+        ...
+
+    async def renew(self) -> None:
+        """Reset the TTL. Raises ``LockLostError``."""
+        ...
+
+    async def release(self) -> None: ...
+
+
+class ReleasedObjects(Protocol):
+    """Removes, after a commit, the objects committed transactions released (``object_removal``);
+    best effort: what fails stays queued for the sweep (``shared.cleanup``). Never raises."""
+
+    async def remove_released(self) -> None: ...
+
+
+class ObjectReader(Protocol):
+    """Reads a stored document; raises ``ObjectMissingError`` / ``StorageUnavailableError``."""
+
+    async def get(self, key: str) -> bytes: ...
+
+
+class WorkerStore(Protocol):
+    """The worker's side of the task/document aggregate (``shared.pg_store.PgWorkerStore``).
+    Every write is fenced on ``(generation, attempt)`` in the database; False / None means
+    "fenced out / not claimable". Raises ``DatabaseUnavailableError``."""
+
+    async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None: ...
+
+    async def claim_task(self, task_id: int, generation: int) -> int | None:
+        """RUNNING, attempt + 1; the new attempt, or None if not claimable."""
+        ...
+
+    async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool: ...
+
+    async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
+        """``(object_key, filename, content_type)``; None if the document was deleted."""
+        ...
+
+    async def claim_is_current(self, task_id: int, generation: int, attempt: int) -> bool: ...
+
+    async def record_embedding_run(
+        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str
+    ) -> None: ...
+
+    async def record_skip(
+        self, reason: str, task_id: int | None, document_id: int | None, generation: int | None, worker: str
+    ) -> None: ...
+
+    async def commit_chunks(
+        self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
+        chunks: Sequence[ChunkRow], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
+    ) -> bool:
+        """The one fenced transaction (chunks + vectors replaced, task SUCCESS)."""
+        ...
+
+    async def finish_unsuccessfully(
+        self, *, task_id: int, document_id: int, generation: int, attempt: int, status: TaskStatus,
+        error_code: str, error_message: str, warnings: Sequence[str] = (),
+    ) -> bool:
+        """Task FAILED/TIMEOUT and document FAILED, fenced on the claim."""
+        ...

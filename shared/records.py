@@ -1,0 +1,44 @@
+"""Plain records passed between the use cases, the ports and the SQL adapters (pure)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+__all__ = ["ChunkRow", "NewContent", "OutboxRow"]
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    """An outbox row; ``released`` False means held for fair dispatch (the relay releases it
+    when its user has a free slot; nobody may publish it before)."""
+
+    id: int
+    message_id: uuid.UUID
+    exchange: str
+    routing_key: str
+    body: bytes
+    released: bool = True
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """A chunk to write: ``index`` 0..n-1, ``content`` NUL-free text, ``token_count`` tokens;
+    ``page`` (1-based PDF page) and ``section`` (heading path) where the chunk starts."""
+
+    index: int
+    content: str
+    token_count: int
+    page: int | None = None
+    section: str | None = None
+
+
+@dataclass(frozen=True)
+class NewContent:
+    """Replacement content already stored under a new object key."""
+
+    filename: str
+    content_type: str | None
+    size_bytes: int
+    sha256: str
+    object_key: str

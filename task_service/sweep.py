@@ -1,0 +1,65 @@
+"""Periodic orphan-object sweep (see :mod:`shared.cleanup`): runs every
+``ORPHAN_SWEEP_INTERVAL_S`` inside each worker (removals are idempotent and the queue is claimed
+with SKIP LOCKED, so concurrent sweeps are safe); ``python -m task_service.sweep --once`` runs one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+import asyncpg
+
+from shared.cleanup import sweep_orphans
+from shared.db import create_pool
+from shared.errors import TransientError
+from shared.log import configure
+from shared.settings import WorkerSettings
+from shared.storage import ObjectStore
+
+log = logging.getLogger(__name__)
+
+
+async def sweep_forever(pool: asyncpg.Pool, store: ObjectStore, settings: WorkerSettings, stop: asyncio.Event) -> None:
+    """One sweep every ``orphan_sweep_interval_s`` seconds (the first after one period) until
+    ``stop``; returns at once if the interval is 0 (disabled)."""
+    if settings.orphan_sweep_interval_s <= 0:
+        return
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=settings.orphan_sweep_interval_s)
+            return
+        except TimeoutError:
+            pass
+        try:
+            report = await sweep_orphans(pool, store, grace_s=settings.orphan_grace_s)
+        except TransientError as exc:
+            log.warning("orphan sweep failed", extra={"error": str(exc)})
+            continue
+        if report.released or report.orphans:
+            log.info("orphan sweep", extra={"released": report.released, "orphans": len(report.orphans),
+                                            "listed": report.listed})
+
+
+async def _main_once() -> tuple[int, int]:
+    settings = WorkerSettings()
+    configure(settings.log_level, json_lines=settings.log_json)
+    pool = await create_pool(settings, max_size=2, app_name="task_service.sweep")
+    try:
+        report = await sweep_orphans(pool, ObjectStore(settings), grace_s=settings.orphan_grace_s)
+    finally:
+        await pool.close()
+    return report.released, len(report.orphans)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--once", action="store_true", required=True)
+    parser.parse_args()
+    released, orphans = asyncio.run(_main_once())
+    print(f"released {released}, orphans removed {orphans}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,421 @@
+"""In-memory fakes of the ports in :mod:`shared.ports` (cf. cosmicpython ``FakeUnitOfWork``,
+dramatiq ``brokers/stub.py``). Pure Python: the unit tier uses them with the network cut.
+
+The fakes keep the database's rules where the use cases depend on them: conditional updates on
+``(status, generation)``, the per-user in-flight cap, the claim's ``attempt``. Races are
+simulated with hooks (``before_issue``) that move the task between a read and a write.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from shared.errors import BrokerUnavailableError, LockUnavailableError, StorageUnavailableError
+from shared.fencing import EnqueueDecision, TaskSnapshot
+from shared.messages import IndexMessage
+from shared.ports import IssueRefused
+from shared.records import ChunkRow, NewContent, OutboxRow
+from shared.states import ACTIVE, DocumentStatus, TaskStatus
+from task_service.pipeline.chunk import Chunk
+from task_service.pipeline.extract import Extraction
+
+EXCHANGE = "rag.index.exchange"
+ROUTING_KEY = "rag.index.document"
+
+
+@dataclass
+class FakeDocument:
+    id: int
+    kb_id: int
+    user_id: int
+    content: NewContent
+    generation: int = 1
+    status: DocumentStatus = DocumentStatus.INDEXING
+    chunks: list[ChunkRow] = field(default_factory=list)
+    pending: NewContent | None = None  # new content not yet indexed (the served one stays)
+
+
+@dataclass
+class FakeTask:
+    id: int
+    document_id: int
+    kb_id: int
+    user_id: int
+    status: TaskStatus = TaskStatus.WAITING
+    generation: int = 1
+    attempt: int = 0
+    retry_count: int = 0
+    max_retry_count: int = 3
+    error_code: str | None = None
+    error_message: str | None = None
+    update_time: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+@dataclass
+class FakeDeadLetter:
+    task_id: int | None
+    replayed: bool = False
+
+
+class FakeStore:
+    """Both store ports (``TaskStore`` for the use cases, ``WorkerStore`` for the handler) over
+    dicts. ``fail_next``: names of methods whose next call raises ``fail_with``."""
+
+    def __init__(self) -> None:
+        self.documents: dict[int, FakeDocument] = {}
+        self.tasks: dict[int, FakeTask] = {}
+        self.outbox: list[tuple[OutboxRow, bool]] = []
+        self.dead_letters: dict[int, FakeDeadLetter] = {}
+        self.skips: list[str] = []
+        self.released: list[str] = []  # object keys queued for removal after commit
+        self.embedding_runs = 0
+        self.before_issue: Callable[[TaskSnapshot], Awaitable[None]] | None = None
+        self.fail_next: dict[str, Exception] = {}
+        self._ids = 0
+
+    # -------------------------------------------------------------- helpers for tests
+
+    def _next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    def _maybe_fail(self, name: str) -> None:
+        exc = self.fail_next.pop(name, None)
+        if exc is not None:
+            raise exc
+
+    def add_document(self, *, user_id: int = 1, kb_id: int = 1, status: TaskStatus = TaskStatus.WAITING,
+                     generation: int = 1, attempt: int = 0, retry_count: int = 0) -> IndexMessage:
+        """A document with its task (no outbox row); returns the message that would index it."""
+        doc = FakeDocument(self._next_id(), kb_id, user_id, NewContent("a.txt", "text/plain", 3, "00", "k1"),
+                           generation=generation)
+        task = FakeTask(self._next_id(), doc.id, kb_id, user_id, status=status, generation=generation,
+                        attempt=attempt, retry_count=retry_count)
+        doc.status = {TaskStatus.SUCCESS: DocumentStatus.INDEXED, TaskStatus.FAILED: DocumentStatus.FAILED,
+                      TaskStatus.TIMEOUT: DocumentStatus.FAILED}.get(status, DocumentStatus.INDEXING)
+        self.documents[doc.id] = doc
+        self.tasks[task.id] = task
+        return IndexMessage(task_id=task.id, document_id=doc.id, kb_id=kb_id, user_id=user_id,
+                            generation=generation)
+
+    def published(self) -> list[bool]:
+        return [done for _, done in self.outbox]
+
+    # -------------------------------------------------------------- TaskStore
+
+    def _snapshot(self, task: FakeTask) -> TaskSnapshot:
+        doc = self.documents[task.document_id]
+        return TaskSnapshot(
+            task_id=task.id, document_id=task.document_id, kb_id=task.kb_id, user_id=task.user_id,
+            status=task.status, generation=task.generation, attempt=task.attempt,
+            document_generation=doc.generation, document_status=doc.status, retry_count=task.retry_count,
+            max_retry_count=task.max_retry_count, update_time=task.update_time,
+        )
+
+    async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None:
+        self._maybe_fail("load_task_snapshot")
+        task = self.tasks.get(task_id)
+        return None if task is None else self._snapshot(task)
+
+    async def count_in_flight(self, user_id: int) -> int:
+        return sum(1 for t in self.tasks.values() if t.user_id == user_id and t.status in ACTIVE)
+
+    def _outbox(self, msg: IndexMessage) -> OutboxRow:
+        row = OutboxRow(len(self.outbox) + 1, uuid.uuid4(), EXCHANGE, ROUTING_KEY, msg.to_json())
+        self.outbox.append((row, False))
+        return row
+
+    async def create_document(
+        self, *, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int
+    ) -> tuple[IndexMessage, OutboxRow] | None:
+        self._maybe_fail("create_document")
+        if await self.count_in_flight(user_id) >= in_flight_limit:
+            return None
+        msg = self.add_document(user_id=user_id, kb_id=kb_id)
+        self.documents[msg.document_id].content = content
+        return msg, self._outbox(msg)
+
+    async def issue_generation(
+        self, snap: TaskSnapshot, decision: EnqueueDecision, content: NewContent | None,
+        *, in_flight_limit: int | None,
+    ) -> tuple[IndexMessage, OutboxRow] | IssueRefused:
+        if self.before_issue is not None:
+            await self.before_issue(snap)
+        if in_flight_limit is not None and await self.count_in_flight(snap.user_id) >= in_flight_limit:
+            return IssueRefused.OVER_CAP
+        task = self.tasks.get(snap.task_id)
+        doc = self.documents.get(snap.document_id)
+        if task is None or doc is None or (task.status, task.generation) != (snap.status, snap.generation):
+            return IssueRefused.LOST_RACE
+        assert decision.new_status is not None
+        doc.generation += 1
+        doc.status = DocumentStatus.INDEXING
+        if content is not None:
+            doc.content = content
+        task.generation = doc.generation
+        task.status = decision.new_status
+        if decision.reset_retry_count:
+            task.retry_count = 0
+        elif decision.bump_retry_count:
+            task.retry_count += 1
+        task.error_code = task.error_message = None
+        task.update_time = datetime.now(UTC)
+        msg = IndexMessage(task_id=task.id, document_id=doc.id, kb_id=task.kb_id, user_id=task.user_id,
+                           generation=task.generation)
+        return msg, self._outbox(msg)
+
+    async def mark_published(self, outbox_id: int) -> None:
+        row, _ = self.outbox[outbox_id - 1]
+        self.outbox[outbox_id - 1] = (row, True)
+
+    async def delete_document(self, document_id: int) -> bool:
+        doc = self.documents.pop(document_id, None)
+        if doc is None:
+            return False
+        for tid in [t.id for t in self.tasks.values() if t.document_id == document_id]:
+            del self.tasks[tid]
+        self.released.append(doc.content.object_key)
+        return True
+
+    async def drop_pending(self, document_id: int) -> bool:
+        doc = self.documents.get(document_id)
+        if doc is None or doc.pending is None:
+            return False
+        self.released.append(doc.pending.object_key)
+        doc.pending = None
+        doc.generation += 1
+        return True
+
+    async def pending_dead_letter(self, dead_letter_id: int) -> FakeDeadLetter | None:
+        dl = self.dead_letters.get(dead_letter_id)
+        return None if dl is None or dl.replayed else dl
+
+    async def mark_dead_letter_replayed(self, dead_letter_id: int) -> bool:
+        dl = self.dead_letters.get(dead_letter_id)
+        if dl is None or dl.replayed:
+            return False
+        dl.replayed = True
+        return True
+
+    # -------------------------------------------------------------- WorkerStore
+
+    def _fenced(self, task_id: int, generation: int, attempt: int) -> FakeTask | None:
+        task = self.tasks.get(task_id)
+        if task is None or (task.status, task.generation, task.attempt) != (TaskStatus.RUNNING, generation, attempt):
+            return None
+        if self.documents[task.document_id].generation != generation:
+            return None
+        return task
+
+    async def claim_task(self, task_id: int, generation: int) -> int | None:
+        self._maybe_fail("claim_task")
+        task = self.tasks.get(task_id)
+        if task is None or task.generation != generation or task.status not in ACTIVE:
+            return None
+        task.status = TaskStatus.RUNNING
+        task.attempt += 1
+        return task.attempt
+
+    async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool:
+        return self._fenced(task_id, generation, attempt) is not None
+
+    async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
+        self._maybe_fail("document_source")
+        doc = self.documents.get(document_id)
+        return None if doc is None else (doc.content.object_key, doc.content.filename, doc.content.content_type)
+
+    async def claim_is_current(self, task_id: int, generation: int, attempt: int) -> bool:
+        return self._fenced(task_id, generation, attempt) is not None
+
+    async def record_embedding_run(
+        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str
+    ) -> None:
+        self.embedding_runs += 1
+
+    async def record_skip(
+        self, reason: str, task_id: int | None, document_id: int | None, generation: int | None, worker: str
+    ) -> None:
+        self.skips.append(str(reason))
+
+    async def commit_chunks(
+        self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
+        chunks: Sequence[ChunkRow], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
+    ) -> bool:
+        self._maybe_fail("commit_chunks")
+        task = self._fenced(task_id, generation, attempt)
+        if task is None:
+            return False
+        assert len(embeddings) == len(chunks)
+        task.status = TaskStatus.SUCCESS
+        doc = self.documents[document_id]
+        doc.status = DocumentStatus.INDEXED
+        doc.chunks = list(chunks)
+        return True
+
+    async def finish_unsuccessfully(
+        self, *, task_id: int, document_id: int, generation: int, attempt: int, status: TaskStatus,
+        error_code: str, error_message: str, warnings: Sequence[str] = (),
+    ) -> bool:
+        task = self._fenced(task_id, generation, attempt)
+        if task is None:
+            return False
+        task.status, task.error_code, task.error_message = status, error_code, error_message
+        self.documents[document_id].status = DocumentStatus.FAILED
+        return True
+
+
+class FakePublisher:
+    """Records confirmed publishes; ``fail`` makes every publish raise BrokerUnavailableError."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.fail = fail
+        self.sent: list[tuple[bytes, str, str, dict[str, Any]]] = []
+
+    async def publish(
+        self, body: bytes, *, exchange: str = EXCHANGE, routing_key: str = ROUTING_KEY,
+        message_id: str | None = None, headers: Mapping[str, Any] | None = None,
+    ) -> None:
+        if self.fail:
+            raise BrokerUnavailableError("publish not confirmed (fake)")
+        self.sent.append((body, exchange, routing_key, dict(headers or {})))
+
+
+class FakeReleasedObjects:
+    """Moves the keys a FakeStore queued (``released``) into a FakeObjectStore's removals."""
+
+    def __init__(self, store: FakeStore, objects: FakeObjectStore) -> None:
+        self.store = store
+        self.objects = objects
+        self.calls = 0
+
+    async def remove_released(self) -> None:
+        self.calls += 1
+        while self.store.released:
+            try:
+                await self.objects.remove(self.store.released[0])
+            except StorageUnavailableError:
+                return  # left for the sweep
+            self.store.released.pop(0)
+
+
+class FakeObjectStore:
+    """``get`` / ``remove`` over a dict; ``down`` makes every call raise StorageUnavailableError."""
+
+    def __init__(self, objects: dict[str, bytes] | None = None, *, down: bool = False) -> None:
+        self.objects = dict(objects or {})
+        self.down = down
+        self.removed: list[str] = []
+
+    async def get(self, key: str) -> bytes:
+        if self.down:
+            raise StorageUnavailableError("fake storage down")
+        return self.objects[key]
+
+    async def remove(self, key: str) -> None:
+        if self.down:
+            raise StorageUnavailableError("fake storage down")
+        self.objects.pop(key, None)
+        self.removed.append(key)
+
+
+class FakeLocks:
+    """A lock factory (document id → lock) over one dict of holders, like one Redis."""
+
+    def __init__(self, *, down: bool = False) -> None:
+        self.held: set[int] = set()
+        self.down = down
+        self.lost: set[int] = set()  # renewals of these documents raise LockLostError
+
+    def __call__(self, document_id: int) -> FakeLock:
+        return FakeLock(self, document_id)
+
+
+class FakeLock:
+    def __init__(self, locks: FakeLocks, document_id: int) -> None:
+        self._locks = locks
+        self._id = document_id
+        self._mine = False
+
+    async def acquire(self) -> bool:
+        if self._locks.down:
+            raise LockUnavailableError("fake redis down")
+        if self._id in self._locks.held:
+            return False
+        self._locks.held.add(self._id)
+        self._mine = True
+        return True
+
+    async def renew(self) -> None:
+        from shared.errors import LockLostError
+
+        if self._id in self._locks.lost:
+            raise LockLostError(f"lock of document {self._id} lost (fake)")
+
+    async def release(self) -> None:
+        if self._mine:
+            self._locks.held.discard(self._id)
+            self._mine = False
+
+
+class FakeEmbedder:
+    """Unit vectors of dimension ``dim``; ``error`` is raised instead when set."""
+
+    def __init__(self, dim: int = 4, error: Exception | None = None) -> None:
+        self.dim = dim
+        self.error = error
+        self.calls = 0
+
+    async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out[:, 0] = 1.0
+        return out
+
+
+class FakeExtractor:
+    """Splits the text on blank lines into chunks; ``error`` is raised instead when set;
+    ``block`` makes the call wait until cancelled (for timeouts)."""
+
+    def __init__(self, error: Exception | None = None, *, block: bool = False) -> None:
+        self.error = error
+        self.block = block
+        self.cancelled = 0
+
+    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None) -> Extraction:
+        if self.block:
+            assert cancel is not None
+            cancel.wait(10)
+            raise RuntimeError("cancelled")
+        if self.error is not None:
+            raise self.error
+        parts = [p for p in data.decode().split("\n\n") if p.strip()]
+        chunks = [Chunk(index=i, content=p, token_count=len(p.split())) for i, p in enumerate(parts)]
+        return Extraction(chunks=tuple(chunks), warnings=())
+
+    def cancel(self, token: threading.Event) -> None:
+        self.cancelled += 1
+        token.set()
+
+
+__all__ = [
+    "FakeDocument",
+    "FakeEmbedder",
+    "FakeExtractor",
+    "FakeLocks",
+    "FakeObjectStore",
+    "FakePublisher",
+    "FakeReleasedObjects",
+    "FakeStore",
+    "FakeTask",
+    "replace",
+]

@@ -1,0 +1,133 @@
+"""The consumer's ack / reject / delay policy and its header arithmetic, against a stub
+delivery and a recording publisher (cf. dramatiq ``brokers/stub.py``): no broker."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from aio_pika.abc import AbstractIncomingMessage
+
+from shared import amqp
+from shared.errors import DeliveryLimitError
+from shared.settings import WorkerSettings
+from task_service.consumer import (
+    CARRIED_HEADER,
+    DEAD_REASON_HEADER,
+    DELAY_BASE_HEADER,
+    DELAY_HEADER,
+    Consumer,
+    delay_attempts,
+    failed_deliveries,
+)
+from task_service.handler import IndexHandler, Outcome
+from task_service.metrics import WorkerMetrics
+from tests.fakes import FakePublisher
+
+
+class StubDelivery:
+    """What the consumer reads from an aio-pika delivery, with its settle recorded."""
+
+    def __init__(self, headers: dict[str, Any] | None = None, body: bytes = b"{}") -> None:
+        self.headers = headers or {}
+        self.body = body
+        self.settled: list[tuple[str, bool | None]] = []
+
+    async def ack(self) -> None:
+        self.settled.append(("ack", None))
+
+    async def nack(self, requeue: bool = True) -> None:
+        self.settled.append(("nack", requeue))
+
+    async def reject(self, requeue: bool = False) -> None:
+        self.settled.append(("reject", requeue))
+
+
+class StubHandler:
+    def __init__(self, outcome: Outcome | Exception) -> None:
+        self.outcome = outcome
+        self.calls: list[int] = []
+        self.metrics = WorkerMetrics.unregistered()
+
+    async def handle(self, body: bytes, *, delay_attempts: int) -> Outcome:
+        self.calls.append(delay_attempts)
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+
+SETTINGS = WorkerSettings(_env_file=None, lock_retry_delay_s=2.0)  # type: ignore[call-arg]
+
+
+async def process(outcome: Outcome | Exception, headers: dict[str, Any] | None = None,
+                  publisher: FakePublisher | None = None) -> tuple[StubDelivery, FakePublisher, StubHandler]:
+    delivery, pub, handler = StubDelivery(headers), publisher or FakePublisher(), StubHandler(outcome)
+    consumer = Consumer(SETTINGS, cast(IndexHandler, handler), "test")
+    await consumer._process(cast(AbstractIncomingMessage, delivery), cast(amqp.Publisher, pub))
+    return delivery, pub, handler
+
+
+def m(headers: dict[str, Any]) -> AbstractIncomingMessage:
+    return cast(AbstractIncomingMessage, StubDelivery(headers))
+
+
+def test_failed_deliveries_add_the_carried_count_to_the_brokers() -> None:
+    assert failed_deliveries(m({})) == 0
+    assert failed_deliveries(m({"x-delivery-count": 2, CARRIED_HEADER: 3})) == 5
+    assert failed_deliveries(m({"x-delivery-count": "junk", CARRIED_HEADER: -4})) == 0
+
+
+def test_delay_attempts_restart_after_a_crash() -> None:
+    assert delay_attempts(m({DELAY_HEADER: 4, DELAY_BASE_HEADER: 1, CARRIED_HEADER: 1})) == 4
+    # a worker crashed on it since the last delay: the lock was a dead worker's
+    assert delay_attempts(m({DELAY_HEADER: 4, DELAY_BASE_HEADER: 1, CARRIED_HEADER: 1, "x-delivery-count": 1})) == 0
+
+
+async def test_ack_and_reject() -> None:
+    assert (await process(Outcome.ACK))[0].settled == [("ack", None)]
+    assert (await process(Outcome.REJECT))[0].settled == [("reject", False)]
+
+
+async def test_a_crashing_handler_returns_the_delivery_to_the_queue() -> None:
+    assert (await process(RuntimeError("bug")))[0].settled == [("nack", True)]
+
+
+async def test_delay_republishes_with_counts_then_acks() -> None:
+    headers = {DELAY_HEADER: 2, DELAY_BASE_HEADER: 1, CARRIED_HEADER: 1, "x-delivery-count": 0, "other": "kept"}
+    delivery, pub, handler = await process(Outcome.DELAY, headers)
+    assert handler.calls == [2]
+    assert delivery.settled == [("ack", None)]
+    [(_, exchange, routing_key, sent)] = pub.sent
+    assert (exchange, routing_key) == ("", amqp.delay_queue_name(2000))
+    assert sent == {DELAY_HEADER: 3, DELAY_BASE_HEADER: 1, CARRIED_HEADER: 1, "other": "kept"}
+
+
+async def test_delay_carries_the_brokers_delivery_count_across_the_republish() -> None:
+    _, pub, _ = await process(Outcome.DELAY, {"x-delivery-count": 2})
+    [(_, _, _, sent)] = pub.sent
+    assert sent == {DELAY_HEADER: 1, DELAY_BASE_HEADER: 2, CARRIED_HEADER: 2}
+
+
+async def test_delay_with_the_broker_down_requeues() -> None:
+    delivery, _, _ = await process(Outcome.DELAY, publisher=FakePublisher(fail=True))
+    assert delivery.settled == [("nack", True)]
+
+
+async def test_past_the_delivery_limit_it_is_dead_lettered_without_running() -> None:
+    headers = {CARRIED_HEADER: amqp.DELIVERY_LIMIT, "x-delivery-count": 1}
+    delivery, pub, handler = await process(Outcome.ACK, headers)
+    assert handler.calls == []
+    [(_, exchange, _, sent)] = pub.sent
+    assert exchange == amqp.DLX and sent[DEAD_REASON_HEADER] == DeliveryLimitError.error_code
+    assert sent[CARRIED_HEADER] == amqp.DELIVERY_LIMIT + 1
+    assert delivery.settled == [("ack", None)]
+
+
+async def test_at_the_delivery_limit_it_still_runs() -> None:
+    _, _, handler = await process(Outcome.ACK, {CARRIED_HEADER: amqp.DELIVERY_LIMIT})
+    assert handler.calls == [0]
+
+
+async def test_dead_lettering_with_the_broker_down_rejects_to_the_brokers_dlx() -> None:
+    headers = {CARRIED_HEADER: amqp.DELIVERY_LIMIT + 3}
+    delivery, _, _ = await process(Outcome.ACK, headers, FakePublisher(fail=True))
+    assert delivery.settled == [("reject", False)]

@@ -1,0 +1,216 @@
+"""``IndexHandler.handle`` for every outcome, over the in-memory fakes (no services)."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.errors import (
+    CorruptDocumentError,
+    DatabaseUnavailableError,
+    EmbeddingUnavailableError,
+    IndexingError,
+    InternalError,
+    ParseLimitError,
+    StorageUnavailableError,
+    TaskTimeoutError,
+)
+from shared.fencing import SkipReason
+from shared.messages import IndexMessage
+from shared.states import DocumentStatus, TaskStatus
+from task_service.handler import HandlerConfig, IndexHandler, Outcome
+from tests.fakes import FakeEmbedder, FakeExtractor, FakeLocks, FakeObjectStore, FakeReleasedObjects, FakeStore
+
+TEXT = b"first paragraph\n\nsecond paragraph\n\nthird"
+
+
+def config(**kw: float) -> HandlerConfig:
+    base: dict[str, float] = dict(lock_retry_max_attempts=3, lease_period_s=30.0, task_hard_limit_s=30.0,
+                                  retry_attempts=3, retry_initial_s=0.0, retry_max_s=0.0)
+    base.update(kw)
+    return HandlerConfig(**base)  # type: ignore[arg-type]
+
+
+class World:
+    """One handler over fresh fakes, with one WAITING document stored as TEXT."""
+
+    def __init__(self, *, extractor: FakeExtractor | None = None, embedder: FakeEmbedder | None = None,
+                 objects: FakeObjectStore | None = None, **cfg: float) -> None:
+        self.store = FakeStore()
+        self.msg = self.store.add_document()
+        self.locks = FakeLocks()
+        self.objects = objects or FakeObjectStore({"k1": TEXT})
+        self.embedder = embedder or FakeEmbedder()
+        self.extractor = extractor or FakeExtractor()
+        self.released = FakeReleasedObjects(self.store, self.objects)
+        self.handler = IndexHandler(config=config(**cfg), db=self.store, lock=self.locks, objects=self.objects,
+                                    released=self.released, embedder=self.embedder, parse=self.extractor,
+                                    worker_name="test")
+
+    async def handle(self, body: bytes | None = None, delay_attempts: int = 0) -> Outcome:
+        return await self.handler.handle(self.msg.to_json() if body is None else body,
+                                         delay_attempts=delay_attempts)
+
+    @property
+    def task(self) -> object:
+        return self.store.tasks[self.msg.task_id]
+
+
+async def test_success_commits_every_chunk_and_acks() -> None:
+    w = World()
+    assert await w.handle() is Outcome.ACK
+    t = w.store.tasks[w.msg.task_id]
+    assert (t.status, t.attempt) == (TaskStatus.SUCCESS, 1)
+    assert w.store.documents[w.msg.document_id].status is DocumentStatus.INDEXED
+    assert [c.content for c in w.store.documents[w.msg.document_id].chunks] == [
+        "first paragraph", "second paragraph", "third"]
+    assert w.embedder.calls == 1 and w.store.embedding_runs == 1 and w.locks.held == set()
+    assert w.released.calls == 1  # a swapped-out version's object is removed after the commit
+
+
+async def test_invalid_message_is_rejected() -> None:
+    assert await World().handle(b'{"taskId": "x"}') is Outcome.REJECT
+
+
+async def test_ids_that_disagree_with_the_row_are_rejected() -> None:
+    w = World()
+    bad = IndexMessage(task_id=w.msg.task_id, document_id=w.msg.document_id, kb_id=99, user_id=w.msg.user_id,
+                       generation=1)
+    assert await w.handle(bad.to_json()) is Outcome.REJECT
+
+
+async def test_missing_task_is_skipped() -> None:
+    w = World()
+    gone = IndexMessage(task_id=999, document_id=998, kb_id=1, user_id=1, generation=1)
+    assert await w.handle(gone.to_json()) is Outcome.ACK
+    assert w.store.skips == [SkipReason.TASK_MISSING]
+
+
+async def test_stale_generation_is_skipped_without_embedding() -> None:
+    w = World()
+    w.store.documents[w.msg.document_id].generation = 2
+    w.store.tasks[w.msg.task_id].generation = 2
+    assert await w.handle() is Outcome.ACK
+    assert w.store.skips == [SkipReason.STALE_GENERATION] and w.embedder.calls == 0
+
+
+async def test_finished_task_is_not_runnable() -> None:
+    w = World()
+    w.store.tasks[w.msg.task_id].status = TaskStatus.SUCCESS
+    assert await w.handle() is Outcome.ACK
+    assert w.store.skips == [SkipReason.NOT_RUNNABLE]
+
+
+async def test_lock_held_delays_until_the_attempts_are_exhausted() -> None:
+    w = World(lock_retry_max_attempts=3)
+    w.locks.held.add(w.msg.document_id)
+    assert await w.handle(delay_attempts=0) is Outcome.DELAY
+    assert await w.handle(delay_attempts=1) is Outcome.DELAY
+    assert await w.handle(delay_attempts=2) is Outcome.ACK  # 2 + 1 >= 3
+    assert w.store.skips == [SkipReason.LOCK_HELD_EXHAUSTED]
+    assert w.store.tasks[w.msg.task_id].attempt == 0
+
+
+async def test_redis_down_delays() -> None:
+    w = World()
+    w.locks.down = True
+    assert await w.handle() is Outcome.DELAY
+
+
+async def test_database_down_before_the_claim_delays_after_retries() -> None:
+    w = World(retry_attempts=2)
+    w.store.fail_next["load_task_snapshot"] = DatabaseUnavailableError("down")
+    assert await w.handle() is Outcome.ACK  # one failure is retried inside the task
+    w2 = World(retry_attempts=1)
+    w2.store.fail_next["load_task_snapshot"] = DatabaseUnavailableError("down")
+    assert await w2.handle() is Outcome.DELAY
+    assert w2.locks.held == set()
+
+
+@pytest.mark.parametrize("error", [CorruptDocumentError("bad zip"), ParseLimitError("too big")])
+async def test_a_bad_document_fails_with_its_code(error: IndexingError) -> None:
+    w = World(extractor=FakeExtractor(error))
+    assert await w.handle() is Outcome.ACK
+    t = w.store.tasks[w.msg.task_id]
+    assert (t.status, t.error_code) == (TaskStatus.FAILED, error.error_code)
+    assert w.embedder.calls == 0
+
+
+async def test_an_unexpected_exception_fails_as_internal_error() -> None:
+    w = World(extractor=FakeExtractor(ZeroDivisionError("bug")))
+    assert await w.handle() is Outcome.ACK
+    t = w.store.tasks[w.msg.task_id]
+    assert (t.status, t.error_code) == (TaskStatus.FAILED, InternalError.error_code)
+    assert t.error_message == "ZeroDivisionError: bug"
+
+
+async def test_storage_down_for_every_retry_fails_the_task() -> None:
+    w = World(objects=FakeObjectStore(down=True))
+    assert await w.handle() is Outcome.ACK
+    t = w.store.tasks[w.msg.task_id]
+    assert (t.status, t.error_code) == (TaskStatus.FAILED, StorageUnavailableError.error_code)
+
+
+async def test_embedding_down_fails_after_retries() -> None:
+    w = World(embedder=FakeEmbedder(error=EmbeddingUnavailableError("503")))
+    assert await w.handle() is Outcome.ACK
+    assert w.embedder.calls == 3
+    assert w.store.tasks[w.msg.task_id].error_code == EmbeddingUnavailableError.error_code
+
+
+async def test_hard_limit_times_the_task_out_and_cancels_the_extraction() -> None:
+    w = World(extractor=FakeExtractor(block=True), task_hard_limit_s=0.05)
+    assert await w.handle() is Outcome.ACK
+    t = w.store.tasks[w.msg.task_id]
+    assert (t.status, t.error_code) == (TaskStatus.TIMEOUT, TaskTimeoutError.error_code)
+    assert w.extractor.cancelled == 1
+
+
+async def test_a_newer_generation_before_embedding_is_skipped() -> None:
+    w = World()
+    store = w.store
+    real = store.document_source
+
+    async def supersede(document_id: int) -> tuple[str, str, str | None] | None:
+        store.documents[document_id].generation += 1  # new content arrives mid-run
+        return await real(document_id)
+
+    store.document_source = supersede  # type: ignore[method-assign]
+    assert await w.handle() is Outcome.ACK
+    assert w.embedder.calls == 0 and store.skips == [SkipReason.STALE_GENERATION]
+    assert store.tasks[w.msg.task_id].status is TaskStatus.RUNNING  # the new generation's to run
+
+
+async def test_deleted_document_mid_run_is_skipped() -> None:
+    w2 = World()
+    real = w2.store.document_source
+
+    async def deleted(document_id: int) -> tuple[str, str, str | None] | None:
+        await real(document_id)
+        return None
+
+    w2.store.document_source = deleted  # type: ignore[method-assign]
+    assert await w2.handle() is Outcome.ACK
+    assert w2.store.skips == [SkipReason.STALE_GENERATION]
+
+
+async def test_fenced_out_at_commit_is_skipped_not_failed() -> None:
+    w = World()
+    store = w.store
+    real = store.commit_chunks
+
+    async def reclaimed(**kw: object) -> bool:
+        store.tasks[w.msg.task_id].attempt += 1  # another worker reclaimed it
+        return await real(**kw)  # type: ignore[arg-type]
+
+    store.commit_chunks = reclaimed  # type: ignore[method-assign]
+    assert await w.handle() is Outcome.ACK
+    assert store.skips == [SkipReason.STALE_GENERATION]
+    assert store.tasks[w.msg.task_id].status is TaskStatus.RUNNING
+
+
+async def test_lost_lock_sends_the_delivery_round_the_delay_queue() -> None:
+    w = World(extractor=FakeExtractor(block=True), lease_period_s=0.01)
+    w.locks.lost.add(w.msg.document_id)
+    assert await w.handle() is Outcome.DELAY
+    assert w.store.skips == ["lock_lost"] and w.extractor.cancelled == 1
+    assert w.locks.held == set()
