@@ -5,7 +5,7 @@ VENV  ?= .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench clean
+.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench clean browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -49,22 +49,34 @@ unit: install
 integration: services
 	$(BIN)/python -m pytest tests/integration -q
 
-e2e: services
+# Debian's chromium for the admin page's browser tests (Playwright drives /usr/bin/chromium; it
+# never downloads a browser). Idempotent: installs only when missing.
+browser:
+	test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+e2e: services browser
 	$(BIN)/python -m pytest tests/e2e -q
 
-test: services
+test: services browser
 	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
 	$(BIN)/mypy
 	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
 	$(BIN)/python -m pytest tests/integration tests/e2e -q -p no:cacheprovider
+	# every benchmark in smoke mode (tiny sizes, nothing written): the harness keeps working
+	$(BIN)/python -m bench.smoke
 
 # Benchmarks: each writes its section of bench/RESULTS.md (figures as ratios or MB/s measured in one run).
+# P1-P6 of issue 13: upload (P1), throughput + memory (P2, P5), workers (P4), drain (P6).
 bench: migrate
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench.parsers
 	$(BIN)/python -m bench.chunking
 	$(BIN)/python -m bench.retrieval
 	$(BIN)/python -m bench.pipeline
+	$(BIN)/python -m bench.upload
+	$(BIN)/python -m bench.throughput
+	$(BIN)/python -m bench.workers
+	$(BIN)/python -m bench.drain
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from bench.report import write_section
+from shared.errors import DependencyMissingError
 from tests.fidelity import Sample
 
 FORMATS = ("docx", "html", "md", "txt")
@@ -67,6 +68,9 @@ def _format_rows(fmt: str, module: ModuleType, smoke: bool) -> list[str]:
             rate, spread = _speed(fn, big, 1 if smoke else getattr(module, "RUNS", {}).get(name, RUNS))
         except ImportError as exc:
             rows.append(f"| {fmt} | {name} | not installed ({exc.name}) | | | |")
+            continue
+        except DependencyMissingError as exc:  # a bench-extra candidate without the extra (make test)
+            rows.append(f"| {fmt} | {name} | not installed ({exc}) | | | |")
             continue
         rows.append(
             f"| {fmt} | {name} | {found}/{total} ({100 * found / max(total, 1):.0f} %) | {leaked} "

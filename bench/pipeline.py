@@ -1,7 +1,8 @@
 """Pipeline benchmark: where a worker's time goes, measured in one run, printed as ratios.
 
-``python -m bench.pipeline [FILE]`` (default: the 3.2 MB novel of ../shared/corpus, else the
-bundled sample) runs parse → chunk → embed in-process, exactly as the worker does, and prints
+``python -m bench.pipeline [--smoke] [FILE]`` (default: the 3.2 MB novel of ../shared/corpus,
+else the bundled sample; ``--smoke``: the bundled sample, one model load) runs parse → chunk →
+embed in-process, exactly as the worker does, and prints
 seconds per stage, chunks/s and each stage's share. It also measures, in the same run, our
 plain-text path against unstructured's ``partition_text`` on the same 200 kB prefix (the
 reason plain text bypasses it), and embedding throughput at two batch sizes.
@@ -31,8 +32,10 @@ def main() -> None:
     from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
     from task_service.pipeline.parse import ensure_parsers_ready, parse_text
 
-    default = NOVEL if NOVEL.exists() else ROOT / "samples" / "indexing-primer.md"
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else default
+    smoke = "--smoke" in sys.argv
+    args = [a for a in sys.argv[1:] if not a.startswith("-")]
+    default = NOVEL if NOVEL.exists() and not smoke else ROOT / "samples" / "indexing-primer.md"
+    path = Path(args[0]) if args else default
     data = path.read_bytes()
     print(f"file: {path.name}, {len(data) / 1e6:.2f} MB")
     ensure_parsers_ready()
@@ -52,7 +55,7 @@ def main() -> None:
     print(f"  total  {total:8.2f} s  → {len(chunks) / total:.1f} chunks/s end to end "
           f"({len(chunks) / t_embed:.1f} chunks/s embedding alone); model load {t_load:.1f} s (once per worker)")
 
-    if path.suffix == ".txt":
+    if path.suffix == ".txt" and not smoke:
         from unstructured.partition.text import partition_text
 
         prefix = data[:200_000]
@@ -62,7 +65,7 @@ def main() -> None:
               f"→ {theirs / ours:.0f}× faster")
 
     sample = texts[:256]
-    for bs in (16, 64):
+    for bs in () if smoke else (16, 64):
         e = build_embedder("sentence-transformers", batch_size=bs)
         t0 = time.perf_counter()
         asyncio.run(e.embed(sample))

@@ -16,7 +16,13 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
 def machine() -> str:
-    """One line: date (UTC), CPU count, memory, Python."""
+    """One line: date (UTC), CPU count and model, memory, Python, embedding model."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((" (" + line.split(":", 1)[1].strip() + ")" for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
     mem = ""
     try:
         with open("/proc/meminfo") as f:
@@ -25,7 +31,9 @@ def machine() -> str:
     except (OSError, ValueError, IndexError):
         pass
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    return f"{stamp}; {os.cpu_count()} cores{mem}; Python {platform.python_version()}"
+    return (f"{stamp}; {os.cpu_count()} cores{cpu}{mem}; Python {platform.python_version()}; "
+            "embedding model all-MiniLM-L6-v2 (CPU) unless the section says otherwise; machine shared with other "
+            "sessions' tests and benches")
 
 
 def write_section(name: str, markdown: str, path: Path = RESULTS) -> None:

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 
 import redis.asyncio as aioredis
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
+from knowledge_service import web
 from knowledge_service.deps import Resources
 from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
 from knowledge_service.metrics import router as metrics_router
 from knowledge_service.routes import health, router
-from shared import amqp
+from shared import amqp, usecases
 from shared.bootstrap import usecase_deps
 from shared.db import create_pool
 from shared.embedding.configured import embedder_from_settings
 from shared.errors import BrokerUnavailableError
 from shared.migrate import migrate
 from shared.settings import KnowledgeSettings
+from shared.storage import POOL_CONNECTIONS as STORAGE_THREADS
 from shared.storage import ObjectStore
 
 log = logging.getLogger("knowledge_service")
@@ -34,6 +38,11 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Storage calls (the SDK is blocking) run in the default executor: size it like the
+        # storage connection pool, not asyncio's min(32, cores + 4) (6 here: concurrent uploads
+        # queued behind each other's PUTs)
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="knowledge-service-io"))
         await migrate(settings.database_url)
         pool = await create_pool(settings, app_name="knowledge_service")
         store = ObjectStore(settings)
@@ -64,6 +73,7 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
         try:
             yield
         finally:
+            await usecases.flush_marks()  # outbox marks written off the requests' path
             if connection is not None:
                 await connection.close()
             await redis.aclose()
@@ -72,11 +82,13 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
             if close is not None:
                 await close()
 
-    app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan)
+    # /docs is served by knowledge_service.web from local files (FastAPI's default loads a CDN)
+    app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     for exc_class, handler in EXCEPTION_HANDLERS.items():
         app.add_exception_handler(exc_class, handler)
     app.include_router(router)
     app.include_router(health)
     app.include_router(metrics_router)
     app.add_middleware(UploadResultMiddleware, metrics=metrics)
+    web.mount(app)
     return app

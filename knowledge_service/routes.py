@@ -13,8 +13,9 @@ from typing import Annotated, Any
 import asyncpg
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse
 
-from knowledge_service import schemas, upload
+from knowledge_service import events, schemas, upload
 from knowledge_service.deps import Res, UserId
 from shared import queries, retrieval, usecases
 from shared.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
@@ -25,6 +26,10 @@ log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/v1")
 health = APIRouter()
 
+SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Server-Sent Events", "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+}
+SSE_PING_S = 15  # comment lines that keep proxies from closing a quiet stream
 #: Path IDs are BIGSERIAL: out-of-range values are a 422, not a database error.
 Id = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
@@ -91,6 +96,22 @@ async def list_kbs(res: Res, user_id: UserId) -> schemas.KnowledgeBaseList:
     async with res.pool.acquire() as conn:
         rows = await queries.list_kbs(conn, user_id)
     return schemas.KnowledgeBaseList(items=[schemas.KnowledgeBaseOut.model_validate(dict(r.items())) for r in rows])
+
+
+@router.get("/knowledge-bases/{kb_id}/events", response_class=EventSourceResponse, responses=SSE_RESPONSE)
+async def kb_events(kb_id: Id, res: Res, user_id: UserId) -> EventSourceResponse:
+    """Server-Sent Events: ``document`` (a document with its task, as in the list) for every
+    document at first and on each change of status, stage, progress..., ``removed``
+    (``{"document_id"}``); until the client disconnects."""
+    await _owned_kb(res, user_id, kb_id)
+
+    async def load() -> dict[int, dict[str, Any]]:
+        async with res.pool.acquire() as conn:
+            rows = await queries.list_documents(conn, user_id, kb_id)
+        return {r["document_id"]: _document(r).model_dump(mode="json") for r in rows}
+
+    return EventSourceResponse(events.kb_events(load, interval_s=res.settings.events_poll_interval_s, kb_id=kb_id),
+                               ping=SSE_PING_S)
 
 
 # ------------------------------------------------------------------ documents
@@ -205,6 +226,23 @@ async def get_task(task_id: Id, res: Res, user_id: UserId) -> schemas.TaskOut:
     if row is None:
         raise TaskNotFound()
     return schemas.TaskOut.model_validate(dict(row.items()))
+
+
+@router.get("/tasks/{task_id}/events", response_class=EventSourceResponse, responses=SSE_RESPONSE)
+async def task_events(task_id: Id, res: Res, user_id: UserId) -> EventSourceResponse:
+    """Server-Sent Events: ``task`` (the task, as ``GET /tasks/{id}``) at first and on every
+    change of status, stage, progress or queue position; then ``end`` once the task is
+    terminal, or ``gone`` if it is deleted."""
+    await get_task(task_id, res, user_id)  # 404 before the stream starts
+
+    async def load() -> dict[str, Any] | None:
+        async with res.pool.acquire() as conn:
+            row = await queries.get_task(conn, user_id, task_id)
+        return None if row is None else schemas.TaskOut.model_validate(dict(row.items())).model_dump(mode="json")
+
+    return EventSourceResponse(
+        events.task_events(load, interval_s=res.settings.events_poll_interval_s, task_id=task_id), ping=SSE_PING_S
+    )
 
 
 @router.post("/tasks/{task_id}/retry", status_code=202, response_model=schemas.TaskOut,

@@ -8,8 +8,10 @@ upload routes take the raw :class:`~starlette.requests.Request` instead and this
 2. parses ``request.stream()`` incrementally with python-multipart's ``MultipartParser``;
 3. buffers the first :data:`~knowledge_service.sniff.HEAD_BYTES` of the ``file`` part and types
    them (:func:`knowledge_service.sniff.judge`) — a 415 here touches no storage at all;
-4. then hashes (SHA-256), counts and hands the bytes through a bounded :class:`_Pipe` to a
-   storage thread running an S3 multipart upload (one ``upload_part_size`` part in memory);
+4. then counts the bytes and holds up to :data:`SINGLE_PUT_MAX`: a file that ends within it is
+   stored with ONE S3 PUT (hashed in the same thread); a longer one goes through a bounded
+   :class:`_Pipe` to a storage thread running an S3 multipart upload (one ``upload_part_size``
+   part in memory), which also hashes (SHA-256) what it reads — neither hash runs on the loop;
 5. stops reading on the first byte past the limit (413) or a NUL byte in text (415), aborts the
    multipart upload and removes the key, so nothing is left behind;
 6. for a ZIP, checks its central directory lists ``word/document.xml`` once stored (from the
@@ -59,6 +61,9 @@ log = logging.getLogger(__name__)
 MULTIPART_OVERHEAD = 64 * 1024
 #: Bytes queued between the request and the storage thread (on top of the part being built).
 PIPE_CAPACITY = 1024 * 1024
+#: Files up to this size are held in memory and stored with one PUT request (a multipart upload
+#: costs two more round trips: initiate and complete); larger ones are streamed.
+SINGLE_PUT_MAX = 1024 * 1024
 #: The end of a ZIP kept in memory for the DOCX check (its central directory is usually here).
 TAIL_BYTES = 1024 * 1024
 #: Per part header line; generous so long (percent-escaped) file names are accepted and capped.
@@ -199,6 +204,18 @@ class _Pipe:
         return bytes(out)
 
 
+class _HashingReader:
+    """``read`` of the pipe, hashing what it hands out (in the storage thread, off the loop)."""
+
+    def __init__(self, pipe: _Pipe, sha: Any) -> None:
+        self._pipe, self._sha = pipe, sha
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._pipe.read(size)
+        self._sha.update(data)
+        return data
+
+
 def _in_thread(fn: Callable[[], None], name: str) -> asyncio.Future[None]:
     """Run ``fn`` in a thread of its own (not the default executor: a slow client would hold
     one of its few threads for the whole upload and starve every other storage call)."""
@@ -247,14 +264,16 @@ class _Tail:
 
 
 class _FileSink:
-    """The ``file`` part: sniff, hash, count, store."""
+    """The ``file`` part: sniff, count, hold (small) or stream (large) to storage, hash."""
 
     def __init__(self, store: ObjectStore, key: str, filename: str, limit: int, part_size: int) -> None:
         self._store, self.key, self.filename = store, key, filename
         self._limit, self._part_size = limit, part_size
         self.size = 0
-        self._sha = hashlib.sha256()
+        self._sha = hashlib.sha256()  # updated by the storage thread only
         self._head = bytearray()
+        self._held: list[bytes] = []  # sniffed bytes not yet sent (a single PUT if the file ends here)
+        self._held_size = 0
         self._nuls = 0  # NUL bytes seen so far (text that is not UTF-16/32: see _count_nuls)
         self._tail = _Tail(TAIL_BYTES)
         self.verdict: sniff.Verdict | None = None
@@ -265,7 +284,6 @@ class _FileSink:
         if self.size + len(data) > self._limit:
             raise UploadTooLargeError(too_large(self._limit))
         self.size += len(data)
-        self._sha.update(data)
         if self.verdict is None:
             self._head += data
             if len(self._head) >= sniff.HEAD_BYTES:
@@ -293,22 +311,39 @@ class _FileSink:
             raise UnsupportedUploadError(str(exc)) from exc
         if self.verdict.reject_nul:  # the head may be longer than what judge looked at
             self._count_nuls(b"", self.verdict.kind)
+        await self._send(head)
+
+    def _start_stream(self) -> None:
+        assert self.verdict is not None
         pipe = self._pipe = _Pipe(PIPE_CAPACITY)
-        mime = self.verdict.mime
+        reader, mime = _HashingReader(pipe, self._sha), self.verdict.mime
 
         def upload() -> None:
             try:
-                self._store.put_stream_blocking(self.key, cast(BinaryIO, pipe), self._part_size, mime)
+                self._store.put_stream_blocking(self.key, cast(BinaryIO, reader), self._part_size, mime)
             finally:
                 pipe.reader_done()
 
         self._upload = _in_thread(upload, f"upload:{self.key}")
-        await self._send(head)
 
     async def _send(self, data: bytes) -> None:
-        assert self._pipe is not None and self._upload is not None and self.verdict is not None
+        assert self.verdict is not None
         if self.verdict.check_docx:
             self._tail.add(data)
+        if self._pipe is None:
+            self._held.append(data)
+            self._held_size += len(data)
+            if self._held_size <= SINGLE_PUT_MAX:
+                return
+            self._start_stream()
+            held, self._held, self._held_size = self._held, [], 0
+            for piece in held:
+                await self._write(piece)
+            return
+        await self._write(data)
+
+    async def _write(self, data: bytes) -> None:
+        assert self._pipe is not None and self._upload is not None
         if not await self._pipe.write(data):
             await self._upload  # raises the storage thread's error
             raise StorageUnavailableError(f"put {self.key}: upload ended early")
@@ -316,8 +351,21 @@ class _FileSink:
     async def finish(self) -> ReceivedFile:
         if self.verdict is None:
             await self._decide()
-        assert self._pipe is not None and self._upload is not None and self.verdict is not None
-        self._pipe.close()
+        assert self.verdict is not None
+        if self._pipe is None:  # the whole file is held: one PUT
+            data = b"".join(self._held)
+            self._held, self._held_size = [], 0
+            mime, sha = self.verdict.mime, self._sha
+
+            def put() -> None:
+                sha.update(data)
+                self._store.put_bytes_blocking(self.key, data, mime)
+
+            # the default executor: one short call (a dedicated thread costs its start-up)
+            self._upload = asyncio.ensure_future(asyncio.to_thread(put))
+        else:
+            self._pipe.close()
+        assert self._upload is not None
         await self._upload
         if self.verdict.check_docx and not await self._is_docx():
             raise UnsupportedUploadError(
@@ -337,9 +385,11 @@ class _FileSink:
 
     async def discard(self) -> None:
         """Abort the storage upload (if started) and remove whatever it stored."""
-        if self._pipe is None or self._upload is None:
+        self._held = []
+        if self._upload is None:
             return  # nothing was sent to storage
-        self._pipe.abort()
+        if self._pipe is not None:
+            self._pipe.abort()
         try:
             await asyncio.shield(self._upload)
         except BaseException:  # its error is not ours to report: the rejection is

@@ -75,7 +75,8 @@ print(f"\nsearch: {q}")
 for i, hit in enumerate(res["results"], 1):
     text = " ".join(hit["content"].split())
     print(f"  {i}. score {hit['score']:.3f}  {hit['filename']} #{hit['chunk_index']}: {text[:160]}...")
-print(f"\nAPI docs: {url}/docs   RabbitMQ console: http://127.0.0.1:15672 "
+print(f"\nAdmin page: {url}/admin   (sign in with the token below; upload, watch progress, retry, search)")
+print(f"API docs: {url}/docs   RabbitMQ console: http://127.0.0.1:15672 "
       "(RABBITMQ_DEFAULT_USER / RABBITMQ_DEFAULT_PASS from .env)")
 print(f"token for curl: export TOKEN={user['token']}")
 PYEOF

@@ -32,6 +32,16 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await register_vector(conn)
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool ``reset``: nothing beyond asyncpg's own (an open transaction is rolled back).
+
+    asyncpg's default sends ``RESET ALL; UNLISTEN *; CLOSE ALL; pg_advisory_unlock_all()`` on
+    every release: one more round trip per acquire (4 per upload). Our pooled connections hold
+    no session state: settings are ``SET LOCAL``, advisory locks ``_xact_``, no LISTEN, and
+    cursors live inside transactions.
+    """
+
+
 async def create_pool(settings: CommonSettings, *, max_size: int | None = None, app_name: str = "rag") -> asyncpg.Pool:
     """Open a pool; every connection gets the pgvector codec and a statement timeout.
 
@@ -44,6 +54,7 @@ async def create_pool(settings: CommonSettings, *, max_size: int | None = None, 
             min_size=settings.db_pool_min,
             max_size=max_size or settings.db_pool_max,
             init=_init_connection,
+            reset=_keep_session,
             timeout=settings.db_connect_timeout_s,
             command_timeout=settings.db_statement_timeout_s + 5,
             server_settings={"statement_timeout": timeout_ms, "application_name": app_name[:63]},

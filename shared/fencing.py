@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from shared.messages import IndexMessage
-from shared.states import ACTIVE, CLAIMABLE, QUEUED, RETRYABLE, DocumentStatus, TaskStatus
+from shared.states import ACTIVE, CLAIMABLE, QUEUED, RETRYABLE, TERMINAL, DocumentStatus, TaskStatus
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,46 @@ def decide_claim(msg: IndexMessage, snap: TaskSnapshot | None) -> ClaimDecision:
     if snap.status not in CLAIMABLE:
         return Skip(SkipReason.NOT_RUNNABLE)
     return Claim()
+
+
+class SettledTasks:
+    """What snapshots already proved about tasks, for good: a bounded memory that lets a worker
+    skip duplicate or stale deliveries without reading the database again (pure, no I/O).
+
+    Both facts are permanent because generations only grow and a task is re-armed only with a
+    new generation (retry, reindex, new content, takeover): once a task or its document has
+    reached generation G, a message of an older generation is stale for ever; once a task was
+    seen terminal at generation G (SUCCESS/FAILED/TIMEOUT, document at G too), a message of
+    generation G can never be claimed. Anything else (claimable, IDs that disagree, unknown
+    task) is left to :func:`decide_claim` on a fresh snapshot. Least recently learned tasks are
+    forgotten beyond ``capacity``.
+    """
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self._capacity = capacity
+        # task_id -> (document_id, kb_id, user_id, highest generation seen, generation seen terminal or 0)
+        self._known: dict[int, tuple[int, int, int, int, int]] = {}
+
+    def learn(self, snap: TaskSnapshot) -> None:
+        top = max(snap.generation, snap.document_generation)
+        terminal = snap.generation if snap.status in TERMINAL and snap.generation == snap.document_generation else 0
+        old = self._known.pop(snap.task_id, None)
+        if old is not None and old[:3] == (snap.document_id, snap.kb_id, snap.user_id):
+            top, terminal = max(top, old[3]), max(terminal, old[4])
+        self._known[snap.task_id] = (snap.document_id, snap.kb_id, snap.user_id, top, terminal)
+        while len(self._known) > self._capacity:
+            del self._known[next(iter(self._known))]
+
+    def skip(self, msg: IndexMessage) -> Skip | None:
+        """The skip a delivery earns from what is known, or None (read the database)."""
+        known = self._known.get(msg.task_id)
+        if known is None or known[:3] != (msg.document_id, msg.kb_id, msg.user_id):
+            return None
+        if msg.generation < known[3]:
+            return Skip(SkipReason.STALE_GENERATION)
+        if msg.generation == known[4]:
+            return Skip(SkipReason.NOT_RUNNABLE)
+        return None
 
 
 def may_commit(snap: TaskSnapshot, generation: int, attempt: int) -> bool:

@@ -124,6 +124,10 @@ class PgWorkerStore:
         async with translate_errors(), self._pool.acquire() as conn:
             return await queries.heartbeat(conn, task_id, generation, attempt)
 
+    async def report_progress(self, task_id: int, generation: int, attempt: int, stage: str, progress: float) -> bool:
+        async with translate_errors(), self._pool.acquire() as conn:
+            return await queries.report_progress(conn, task_id, generation, attempt, stage, progress)
+
     async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
         async with translate_errors(), self._pool.acquire() as conn:
             return await queries.document_source(conn, document_id)

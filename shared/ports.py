@@ -155,6 +155,10 @@ class WorkerStore(Protocol):
 
     async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool: ...
 
+    async def report_progress(self, task_id: int, generation: int, attempt: int, stage: str, progress: float) -> bool:
+        """The run's stage (``shared.progress.Stage`` value) and progress (0..1); also a heartbeat."""
+        ...
+
     async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
         """``(object_key, filename, content_type)``; None if the document was deleted."""
         ...

@@ -21,7 +21,7 @@ from shared.messages import IndexMessage
 from shared.records import ChunkRow as ChunkRow  # re-exported: callers use queries.ChunkRow
 from shared.records import NewContent as NewContent
 from shared.records import OutboxRow as OutboxRow
-from shared.states import ACTIVE, CLAIMABLE, DocumentStatus, TaskStatus, sources_for
+from shared.states import ACTIVE, CLAIMABLE, QUEUED, DocumentStatus, TaskStatus, sources_for
 
 
 def sql_in(statuses: frozenset[TaskStatus] | set[TaskStatus]) -> str:
@@ -32,6 +32,7 @@ def sql_in(statuses: frozenset[TaskStatus] | set[TaskStatus]) -> str:
 
 _ACTIVE = sql_in(ACTIVE)  # in flight: the per-user cap, the scanner
 _CLAIMABLE = sql_in(CLAIMABLE)
+_QUEUED = sql_in(QUEUED)  # published, waiting for a worker
 #: a dead-lettered message fails its task only while it is in flight (and FAILED is allowed)
 _DEAD_LETTER_FAILABLE = sql_in({s for s in ACTIVE if s.value in sources_for(TaskStatus.FAILED)})
 
@@ -41,7 +42,11 @@ ROUTING_KEY = "rag.index.document"
 TASK_COLUMNS = (
     "t.id AS task_id, t.document_id, t.kb_id, t.status, t.generation, t.attempt, t.retry_count,"
     " t.max_retry_count, t.error_code, t.error_message, t.start_time, t.end_time,"
-    " t.create_time, t.update_time"
+    " t.create_time, t.update_time, t.stage, t.progress,"
+    # approximate place in the queue: waiting tasks re-armed or re-published before this one, + 1
+    f" CASE WHEN t.status IN {_QUEUED} THEN 1 + (SELECT count(*) FROM index_task w"
+    f"  WHERE w.status IN {_QUEUED} AND (w.update_time, w.id) < (t.update_time, t.id))"
+    " END AS queue_position"
 )
 DOCUMENT_COLUMNS = (
     "d.id AS document_id, d.kb_id, d.filename, d.content_type, d.size_bytes, d.sha256, d.status,"
@@ -383,6 +388,7 @@ async def issue_generation(
             f"UPDATE index_task SET generation = $2, status = $3, retry_count = {retry_expr},"
             " error_code = NULL, error_message = NULL, start_time = NULL, end_time = NULL,"
             f" dispatched_at = CASE WHEN status IN {_ACTIVE} THEN dispatched_at END,"
+            " stage = NULL, progress = NULL,"
             " update_time = now() WHERE id = $1 AND status = $4 AND generation = $5 RETURNING id",
             snap.task_id, gen, decision.new_status.value, snap.status.value, snap.generation,
         )
@@ -543,8 +549,8 @@ async def claim_task(conn: asyncpg.Connection, task_id: int, generation: int) ->
     """Claim: RUNNING, attempt + 1 (the claim's fencing token). None if not claimable any more."""
     v = await conn.fetchval(
         "UPDATE index_task SET status = 'RUNNING', attempt = attempt + 1, start_time = now(),"
-        " end_time = NULL, update_time = now() WHERE id = $1 AND generation = $2"
-        f" AND status IN {_CLAIMABLE} RETURNING attempt",
+        " end_time = NULL, stage = 'DOWNLOADING', progress = 0, update_time = now()"
+        f" WHERE id = $1 AND generation = $2 AND status IN {_CLAIMABLE} RETURNING attempt",
         task_id, generation,
     )
     return None if v is None else int(v)
@@ -556,6 +562,19 @@ async def heartbeat(conn: asyncpg.Connection, task_id: int, generation: int, att
         "UPDATE index_task SET update_time = now() WHERE id = $1 AND status = 'RUNNING'"
         " AND generation = $2 AND attempt = $3 RETURNING id",
         task_id, generation, attempt,
+    )
+    return v is not None
+
+
+async def report_progress(
+    conn: asyncpg.Connection, task_id: int, generation: int, attempt: int, stage: str, progress: float
+) -> bool:
+    """Write the run's ``stage`` and ``progress`` (0..1) — only under our current claim
+    ``(RUNNING, generation, attempt)``; also a heartbeat. False means we were fenced out."""
+    v = await conn.fetchval(
+        "UPDATE index_task SET stage = $4, progress = $5, update_time = now() WHERE id = $1"
+        " AND status = 'RUNNING' AND generation = $2 AND attempt = $3 RETURNING id",
+        task_id, generation, attempt, stage, progress,
     )
     return v is not None
 
@@ -646,6 +665,7 @@ async def commit_chunks(
                 raise _Rollback
             ok = await conn.fetchval(
                 "UPDATE index_task SET status = 'SUCCESS', end_time = now(), update_time = now(),"
+                " stage = 'WRITING', progress = 1,"
                 " error_code = NULL, error_message = NULL WHERE id = $1 AND status = 'RUNNING'"
                 " AND generation = $2 AND attempt = $3 RETURNING id",
                 task_id, generation, attempt,

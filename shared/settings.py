@@ -102,6 +102,9 @@ class KnowledgeSettings(CommonSettings):
         2000, ge=1, description="keyword: candidates are chunks holding the rarest query terms, about this many rows"
     )
     search_keyword_max_candidates: int = Field(5000, ge=1, description="keyword: hard cap on chunks scored per query")
+    events_poll_interval_s: float = Field(
+        0.5, gt=0, le=10, description="Server-Sent Events (/events routes): database poll period, seconds"
+    )
 
 
 class WorkerSettings(CommonSettings):
@@ -118,6 +121,10 @@ class WorkerSettings(CommonSettings):
     chunk_overlap_tokens: int = Field(32, ge=0)
     chunk_max_chars: int = Field(2_000, ge=1, description="characters per chunk (a word of 100+ characters is 1 token)")
     chunk_max_per_document: int = Field(20_000, ge=1, description="chunks per document; more ends FAILED parse_limit")
+    embed_progress_chunks: int = Field(
+        16, ge=1, description="chunks embedded per model call, with a progress report after each (issue 12: the "
+                              "novel's 64-chunk calls took 3-10 s each; the report is still throttled to ~1/s)"
+    )
     transient_retry_attempts: int = Field(4, ge=1)
     transient_retry_initial_s: float = 0.5
     transient_retry_max_s: float = 8.0

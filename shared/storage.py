@@ -7,6 +7,7 @@ heartbeats it serves) never blocks on storage I/O.
 from __future__ import annotations
 
 import asyncio
+import io
 from datetime import datetime
 from typing import BinaryIO
 
@@ -24,6 +25,9 @@ def _translate(exc: Exception, what: str) -> Exception:
     return StorageUnavailableError(f"{what}: storage unavailable: {type(exc).__name__}: {exc}")
 
 
+#: Kept-alive connections to the S3 server (concurrent calls beyond it open and drop one each).
+POOL_CONNECTIONS = 64
+_MIN_PART = 5 * 1024 * 1024  # S3's smallest multipart part; below it put_object sends one PUT
 _ERRORS = (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
@@ -35,7 +39,7 @@ class ObjectStore:
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=min(5.0, timeout), read=timeout),
             retries=urllib3.Retry(total=1, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
-            maxsize=10,
+            maxsize=POOL_CONNECTIONS,
         )
         self._client = Minio(
             settings.s3_endpoint,
@@ -104,6 +108,15 @@ class ObjectStore:
         try:
             self._client.put_object(self.bucket, key, stream, -1, content_type=content_type,
                                     part_size=part_size, num_parallel_uploads=1)
+        except _ERRORS as exc:
+            raise _translate(exc, f"put {key}") from exc
+
+    def put_bytes_blocking(self, key: str, data: bytes, content_type: str) -> None:
+        """Store ``data`` with one PUT request (BLOCKING: call it from a thread). Raises
+        StorageUnavailableError."""
+        try:
+            self._client.put_object(self.bucket, key, io.BytesIO(data), len(data), content_type=content_type,
+                                    part_size=max(_MIN_PART, len(data)))
         except _ERRORS as exc:
             raise _translate(exc, f"put {key}") from exc
 

@@ -10,6 +10,7 @@ the outbox relay publishes later, so nothing is lost.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -124,8 +125,30 @@ async def publish_now(deps: Deps, row: OutboxRow) -> bool:
     except BrokerUnavailableError as exc:
         log.warning("inline publish failed; the outbox relay will publish", extra={"error": str(exc)})
         return False
-    await deps.store.mark_published(row.id)
+    task = asyncio.create_task(_mark_published(deps, row.id))
+    _marking.add(task)
+    task.add_done_callback(_marking.discard)
     return True
+
+
+#: Outbox marks in flight (a reference keeps each task alive until it ends).
+_marking: set[asyncio.Task[None]] = set()
+
+
+async def flush_marks(timeout_s: float = 3.0) -> None:
+    """Wait up to ``timeout_s`` seconds for the outbox marks still being written (shutdown, tests)."""
+    if _marking:
+        await asyncio.wait(set(_marking), timeout=timeout_s)
+
+
+async def _mark_published(deps: Deps, outbox_id: int) -> None:
+    """The outbox mark, off the request's latency (one round trip): if it is lost (crash,
+    database down), the relay publishes the row again after ``relay_grace_s`` and the worker
+    skips the duplicate (fenced by generation and claim)."""
+    try:
+        await deps.store.mark_published(outbox_id)
+    except Exception as exc:
+        log.warning("outbox row not marked published", extra={"outbox_id": outbox_id, "error": str(exc)})
 
 
 async def create_document(deps: Deps, *, user_id: int, kb_id: int, obj: NewContent) -> IndexMessage:

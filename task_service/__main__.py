@@ -120,6 +120,7 @@ async def run(settings: WorkerSettings) -> None:
         if metrics_server is not None:
             metrics_server.shutdown()
         parser.close()  # kills the sandbox child, even one still working for an abandoned task
+        await handler.flush()  # delivery_skip rows still being written
         await _close(pool.close(), "database pool", on_timeout=pool.terminate)
         await _close(redis.aclose(), "redis")
         close = getattr(embedder, "aclose", None)

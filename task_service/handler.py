@@ -12,6 +12,7 @@ sandbox child doing it is killed (``Extractor.cancel``), so no CPU is burnt for 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -32,20 +33,23 @@ from shared.errors import (
     TransientError,
 )
 from shared.faults import fault_point
-from shared.fencing import Claim, Reject, Skip, SkipReason, decide_claim
+from shared.fencing import Claim, Reject, SettledTasks, Skip, SkipReason, decide_claim
 from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
 from shared.ports import DocumentLock, Embedder, ObjectReader, ReleasedObjects, WorkerStore
+from shared.progress import ProgressThrottle, Stage, embedded_share
 from shared.records import ChunkRow
 from shared.retry_policy import transient_retrying
 from shared.settings import WorkerSettings
 from shared.states import TaskStatus
 from task_service.lease import run_with_lease
 from task_service.metrics import WorkerMetrics
-from task_service.pipeline.extract import Extraction
+from task_service.pipeline.extract import Extraction, StageCallback
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+#: delivery_skip rows waiting for the background writer, at most (then a skip waits for it).
+MAX_PENDING_SKIPS = 1000
 
 
 class Outcome(StrEnum):
@@ -57,8 +61,10 @@ class Outcome(StrEnum):
 class Extractor(Protocol):
     """Parse + chunk one document (``sandbox.SandboxedParser`` or ``InProcessParser``)."""
 
-    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None) -> Extraction:
-        """Blocking; raises ``IndexingError`` subclasses for the document's faults."""
+    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None,
+                 on_stage: StageCallback | None = None) -> Extraction:
+        """Blocking; raises ``IndexingError`` subclasses for the document's faults. ``on_stage``
+        is called from the calling thread when extraction enters a stage (``"CHUNKING"``)."""
         ...
 
     def cancel(self, token: threading.Event) -> None:
@@ -76,6 +82,7 @@ class HandlerConfig:
     retry_attempts: int  # transient failures: attempts, first and largest backoff
     retry_initial_s: float
     retry_max_s: float
+    embed_chunks: int = 16  # chunks per embedding call, a progress report after each
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> HandlerConfig:
@@ -83,6 +90,7 @@ class HandlerConfig:
             lock_retry_max_attempts=s.lock_retry_max_attempts, lease_period_s=min(s.lock_renew_s, s.heartbeat_s),
             task_hard_limit_s=s.task_hard_limit_s, retry_attempts=s.transient_retry_attempts,
             retry_initial_s=s.transient_retry_initial_s, retry_max_s=s.transient_retry_max_s,
+            embed_chunks=max(1, min(s.embed_progress_chunks, s.embedding_batch_size)),
         )
 
 
@@ -91,6 +99,7 @@ class _Run:
     msg: IndexMessage
     attempt: int
     warnings: list[str] = field(default_factory=list)  # the extraction's, once it has run
+    throttle: ProgressThrottle = field(default_factory=ProgressThrottle)
 
 
 class IndexHandler:
@@ -122,6 +131,9 @@ class IndexHandler:
         self.worker_name = worker_name
         self.metrics = metrics or WorkerMetrics.unregistered()
         self._on_done = on_delivery_done or (lambda: None)
+        self._skip_rows: list[tuple[str, int, int, int]] = []  # delivery_skip rows not yet written
+        self._skip_writer: asyncio.Task[None] | None = None
+        self._settled = SettledTasks()  # what earlier snapshots proved for good
 
     # -------------------------------------------------------------- plumbing
 
@@ -137,14 +149,33 @@ class IndexHandler:
         raise AssertionError("unreachable")
 
     async def _skip(self, reason: str, msg: IndexMessage) -> Outcome:
+        """Ack; the ``delivery_skip`` row is written in the background, batched with the others
+        waiting (off the ack's path: a worker draining a backlog of duplicates acks at once and
+        writes many rows per round trip). Past :data:`MAX_PENDING_SKIPS` waiting rows a skip
+        waits for the writer; :meth:`flush` waits for all of them."""
         log.info("delivery skipped", extra={"reason": reason})
         self.metrics.skipped.labels(str(reason)).inc()
-        try:
-            await self._db(self._repo.record_skip, reason, msg.task_id, msg.document_id, msg.generation,
-                           self.worker_name)
-        except TransientError:
-            log.warning("could not record skip")
+        self._skip_rows.append((reason, msg.task_id, msg.document_id, msg.generation))
+        if self._skip_writer is None or self._skip_writer.done():
+            self._skip_writer = asyncio.create_task(self._write_skips())
+        elif len(self._skip_rows) >= MAX_PENDING_SKIPS:
+            await asyncio.shield(self._skip_writer)
         return Outcome.ACK
+
+    async def _write_skips(self) -> None:
+        while self._skip_rows:
+            rows, self._skip_rows = self._skip_rows, []
+            for reason, task_id, document_id, generation in rows:
+                try:
+                    await self._db(self._repo.record_skip, reason, task_id, document_id, generation,
+                                   self.worker_name)
+                except TransientError:
+                    log.warning("could not record skip")
+
+    async def flush(self, timeout_s: float = 3.0) -> None:
+        """Wait up to ``timeout_s`` seconds for the skip rows still being written."""
+        if self._skip_writer is not None and not self._skip_writer.done():
+            await asyncio.wait({self._skip_writer}, timeout=timeout_s)
 
     # -------------------------------------------------------------- entry
 
@@ -164,6 +195,9 @@ class IndexHandler:
             log.error("invalid message rejected", extra={"error": str(exc)[:500]})
             return Outcome.REJECT
         with bind(task_id=msg.task_id, document_id=msg.document_id, generation=msg.generation):
+            early = await self._skip_without_lock(msg)
+            if early is not None:
+                return early
             lock = self._new_lock(msg.document_id)
             try:
                 acquired = await lock.acquire()
@@ -183,6 +217,26 @@ class IndexHandler:
                 return Outcome.DELAY
             finally:
                 await lock.release()
+
+    async def _skip_without_lock(self, msg: IndexMessage) -> Outcome | None:
+        """A delivery the database already says to skip (its task succeeded or failed for good,
+        its generation moved on, the task is gone) is acked without taking the document lock:
+        a skip writes nothing but its record, so the lock would save no work. What a snapshot
+        proved for good (an older generation, a terminal task) answers later duplicates without
+        reading the database again (:class:`~shared.fencing.SettledTasks`). DELAY when the database
+        is unreachable. None: take the lock and decide again (claimable or rejectable)."""
+        known = self._settled.skip(msg)
+        if known is not None:
+            return await self._skip(known.reason, msg)
+        try:
+            snap = await self._db(self._repo.load_task_snapshot, msg.task_id)
+        except TransientError as exc:  # the locked path would find it down too
+            log.warning("infrastructure unavailable before claim, delaying", extra={"error": str(exc)})
+            return Outcome.DELAY
+        if snap is not None:
+            self._settled.learn(snap)
+        decision = decide_claim(msg, snap)
+        return await self._skip(decision.reason, msg) if isinstance(decision, Skip) else None
 
     async def _locked(self, msg: IndexMessage, lock: DocumentLock) -> Outcome:
         snap = await self._db(self._repo.load_task_snapshot, msg.task_id)
@@ -204,6 +258,7 @@ class IndexHandler:
         delivery round the delay queue (the retry reclaims, or finds a newer claim and skips);
         a superseded claim or generation is acked as skipped."""
         started = time.monotonic()
+        run.throttle.written(started, Stage.DOWNLOADING, 0.0)  # the claim wrote it
         log.info("task claimed")
 
         async def renew() -> None:
@@ -264,11 +319,12 @@ class IndexHandler:
         object_key, filename, content_type = source
         # The API typed the bytes at upload: a name without an allowed extension parses as that type.
 
-        await fault_point("before_download")
+        await fault_point("before_download", filename)
         with self.metrics.stage("download"):
             data = await self._with_retries(self._store.get, object_key)
         await fault_point("before_parse")
-        extraction = await self._extract(data, parser_filename(filename, content_type))
+        await self._report(run, Stage.PARSING)
+        extraction = await self._extract(run, data, parser_filename(filename, content_type))
         self.metrics.observe_stage("parse", extraction.parse_s)
         self.metrics.observe_stage("chunk", extraction.chunk_s)
         chunks = extraction.chunks
@@ -280,7 +336,8 @@ class IndexHandler:
                        run.attempt, len(chunks), self.worker_name)
         await fault_point("during_embed")
         with self.metrics.stage("embed"):
-            embeddings = await self._with_retries(self._embedder.embed, [c.content for c in chunks])
+            embeddings = await self._embed(run, [c.content for c in chunks])
+        await self._report(run, Stage.WRITING, 1.0)
         rows = [ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
         with self.metrics.stage("write"):
             committed = await self._db(
@@ -293,15 +350,56 @@ class IndexHandler:
         await self._released.remove_released()  # a swapped-out version's object
         return len(rows)
 
-    async def _extract(self, data: bytes, filename: str) -> Extraction:
+    async def _embed(self, run: _Run, texts: list[str]) -> Any:
+        """Embed in batches of ``embed_progress_chunks`` (at most ``embedding_batch_size``),
+        reporting EMBEDDING progress (embedded / total) between batches; a (len(texts), dim) matrix."""
+        import numpy as np
+
+        step = max(1, self._s.embed_chunks)
+        await self._report(run, Stage.EMBEDDING, 0.0)
+        parts = []
+        for at in range(0, len(texts), step):
+            parts.append(await self._with_retries(self._embedder.embed, texts[at:at + step]))
+            await fault_point("embed_batch")
+            await self._report(run, Stage.EMBEDDING, embedded_share(at + step, len(texts)))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    async def _report(self, run: _Run, stage: Stage, progress: float = 0.0) -> None:
+        """Write the run's stage and progress if the throttle allows it (about once a second).
+        Best effort: a database failure is logged, not fatal; a write fenced out raises
+        ``StaleGenerationError`` (a newer claim owns the task: stop working)."""
+        if not run.throttle.should_write(time.monotonic(), stage, progress):
+            return
+        try:
+            alive = await self._db(self._repo.report_progress, run.msg.task_id, run.msg.generation, run.attempt,
+                                   stage.value, progress)
+        except TransientError as exc:
+            log.warning("progress not written", extra={"stage": stage.value, "error": str(exc)})
+            return
+        if not alive:
+            raise StaleGenerationError("claim superseded (progress write fenced out)")
+
+    async def _extract(self, run: _Run, data: bytes, filename: str) -> Extraction:
         """Parse + chunk in a thread (the sandbox call blocks on its child); if this task is
-        cancelled meanwhile, the extraction is cancelled too (its child killed)."""
+        cancelled meanwhile, the extraction is cancelled too (its child killed). A stage the
+        extractor reports (CHUNKING) is written from the event loop, before this returns."""
+        loop = asyncio.get_running_loop()
+        reports: list[concurrent.futures.Future[None]] = []
+
+        def on_stage(stage: str) -> None:  # in the extractor's thread
+            reports.append(asyncio.run_coroutine_threadsafe(self._report(run, Stage(stage)), loop))
+
         token = threading.Event()
         try:
-            return await asyncio.to_thread(self._parse, data, filename, token)
+            extraction = await asyncio.to_thread(self._parse, data, filename, token, on_stage)
         except asyncio.CancelledError:
             self._parse.cancel(token)
+            for f in reports:
+                f.cancel()
             raise
+        for f in reports:
+            await asyncio.wrap_future(f)
+        return extraction
 
     async def _with_retries(self, fn: Callable[..., Awaitable[R]], *args: Any) -> R:
         async for attempt in self._retrying():

@@ -57,6 +57,7 @@ class FakeTask:
     error_code: str | None = None
     error_message: str | None = None
     update_time: datetime = field(default_factory=lambda: datetime.now(UTC))
+    progress: list[tuple[str, float]] = field(default_factory=list)  # (stage, progress) reports written
 
 
 @dataclass
@@ -227,6 +228,13 @@ class FakeStore:
     async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool:
         return self._fenced(task_id, generation, attempt) is not None
 
+    async def report_progress(self, task_id: int, generation: int, attempt: int, stage: str, progress: float) -> bool:
+        task = self._fenced(task_id, generation, attempt)
+        if task is None:
+            return False
+        task.progress.append((stage, progress))
+        return True
+
     async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
         self._maybe_fail("document_source")
         doc = self.documents.get(document_id)
@@ -386,12 +394,15 @@ class FakeExtractor:
     """Splits the text on blank lines into chunks; ``error`` is raised instead when set;
     ``block`` makes the call wait until cancelled (for timeouts)."""
 
-    def __init__(self, error: Exception | None = None, *, block: bool = False) -> None:
+    def __init__(self, error: Exception | None = None, *, block: bool = False,
+                 on_chunking: Callable[[], None] | None = None) -> None:
         self.error = error
         self.block = block
         self.cancelled = 0
+        self.on_chunking = on_chunking  # called when parsing is done, before the stage is reported
 
-    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None) -> Extraction:
+    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None,
+                 on_stage: Callable[[str], None] | None = None) -> Extraction:
         if self.block:
             assert cancel is not None
             cancel.wait(10)
@@ -399,6 +410,10 @@ class FakeExtractor:
         if self.error is not None:
             raise self.error
         parts = [p for p in data.decode().split("\n\n") if p.strip()]
+        if self.on_chunking is not None:
+            self.on_chunking()
+        if on_stage is not None:
+            on_stage("CHUNKING")
         chunks = [Chunk(index=i, content=p, token_count=len(p.split())) for i, p in enumerate(parts)]
         return Extraction(chunks=tuple(chunks), warnings=())
 

@@ -2,20 +2,27 @@
 
 The model is loaded once, from local files only (``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1``,
 ``local_files_only=True``): nothing is downloaded. ``embed`` runs ``encode`` in a worker thread
-so the event loop (AMQP heartbeats) keeps running, one ``batch_size`` slice per thread call: a
-cancelled ``embed`` (lost lease, task limit, worker shutdown) stops after the current slice
-instead of running the whole document's forward passes on. Calls are serialized by a lock
-because concurrent forward passes would only compete for the same CPU cores.
+so the event loop (AMQP heartbeats) keeps running, one ``batch_size`` batch per thread call: a
+cancelled ``embed`` (lost lease, task limit, worker shutdown) stops after the current batch
+instead of running the whole document's forward passes on. Forward passes are serialized by a
+lock because concurrent ones would only compete for the same CPU cores.
+
+Batches overlap: the next batch is tokenized (in another thread; the Rust tokenizer releases the
+GIL) while the model runs the current one. The texts of one call are batched longest first, as
+``encode()`` does within its own call, so a batch pads to similar lengths. Progress (batches
+done, chunks, seconds) is logged at most every :data:`PROGRESS_EVERY_S` seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +32,10 @@ from shared.errors import DependencyMissingError, EmbeddingUnavailableError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
+#: Seconds between two progress lines of one ``embed`` call.
+PROGRESS_EVERY_S = 10.0
 
 
 class SentenceTransformerEmbedder:
@@ -58,30 +69,59 @@ class SentenceTransformerEmbedder:
     async def embed(self, texts: Sequence[str]) -> FloatMatrix:
         """Embed ``texts``: returns an (len(texts), dim) float32 matrix of unit-L2-norm rows, in
         input order. Texts longer than the model window (256 tokens) are truncated by the model.
-        Raises ``EmbeddingUnavailableError`` if the forward pass fails (e.g. out of memory).
+        Raises ``EmbeddingUnavailableError`` if tokenizing or the forward pass fails (e.g. out of
+        memory).
         """
         if not texts:
             return empty_matrix(self.dim)
         items = list(texts)
-        step = self.batch_size
-        parts = [await asyncio.to_thread(self._encode, items[i:i + step]) for i in range(0, len(items), step)]
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        order = np.argsort([-len(t) for t in items], kind="stable")  # longest first: less padding
+        batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        out = np.empty((len(items), self.dim), dtype=np.float32)
+        started = last = time.monotonic()
 
-    def _encode(self, texts: list[str]) -> FloatMatrix:
+        def tokenize(k: int) -> asyncio.Future[Any]:
+            return asyncio.ensure_future(asyncio.to_thread(self._tokenize, [items[i] for i in batches[k]]))
+
+        pending = tokenize(0)
+        try:
+            for k, idx in enumerate(batches):
+                features = await pending
+                if k + 1 < len(batches):
+                    pending = tokenize(k + 1)  # runs while the model works on batch k
+                out[idx] = await asyncio.to_thread(self._forward, features, len(idx))
+                if len(batches) > 1 and time.monotonic() - last >= PROGRESS_EVERY_S:
+                    last = time.monotonic()
+                    done = int(sum(map(len, batches[:k + 1])))
+                    log.info("embedding progress", extra={
+                        "batches_done": k + 1, "batches": len(batches), "chunks_done": done, "chunks": len(items),
+                        "seconds": round(last - started, 1)})
+        finally:
+            if not pending.done():
+                pending.cancel()
+        return out
+
+    def _tokenize(self, texts: list[str]) -> Any:
+        """The model's input tensors for ``texts`` (padded to the longest, truncated at the window)."""
+        prepare = getattr(self._model, "preprocess", None) or self._model.tokenize
+        try:
+            return prepare(texts)
+        except (RuntimeError, MemoryError) as exc:
+            raise EmbeddingUnavailableError(f"local embedding model failed to tokenize: {exc}") from exc
+
+    def _forward(self, features: Any, n: int) -> FloatMatrix:
+        import torch
+
         with self._lock:
             try:
-                matrix = self._model.encode(
-                    texts,
-                    batch_size=self.batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
+                with torch.inference_mode():
+                    emb = self._model(features)["sentence_embedding"]
+                    matrix = torch.nn.functional.normalize(emb, p=2, dim=1).cpu().numpy()
             except (RuntimeError, MemoryError) as exc:
                 raise EmbeddingUnavailableError(f"local embedding model failed: {exc}") from exc
-        if matrix.shape != (len(texts), self.dim):
-            raise EmbeddingUnavailableError(f"model returned shape {matrix.shape}, expected ({len(texts)}, {self.dim})")
-        return l2_normalize(matrix)
+        if matrix.shape != (n, self.dim):
+            raise EmbeddingUnavailableError(f"model returned shape {matrix.shape}, expected ({n}, {self.dim})")
+        return l2_normalize(matrix.astype(np.float32, copy=False))
 
 
 def _load(path: Path, device: str) -> SentenceTransformer:
@@ -94,6 +134,8 @@ def _load(path: Path, device: str) -> SentenceTransformer:
         raise DependencyMissingError(f"install 'sentence-transformers' to embed locally ({exc})") from exc
     transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # no "Loading weights" bar
     try:
-        return SentenceTransformer(str(path), device=device, local_files_only=True)
+        model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        model.eval()  # inference only (encode() would set it per call)
+        return model
     except (OSError, ValueError) as exc:
         raise DependencyMissingError(f"cannot load the embedding model from {path}: {exc}") from exc

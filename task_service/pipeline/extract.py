@@ -8,6 +8,7 @@ child: no thread of the worker outlives its task.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shared.errors import NoTextError, ParseLimitError
@@ -52,8 +53,14 @@ Packed = tuple[
 ]
 
 
-def extract(data: bytes, filename: str, parse_limits: ParseLimits, chunker: Chunker) -> Extraction:
-    """``parse_document`` then ``chunker.chunk``.
+#: Told the name of the stage extraction enters (``"CHUNKING"`` once parsing is done).
+StageCallback = Callable[[str], None]
+
+
+def extract(
+    data: bytes, filename: str, parse_limits: ParseLimits, chunker: Chunker, on_stage: StageCallback | None = None
+) -> Extraction:
+    """``parse_document`` then ``chunker.chunk``; ``on_stage("CHUNKING")`` between the two.
 
     Raises what ``parse_document`` raises (``ParseLimitError``, ``CorruptDocumentError``,
     ``NoTextError``...), ``NoTextError`` when the text has no model token at all, and
@@ -62,6 +69,8 @@ def extract(data: bytes, filename: str, parse_limits: ParseLimits, chunker: Chun
     started = time.perf_counter()
     parsed = parse_document(data, filename, parse_limits)
     parsed_at = time.perf_counter()
+    if on_stage is not None:
+        on_stage("CHUNKING")
     chunks = chunker.chunk(parsed)
     if not chunks:
         raise NoTextError()

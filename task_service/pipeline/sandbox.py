@@ -87,7 +87,7 @@ from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
 
 if TYPE_CHECKING:
     from shared.settings import WorkerSettings
-    from task_service.pipeline.extract import Extraction
+    from task_service.pipeline.extract import Extraction, StageCallback
 
 log = logging.getLogger(__name__)
 
@@ -146,12 +146,13 @@ class InProcessParser:
         self.limits = limits
         self.chunker = chunker if chunker is not None else Chunker(load_minilm_tokenizer())
 
-    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None) -> Extraction:
+    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None,
+                 on_stage: StageCallback | None = None) -> Extraction:
         if cancel is not None and cancel.is_set():
             raise ExtractionCancelled("cancelled before it started")
         from task_service.pipeline.extract import extract
 
-        return extract(data, filename, self.limits, self.chunker)
+        return extract(data, filename, self.limits, self.chunker, on_stage)
 
     def cancel(self, token: threading.Event) -> None:
         token.set()
@@ -242,19 +243,23 @@ class SandboxedParser:
 
     # ------------------------------------------------------------------ requests
 
-    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None) -> Extraction:
+    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None,
+                 on_stage: StageCallback | None = None) -> Extraction:
+        """``on_stage(name)`` is called (in this thread) when the child reports a stage
+        (``"CHUNKING"`` once parsing is done)."""
         token = cancel if cancel is not None else threading.Event()
         with self._lock:
             if token.is_set():
                 raise ExtractionCancelled("cancelled before it started")
-            reply = self._request(data, filename, token)
+            reply = self._request(data, filename, token, on_stage)
         if reply[0] == "ok":
             from task_service.pipeline.extract import Extraction
 
             return Extraction.unpack(reply[1])
         raise _rebuild(str(reply[1]), reply[2], str(reply[3]))
 
-    def _request(self, data: bytes, filename: str, token: threading.Event) -> tuple[Any, ...]:
+    def _request(self, data: bytes, filename: str, token: threading.Event,
+                 on_stage: StageCallback | None = None) -> tuple[Any, ...]:
         """Send one document, wait for the reply within the wall-clock limit; on a limit hit,
         replace the child and raise ``ParseLimitError`` (caller holds the lock)."""
         child = self._send_to_a_child(data, filename)
@@ -262,7 +267,7 @@ class SandboxedParser:
         try:
             if token.is_set():  # cancelled while the document was being sent
                 child.process.kill()
-            return self._receive(child, token)
+            return self._receive(child, token, on_stage)
         finally:
             self._active = None
 
@@ -290,20 +295,14 @@ class SandboxedParser:
             return child.conn.poll() and not _eof(child.conn)
         return True
 
-    def _receive(self, child: _Child, token: threading.Event) -> tuple[Any, ...]:
-        ready = wait([child.conn], self.limits.timeout_s)  # data, or EOF when the child dies
-        if token.is_set():
-            self._replace(child, "request cancelled")
-            raise ExtractionCancelled("extraction cancelled; its parser process was killed")
-        if not ready:
-            self._replace(child, "wall-clock limit")
-            raise ParseLimitError(
-                f"parser exceeded the wall-clock limit of {self.limits.timeout_s:g} s (PARSE_TIMEOUT_S)"
-            )
-        try:
-            reply: tuple[Any, ...] = child.conn.recv()
-        except (EOFError, OSError):
-            raise self._died(child) from None
+    def _receive(self, child: _Child, token: threading.Event, on_stage: StageCallback | None) -> tuple[Any, ...]:
+        deadline = time.monotonic() + self.limits.timeout_s  # one wall-clock budget, stage reports included
+        while True:
+            reply = self._next_message(child, token, deadline)
+            if reply[0] != "stage":
+                break
+            if on_stage is not None:
+                on_stage(str(reply[1]))
         kind, vm_size = reply[0], int(reply[-1])
         if kind == "memory":
             self._replace(child, "MemoryError")
@@ -314,6 +313,22 @@ class SandboxedParser:
         if vm_size > RECYCLE_AT_SHARE * self.limits.memory_bytes:
             self._replace(child, f"address space grew to {vm_size / MIB:,.0f} MiB")
         return reply
+
+    def _next_message(self, child: _Child, token: threading.Event, deadline: float) -> tuple[Any, ...]:
+        ready = wait([child.conn], max(deadline - time.monotonic(), 0.0))  # data, or EOF when the child dies
+        if token.is_set():
+            self._replace(child, "request cancelled")
+            raise ExtractionCancelled("extraction cancelled; its parser process was killed")
+        if not ready:
+            self._replace(child, "wall-clock limit")
+            raise ParseLimitError(
+                f"parser exceeded the wall-clock limit of {self.limits.timeout_s:g} s (PARSE_TIMEOUT_S)"
+            )
+        try:
+            message: tuple[Any, ...] = child.conn.recv()
+        except (EOFError, OSError):
+            raise self._died(child) from None
+        return message
 
     def _died(self, child: _Child) -> ParseLimitError:
         """The child died while parsing: replace it; the error that explains why."""
@@ -475,10 +490,10 @@ def _serve(conn: Connection, limits: SandboxLimits, parse_limits: ParseLimits, c
     """Warm up, limit, then answer requests until EOF.
 
     Protocol: the worker first sends ``(SandboxLimits, ParseLimits, ChunkSettings)``, then per
-    document ``filename`` (pickled) then the document (raw bytes); the child
-    answers ``("ok", Extraction.pack(), vm)``, ``("error", class_name, error_code, message, vm)`` or
-    ``("memory", vm)`` (and exits); ``vm`` = its address space afterwards, bytes. At start-up it
-    sends ``("ready", warm_up_s, vm)`` or ``("error", ...)``.
+    document ``filename`` (pickled) then the document (raw bytes); the child may first report
+    ``("stage", "CHUNKING")`` once parsing is done, then answers ``("ok", Extraction.pack(), vm)``,
+    ``("error", class_name, error_code, message, vm)`` or ``("memory", vm)`` (and exits); ``vm`` = its
+    address space afterwards, bytes. At start-up it sends ``("ready", warm_up_s, vm)`` or ``("error", ...)``.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle; it stops us
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -511,8 +526,11 @@ def _serve(conn: Connection, limits: SandboxLimits, parse_limits: ParseLimits, c
 def _extract_one(conn: Connection, filename: str, limits: ParseLimits, chunker: Chunker) -> tuple[Any, ...]:
     from task_service.pipeline.extract import extract
 
+    def on_stage(stage: str) -> None:
+        conn.send(("stage", stage))
+
     try:
-        return ("ok", extract(conn.recv_bytes(), filename, limits, chunker).pack())
+        return ("ok", extract(conn.recv_bytes(), filename, limits, chunker, on_stage).pack())
     except MemoryError:
         return ("memory",)
     except Exception as exc:

@@ -27,6 +27,16 @@ async def test_local_model_shape_dtype_and_norm(local: SentenceTransformerEmbedd
 
 
 @pytest.mark.asyncio
+async def test_local_batches_match_encode_in_input_order(local: SentenceTransformerEmbedder) -> None:
+    """Longest-first batching with the next batch tokenized during the forward pass gives the
+    vectors ``encode()`` gives, row for row in input order (lengths vary across batches)."""
+    texts = [("word " * (1 + (i * 37) % 90)).strip() + f" {i}" for i in range(41)]
+    got = await local.embed(texts)
+    want = local._model.encode(texts, batch_size=16, normalize_embeddings=True, convert_to_numpy=True)
+    np.testing.assert_allclose(got, want, atol=2e-5)
+
+
+@pytest.mark.asyncio
 async def test_local_model_semantics(local: SentenceTransformerEmbedder) -> None:
     cat, kitten, stocks, chinese_cat = await local.embed(
         [

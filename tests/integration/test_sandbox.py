@@ -319,6 +319,19 @@ def test_huge_flate_pdf_kills_the_child_and_a_normal_file_parses_right_after(san
     assert resource.getrlimit(resource.RLIMIT_AS) == (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
 
 
+def test_sandbox_reports_chunking_after_parsing_and_only_for_a_parsed_document(sandbox: SandboxedParser) -> None:
+    stages: list[str] = []
+    assert text_of(sandbox(b"stage reports", "s.txt", on_stage=stages.append)) == "stage reports"
+    assert stages == ["CHUNKING"]
+    stages.clear()
+    with pytest.raises(IndexingError):
+        sandbox(b"MZ", "virus.exe", on_stage=stages.append)
+    assert stages == []  # refused while parsing: never reached chunking
+    in_process: list[str] = []
+    InProcessParser()(b"stage reports", "s.txt", on_stage=in_process.append)
+    assert in_process == ["CHUNKING"]
+
+
 def test_sandbox_serializes_concurrent_callers(sandbox: SandboxedParser) -> None:
     docs = [(docx(f"document number {i}"), f"d{i}.docx") for i in range(6)]
     docs += [(f"plain text number {i}".encode(), f"t{i}.txt") for i in range(6)]

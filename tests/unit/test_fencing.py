@@ -11,6 +11,7 @@ from shared.fencing import (
     EnqueueRequest,
     Reject,
     RequestKind,
+    SettledTasks,
     Skip,
     SkipReason,
     StaleThresholds,
@@ -130,3 +131,59 @@ class TestEnqueue:
     def test_reindex_of_failed_document_issues(self) -> None:
         s = snap(status=TaskStatus.FAILED, document_status=DocumentStatus.FAILED)
         assert decide_enqueue(s, EnqueueRequest(RequestKind.REINDEX), NOW, TH).action is Action.ISSUE
+
+
+class TestSettledTasks:
+    """Skips remembered from earlier snapshots: only what no later state can undo."""
+
+    def test_unknown_task_reads_the_database(self) -> None:
+        assert SettledTasks().skip(msg()) is None
+
+    @pytest.mark.parametrize("status", [TaskStatus.SUCCESS, TaskStatus.FAILED, TaskStatus.TIMEOUT])
+    def test_terminal_generation_is_never_claimable_again(self, status: TaskStatus) -> None:
+        settled = SettledTasks()
+        settled.learn(snap(status=status, generation=2, document_generation=2))
+        assert settled.skip(msg(2)) == Skip(SkipReason.NOT_RUNNABLE)
+        assert settled.skip(msg(1)) == Skip(SkipReason.STALE_GENERATION)
+        assert settled.skip(msg(3)) is None  # a newer generation (a retry) may be claimable
+
+    @pytest.mark.parametrize("status", [TaskStatus.WAITING, TaskStatus.RETRYING, TaskStatus.RUNNING])
+    def test_claimable_task_only_outdates_older_generations(self, status: TaskStatus) -> None:
+        settled = SettledTasks()
+        settled.learn(snap(status=status, generation=3, document_generation=3))
+        assert settled.skip(msg(3)) is None
+        assert settled.skip(msg(2)) == Skip(SkipReason.STALE_GENERATION)
+
+    def test_ids_that_disagree_are_left_to_decide_claim(self) -> None:
+        settled = SettledTasks()
+        settled.learn(snap(status=TaskStatus.SUCCESS))
+        assert settled.skip(msg(1, document_id=99)) is None
+
+    def test_knowledge_only_grows(self) -> None:
+        settled = SettledTasks()
+        settled.learn(snap(status=TaskStatus.SUCCESS, generation=2, document_generation=2))
+        settled.learn(snap(status=TaskStatus.WAITING, generation=1, document_generation=1))  # an older read
+        assert settled.skip(msg(2)) == Skip(SkipReason.NOT_RUNNABLE)
+
+    def test_capacity_forgets_the_oldest(self) -> None:
+        settled = SettledTasks(capacity=2)
+        for t in (1, 5, 6):
+            settled.learn(snap(task_id=t, status=TaskStatus.SUCCESS))
+        assert settled.skip(msg(1)) is None
+        assert settled.skip(msg(1, task_id=6)) == Skip(SkipReason.NOT_RUNNABLE)
+
+    @pytest.mark.parametrize("seen", [TaskStatus.SUCCESS, TaskStatus.FAILED, TaskStatus.TIMEOUT, TaskStatus.WAITING])
+    @pytest.mark.parametrize("later", list(TaskStatus))
+    @pytest.mark.parametrize(("g_seen", "g_later", "g_msg"), [(1, 1, 1), (2, 3, 2), (2, 3, 1), (2, 2, 1), (1, 2, 1)])
+    def test_never_contradicts_a_later_snapshot(self, seen: TaskStatus, later: TaskStatus, g_seen: int, g_later: int,
+                                                g_msg: int) -> None:
+        """A remembered skip is a skip on every later state the rules allow: generations only
+        grow, and the same generation never leaves a terminal status."""
+        if g_later == g_seen and seen in (TaskStatus.SUCCESS, TaskStatus.FAILED, TaskStatus.TIMEOUT) and later != seen:
+            return  # not a reachable later state
+        settled = SettledTasks()
+        settled.learn(snap(status=seen, generation=g_seen, document_generation=g_seen))
+        remembered = settled.skip(msg(g_msg))
+        if remembered is not None:
+            assert isinstance(decide_claim(msg(g_msg), snap(status=later, generation=g_later,
+                                                            document_generation=g_later)), Skip)

@@ -47,8 +47,10 @@ class World:
                                     worker_name="test")
 
     async def handle(self, body: bytes | None = None, delay_attempts: int = 0) -> Outcome:
-        return await self.handler.handle(self.msg.to_json() if body is None else body,
-                                         delay_attempts=delay_attempts)
+        outcome = await self.handler.handle(self.msg.to_json() if body is None else body,
+                                            delay_attempts=delay_attempts)
+        await self.handler.flush()  # skip rows are written in the background
+        return outcome
 
     @property
     def task(self) -> object:
@@ -214,3 +216,25 @@ async def test_lost_lock_sends_the_delivery_round_the_delay_queue() -> None:
     assert await w.handle() is Outcome.DELAY
     assert w.store.skips == ["lock_lost"] and w.extractor.cancelled == 1
     assert w.locks.held == set()
+
+
+async def test_progress_is_reported_per_stage_and_embedding_goes_in_batches() -> None:
+    w = World(embed_chunks=2)
+    assert await w.handle() is Outcome.ACK
+    # within a second: every stage change written, the progress steps inside EMBEDDING throttled
+    assert w.store.tasks[w.msg.task_id].progress == [
+        ("PARSING", 0.0), ("CHUNKING", 0.0), ("EMBEDDING", 0.0), ("WRITING", 1.0)]
+    assert w.embedder.calls == 2  # 3 chunks, at most 2 per call
+
+
+async def test_a_progress_write_fenced_out_stops_the_run_before_embedding() -> None:
+    w = World()
+
+    def taken_over() -> None:  # another worker claims the task while this one parses
+        w.store.tasks[w.msg.task_id].attempt += 1
+
+    w.extractor.on_chunking = taken_over
+    assert await w.handle() is Outcome.ACK
+    assert w.embedder.calls == 0 and w.store.embedding_runs == 0
+    assert w.store.skips == [SkipReason.STALE_GENERATION.value]
+    assert w.store.tasks[w.msg.task_id].progress == [("PARSING", 0.0)]

@@ -287,6 +287,7 @@ class MemoryStore:
         self.content_types: dict[str, str] = {}
         self.reads: list[int] = []
         self.aborted = 0
+        self.puts = 0  # single-PUT stores
         self.fail_after = fail_after
         self.lock = threading.Lock()
 
@@ -306,6 +307,12 @@ class MemoryStore:
             raise
         with self.lock:
             self.objects[key] = bytes(data)
+            self.content_types[key] = content_type
+
+    def put_bytes_blocking(self, key: str, data: bytes, content_type: str) -> None:
+        with self.lock:
+            self.puts += 1
+            self.objects[key] = data
             self.content_types[key] = content_type
 
     async def remove(self, key: str) -> None:
@@ -357,13 +364,14 @@ async def test_receives_and_hashes_the_file_part() -> None:
     assert got.filename == "../../etc/passwd" and got.content_type == "text/plain"
     assert got.key.startswith("kb/7/") and store.objects == {got.key: data}
     assert store.content_types[got.key] == "text/plain"
+    assert (store.puts, store.reads) == (1, [])  # small: one PUT, not a multipart upload
 
 
 async def test_storage_reads_whole_parts() -> None:
     store = MemoryStore()
     data = b"0123456789abcdef" * (2 * 2**20 // 16) + b"tail"  # 2 MiB + 4
     got = await _receive(store, _multipart([("file", "big.txt", data)]), limit=3 * 2**20, part_size=2**20)
-    assert store.objects[got.key] == data
+    assert store.objects[got.key] == data and got.sha256 == hashlib.sha256(data).hexdigest()
     assert store.reads[:2] == [2**20 + 1, 2**20 + 1]  # the SDK gets a part per read, not 64 KiB pieces
 
 
@@ -385,9 +393,9 @@ async def test_declared_length_over_the_limit_is_refused_before_reading() -> Non
 
 async def test_oversize_mid_stream_aborts_and_leaves_nothing() -> None:
     store = MemoryStore()
-    body = _multipart([("file", "big.txt", b"y" * 300_000)])
+    body = _multipart([("file", "big.txt", b"y" * 3 * 2**20)])  # past SINGLE_PUT_MAX: streamed
     with pytest.raises(upload.UploadTooLargeError):
-        await _receive(store, body, limit=100_000, declare_length=False, chunk=4096)
+        await _receive(store, body, limit=2 * 2**20, declare_length=False, chunk=65536)
     assert store.objects == {} and store.aborted == 1
 
 

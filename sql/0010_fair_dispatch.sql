@@ -1,4 +1,4 @@
--- 0008: fair dispatch across users. At most K tasks of one user are "dispatched" (their message
+-- 0010: fair dispatch across users. At most K tasks of one user are "dispatched" (their message
 -- released to the broker, or running); the others wait as WAITING/RETRYING with their outbox row
 -- held (released_at IS NULL), and the relay releases held rows round-robin across users as slots
 -- free up. index_task.dispatched_at marks a task that holds one of its user's K slots while it
