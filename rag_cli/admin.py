@@ -106,7 +106,8 @@ async def requeue_stuck(waiting_after_s: float | None, running_after_s: float | 
         th = _thresholds(thresholds(settings), waiting_after_s, running_after_s)
         report = await scan_once(pool, channel, th)
         publisher = await Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID)
-        published = await relay_once(pool, publisher, grace_s=0.0, batch=10_000)
+        published = await relay_once(pool, publisher, grace_s=0.0, dispatch_limit=settings.dispatch_limit,
+                                     batch=10_000)
     return {"timed_out": report.timed_out, "republished": report.republished,
             "dead_lettered": report.dead_lettered, "published": published}
 

@@ -25,7 +25,7 @@ import aiormq
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, AbstractQueue
 from yarl import URL
 
-from shared.errors import BrokerUnavailableError
+from shared.errors import BrokerUnavailableError, ConfigurationError
 from shared.messages import IndexMessage, InvalidMessageError
 
 EXCHANGE = "rag.index.exchange"
@@ -62,8 +62,12 @@ def delay_queue_name(delay_ms: int) -> str:
 async def connect(url: str, *, name: str, heartbeat_s: int, robust: bool) -> AbstractConnection:
     """Open a connection named after its process (visible in the management console).
 
-    Raises BrokerUnavailableError.
+    Raises BrokerUnavailableError; ConfigurationError when ``url`` names no user (aio-pika would
+    silently log in as guest, which this project never uses).
     """
+    if not URL(url).user or URL(url).user == "guest":
+        raise ConfigurationError("AMQP_URL must name the project's own broker user and password "
+                                 "(`make env` generates them; guest is not used)")
     # aio-pika ignores ``client_properties=`` and ``heartbeat=`` when given a URL; aiormq reads
     # both from the URL's query string (``name``, ``heartbeat``).
     full = URL(url).update_query(name=name, heartbeat=str(heartbeat_s))

@@ -29,5 +29,5 @@ def usecase_deps(
     settings: CommonSettings, pool: asyncpg.Pool, objects: ObjectStore, publisher: Publisher | None
 ) -> usecases.Deps:
     """PostgreSQL store over ``pool``, the object store, the publisher (None: outbox only)."""
-    return usecases.Deps(store=PgTaskStore(pool), objects=objects, publisher=publisher,
+    return usecases.Deps(store=PgTaskStore(pool, settings.dispatch_limit), objects=objects, publisher=publisher,
                          limits=enqueue_limits(settings), released=PgReleasedObjects(pool, objects))

@@ -45,8 +45,11 @@ class _DeadLetter:
 class PgTaskStore:
     """The task/document store over an asyncpg pool (or a single connection, for CLIs)."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, dispatch_limit: int | None = None) -> None:
+        """``dispatch_limit``: K of fair dispatch (an upload or re-arm is released to the broker
+        at once when its user has a free slot); None holds every new row for the relay."""
         self._pool = pool
+        self._dispatch_limit = dispatch_limit
 
     async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None:
         async with translate_errors(), self._pool.acquire() as conn:
@@ -82,7 +85,7 @@ class PgTaskStore:
             return await queries.create_document_with_task(
                 conn, kb_id=kb_id, user_id=user_id, filename=content.filename,
                 content_type=content.content_type, size_bytes=content.size_bytes, sha256=content.sha256,
-                object_key=content.object_key, dedup_slot=dedup,
+                object_key=content.object_key, dedup_slot=dedup, dispatch_limit=self._dispatch_limit,
             )
 
     async def issue_generation(
@@ -91,12 +94,12 @@ class PgTaskStore:
     ) -> tuple[IndexMessage, OutboxRow] | IssueRefused:
         async with translate_errors(), self._pool.acquire() as conn:
             if in_flight_limit is None:
-                issued = await queries.try_issue_generation(conn, snap, decision, content)
+                issued = await queries.try_issue_generation(conn, snap, decision, content, self._dispatch_limit)
             else:
                 async with conn.transaction():
                     if not await queries.reserve_in_flight_slot(conn, snap.user_id, in_flight_limit):
                         return IssueRefused.OVER_CAP
-                    issued = await queries.try_issue_generation(conn, snap, decision, content)
+                    issued = await queries.try_issue_generation(conn, snap, decision, content, self._dispatch_limit)
         return IssueRefused.LOST_RACE if issued is None else issued
 
     async def mark_published(self, outbox_id: int) -> None:

@@ -15,6 +15,7 @@ import asyncpg
 import numpy as np
 from pgvector import Vector
 
+from shared.dispatch import HeldRow, choose_releases
 from shared.embedding_cache import eviction_count
 from shared.faults import fault_point
 from shared.fencing import EnqueueDecision, TaskSnapshot
@@ -137,15 +138,50 @@ async def kb_owned(conn: asyncpg.Connection, user_id: int, kb_id: int) -> bool:
 # ------------------------------------------------------------------ documents and tasks (API)
 
 
-async def _insert_outbox(conn: asyncpg.Connection, msg: IndexMessage) -> OutboxRow:
+# Advisory lock serializing every decision that gives a task one of its user's K slots (the
+# API's inline release and the relay's round-robin release): counts read under it stay true
+# until commit, so no user ever exceeds K, however many API processes and relays run.
+DISPATCH_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('rag:dispatch', 0))"
+
+
+async def _release_now(conn: asyncpg.Connection, msg: IndexMessage, dispatch_limit: int | None) -> bool:
+    """Inside the caller's transaction: whether the new outbox row of ``msg`` may go to the broker
+    now. Yes when its task already holds a slot; else, with ``dispatch_limit`` (K) given, when
+    the user has fewer than K dispatched tasks and no older held row (then the task takes a
+    slot here, under the dispatch lock). Otherwise the row is held for the relay."""
+    dispatched = await conn.fetchval(
+        f"SELECT dispatched_at IS NOT NULL AND status IN {_ACTIVE} FROM index_task WHERE id = $1",
+        msg.task_id,
+    )
+    if dispatched:
+        return True
+    if dispatch_limit is None or dispatched is None:
+        return False
+    await conn.execute(DISPATCH_LOCK_SQL)
+    free = await conn.fetchval(
+        f"SELECT (SELECT count(*) FROM index_task WHERE user_id = $1 AND dispatched_at IS NOT NULL"
+        f"        AND status IN {_ACTIVE}) < $2"
+        " AND NOT EXISTS (SELECT 1 FROM outbox WHERE user_id = $1 AND released_at IS NULL)",
+        msg.user_id, dispatch_limit,
+    )
+    if not free:
+        return False
+    await conn.execute("UPDATE index_task SET dispatched_at = now() WHERE id = $1", msg.task_id)
+    return True
+
+
+async def _insert_outbox(conn: asyncpg.Connection, msg: IndexMessage, dispatch_limit: int | None) -> OutboxRow:
+    """Inside the caller's transaction: the outbox row of ``msg``, released or held (see
+    :func:`_release_now`)."""
+    released = await _release_now(conn, msg, dispatch_limit)
     message_id = uuid.uuid4()
     body = msg.to_json()
     oid = await conn.fetchval(
-        "INSERT INTO outbox (task_id, message_id, exchange, routing_key, body)"
-        " VALUES ($1, $2, $3, $4, $5::jsonb) RETURNING id",
-        msg.task_id, message_id, EXCHANGE, ROUTING_KEY, body.decode(),
+        "INSERT INTO outbox (task_id, user_id, message_id, exchange, routing_key, body, released_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6::jsonb, CASE WHEN $7 THEN now() END) RETURNING id",
+        msg.task_id, msg.user_id, message_id, EXCHANGE, ROUTING_KEY, body.decode(), released,
     )
-    return OutboxRow(int(oid), message_id, EXCHANGE, ROUTING_KEY, body)
+    return OutboxRow(int(oid), message_id, EXCHANGE, ROUTING_KEY, body, released)
 
 
 async def create_document_with_task(
@@ -159,12 +195,15 @@ async def create_document_with_task(
     sha256: str,
     object_key: str,
     dedup_slot: bool = False,
+    dispatch_limit: int | None = None,
 ) -> tuple[IndexMessage, OutboxRow]:
     """ONE transaction: document (INDEXING, generation 1), task (WAITING, generation 1), outbox row.
 
     ``dedup_slot``: the document takes its KB's slot for ``sha256`` (unique partial index
     ``document_info_kb_content_uniq``); raises ``asyncpg.UniqueViolationError`` if another
     document holds it (see :func:`is_content_conflict`).
+    ``dispatch_limit`` (K): the row is released at once if the user has a free slot (see
+    :func:`_insert_outbox`); None holds it for the relay.
     """
     async with conn.transaction():
         doc_id = await conn.fetchval(
@@ -181,7 +220,7 @@ async def create_document_with_task(
         msg = IndexMessage(
             task_id=int(task_id), document_id=int(doc_id), kb_id=kb_id, user_id=user_id, generation=1
         )
-        row = await _insert_outbox(conn, msg)
+        row = await _insert_outbox(conn, msg, dispatch_limit)
     return msg, row
 
 
@@ -333,11 +372,14 @@ async def load_task_snapshot(conn: asyncpg.Connection, task_id: int) -> TaskSnap
 
 async def issue_generation(
     conn: asyncpg.Connection, snap: TaskSnapshot, decision: EnqueueDecision,
-    content: NewContent | None = None,
+    content: NewContent | None = None, dispatch_limit: int | None = None,
 ) -> tuple[IndexMessage, OutboxRow] | None:
     """Apply an ISSUE decision in ONE transaction: bump the document's generation (the only
     place generations are issued after creation), re-arm the task with it — conditional on the
     status and generation the decision was made on — and write the outbox row.
+
+    A task re-armed from a terminal status gives up its dispatch slot (its new row waits for
+    one, see :func:`_insert_outbox` and ``dispatch_limit``); an active task keeps its slot.
 
     Returns None (and changes nothing) if the task moved since ``snap`` was read: the caller
     re-reads and decides again, so concurrent requests produce exactly one transition.
@@ -371,6 +413,7 @@ async def issue_generation(
         task_id = await conn.fetchval(
             f"UPDATE index_task SET generation = $2, status = $3, retry_count = {retry_expr},"
             " error_code = NULL, error_message = NULL, start_time = NULL, end_time = NULL,"
+            f" dispatched_at = CASE WHEN status IN {_ACTIVE} THEN dispatched_at END,"
             " stage = NULL, progress = NULL,"
             " update_time = now() WHERE id = $1 AND status = $4 AND generation = $5 RETURNING id",
             snap.task_id, gen, decision.new_status.value, snap.status.value, snap.generation,
@@ -381,7 +424,7 @@ async def issue_generation(
             task_id=snap.task_id, document_id=snap.document_id, kb_id=snap.kb_id,
             user_id=snap.user_id, generation=int(gen),
         )
-        row = await _insert_outbox(conn, msg)
+        row = await _insert_outbox(conn, msg, dispatch_limit)
     return msg, row
 
 
@@ -406,11 +449,11 @@ class _Rollback(Exception):
 
 async def try_issue_generation(
     conn: asyncpg.Connection, snap: TaskSnapshot, decision: EnqueueDecision,
-    content: NewContent | None = None,
+    content: NewContent | None = None, dispatch_limit: int | None = None,
 ) -> tuple[IndexMessage, OutboxRow] | None:
     """:func:`issue_generation`, with a lost race reported as None (transaction rolled back)."""
     try:
-        return await issue_generation(conn, snap, decision, content)
+        return await issue_generation(conn, snap, decision, content, dispatch_limit)
     except _Rollback:
         return None
 
@@ -432,16 +475,89 @@ async def note_publish_failure(conn: asyncpg.Connection, outbox_id: int, error: 
     )
 
 
+async def release_held_outbox(
+    conn: asyncpg.Connection, dispatch_limit: int, limit: int
+) -> list[int]:
+    """ONE transaction, under the dispatch lock: release held outbox rows round-robin across
+    users, each user up to ``dispatch_limit`` (K) dispatched tasks, at most ``limit`` rows
+    (``shared.dispatch.choose_releases`` decides). Returns the released outbox ids (oldest
+    first). Task rows locked by another transaction (a worker committing, an API re-arming) are
+    skipped this pass (SKIP LOCKED: the relay never waits on a row while holding the lock).
+    """
+    async with conn.transaction():
+        await conn.execute(DISPATCH_LOCK_SQL)
+        rows = await conn.fetch(
+            "SELECT h.id, h.task_id, h.user_id FROM (SELECT DISTINCT user_id FROM outbox"
+            "   WHERE released_at IS NULL) u"
+            " CROSS JOIN LATERAL (SELECT o.id, o.task_id, o.user_id FROM outbox o"
+            "   WHERE o.released_at IS NULL AND o.user_id = u.user_id ORDER BY o.id LIMIT $1) h",
+            dispatch_limit,
+        )
+        if not rows:
+            return []
+        task_ids = sorted({r["task_id"] for r in rows})
+        tasks = {
+            r["id"]: r for r in await conn.fetch(
+                "SELECT id, status, dispatched_at FROM index_task WHERE id = ANY($1::bigint[])"
+                " ORDER BY id FOR UPDATE SKIP LOCKED",
+                task_ids,
+            )
+        }
+        present = {r["id"] for r in await conn.fetch(
+            "SELECT id FROM index_task WHERE id = ANY($1::bigint[])", task_ids)}
+        users = sorted({r["user_id"] for r in rows})
+        counts = {
+            r["user_id"]: int(r["n"]) for r in await conn.fetch(
+                "SELECT user_id, count(*) AS n FROM index_task WHERE user_id = ANY($1::bigint[])"
+                f" AND dispatched_at IS NOT NULL AND status IN {_ACTIVE} GROUP BY user_id",
+                users,
+            )
+        }
+        held: list[HeldRow] = []
+        for r in rows:
+            t = tasks.get(r["task_id"])
+            if t is None and r["task_id"] in present:
+                continue  # locked elsewhere: next pass
+            needs_slot = t is not None and t["status"] in ACTIVE and t["dispatched_at"] is None
+            held.append(HeldRow(r["id"], r["task_id"], r["user_id"], needs_slot))
+        chosen = choose_releases(held, counts, dispatch_limit, limit)
+        if not chosen:
+            return []
+        await conn.execute(
+            "UPDATE outbox SET released_at = now() WHERE id = ANY($1::bigint[]) AND released_at IS NULL",
+            [c.outbox_id for c in chosen],
+        )
+        await conn.execute(
+            "UPDATE index_task SET dispatched_at = now() WHERE id = ANY($1::bigint[])"
+            " AND dispatched_at IS NULL",
+            [c.task_id for c in chosen if c.needs_slot],
+        )
+    return sorted(c.outbox_id for c in chosen)
+
+
+async def dispatched_per_user(conn: asyncpg.Connection) -> dict[int, int]:
+    """``{user_id: tasks dispatched (in the broker or running)}`` for users with any."""
+    return {
+        int(r["user_id"]): int(r["n"]) for r in await conn.fetch(
+            "SELECT user_id, count(*) AS n FROM index_task"
+            f" WHERE dispatched_at IS NOT NULL AND status IN {_ACTIVE} GROUP BY user_id"
+        )
+    }
+
+
 async def claim_pending_outbox(
-    conn: asyncpg.Connection, grace_s: float, limit: int
+    conn: asyncpg.Connection, grace_s: float, limit: int, ids: Sequence[int] = ()
 ) -> list[OutboxRow]:
-    """Lock unpublished rows older than ``grace_s`` seconds (FOR UPDATE SKIP LOCKED: several relays
-    may run). Call inside a transaction; the locks hold until it ends."""
+    """Lock released, unpublished rows older than ``grace_s`` seconds, or named in ``ids`` (rows
+    this relay released itself: no inline publish is coming for them) — FOR UPDATE SKIP LOCKED:
+    several relays may run. Held rows are never returned. Call inside a transaction; the locks
+    hold until it ends."""
     rows = await conn.fetch(
         "SELECT id, message_id, exchange, routing_key, body::text AS body FROM outbox"
-        " WHERE published_at IS NULL AND create_time < now() - make_interval(secs => $1)"
+        " WHERE published_at IS NULL AND released_at IS NOT NULL"
+        " AND (create_time < now() - make_interval(secs => $1) OR id = ANY($3::bigint[]))"
         " ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
-        grace_s, limit,
+        grace_s, limit, list(ids),
     )
     return [
         OutboxRow(r["id"], r["message_id"], r["exchange"], r["routing_key"], _compact(r["body"]))
@@ -751,11 +867,14 @@ async def finish_unsuccessfully(
 
 
 async def active_tasks_older_than(conn: asyncpg.Connection, seconds: float, limit: int) -> list[asyncpg.Record]:
-    """Active tasks untouched for ``seconds``, with the database's ``now`` (one clock)."""
+    """Active tasks untouched for ``seconds``, with the database's ``now`` (one clock). Tasks
+    waiting for a dispatch slot (held outbox row, not dispatched) are left out: they wait in
+    PostgreSQL by design and the relay releases them; nothing of theirs is in the broker."""
     return list(
         await conn.fetch(
             "SELECT id, document_id, status, generation, attempt, start_time, update_time, now() AS now"
             f" FROM index_task WHERE status IN {_ACTIVE}"
+            " AND (status = 'RUNNING' OR dispatched_at IS NOT NULL)"
             " AND (update_time < now() - make_interval(secs => $1)"
             "      OR (status = 'RUNNING' AND start_time < now() - make_interval(secs => $1)))"
             " ORDER BY update_time LIMIT $2",
@@ -779,7 +898,7 @@ async def requeue_task(
             return None
         msg = IndexMessage(task_id=r["id"], document_id=r["document_id"], kb_id=r["kb_id"], user_id=r["user_id"],
                            generation=r["generation"])
-        return await _insert_outbox(conn, msg)
+        return await _insert_outbox(conn, msg, None)
 
 
 async def fail_dead_lettered(

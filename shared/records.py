@@ -10,11 +10,15 @@ __all__ = ["ChunkRow", "NewContent", "OutboxRow"]
 
 @dataclass(frozen=True)
 class OutboxRow:
+    """An outbox row; ``released`` False means held for fair dispatch (the relay releases it
+    when its user has a free slot; nobody may publish it before)."""
+
     id: int
     message_id: uuid.UUID
     exchange: str
     routing_key: str
     body: bytes
+    released: bool = True
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,9 @@ class CommonSettings(BaseSettings):
     db_statement_timeout_s: float = Field(60.0, description="per-statement timeout, seconds")
     db_connect_timeout_s: float = 10.0
 
-    amqp_url: SecretStr = SecretStr("amqp://guest:guest@127.0.0.1:5672/")
+    amqp_url: SecretStr = Field(
+        SecretStr(""), description="amqp://USER:PASSWORD@host:port/vhost of the project's own broker user (make env)"
+    )
     amqp_heartbeat_s: int = 30
     amqp_publish_timeout_s: float = 10.0
     lock_retry_delay_s: float = Field(15.0, description="delay-queue TTL when the lock is held, seconds")
@@ -59,11 +61,31 @@ class CommonSettings(BaseSettings):
     # Enqueue policy (shared.usecases: the API and the DLQ replay apply the same rules).
     stale_waiting_s: float = Field(600.0, description="WAITING/RETRYING untouched this long → takeover")
     stale_running_s: float = Field(2700.0, description="RUNNING untouched this long → takeover")
-    max_in_flight_tasks_per_user: int = 20
+    max_in_flight_tasks_per_user: int = Field(
+        10_000, ge=1,
+        description="active tasks (queued in PostgreSQL, in the broker or running) per user; more → 429",
+    )
     in_flight_retry_after_s: int = Field(30, ge=1, description="Retry-After of a 429 (in-flight cap), seconds")
 
     log_level: str = "INFO"
     log_json: bool = True
+
+    # Fair dispatch across users (shared/dispatch.py): K tasks of one user at most are in the
+    # broker or running; the rest wait in PostgreSQL (outbox row held) and are released
+    # round-robin across users as slots free up. Read by the API (inline release of an upload)
+    # and by the worker's relay.
+    dispatch_workers: int = Field(
+        1, ge=1,
+        description="consumer slots of the deployment: worker processes x PREFETCH (tasks that can run at once)",
+    )
+    dispatch_per_user: int | None = Field(
+        None, ge=1, description="K: tasks of one user in the broker or running at most (default 2 x DISPATCH_WORKERS)"
+    )
+
+    @property
+    def dispatch_limit(self) -> int:
+        """K: ``DISPATCH_PER_USER``, else 2 x ``DISPATCH_WORKERS`` (every slot busy, one more queued each)."""
+        return self.dispatch_per_user if self.dispatch_per_user is not None else 2 * self.dispatch_workers
 
 
 class KnowledgeSettings(CommonSettings):

@@ -111,7 +111,11 @@ async def discard_object(deps: Deps, key: str) -> None:
 
 async def publish_now(deps: Deps, row: OutboxRow) -> bool:
     """Fast path after commit: publish with confirm, then mark the outbox row published.
-    False (the relay will publish) when there is no broker or it did not confirm."""
+    False (the relay will publish) when there is no broker or it did not confirm, or when the row
+    is held for fair dispatch (its user has K tasks in the broker or running)."""
+    if not row.released:
+        log.info("message held for fair dispatch; the relay releases it when a slot frees")
+        return False
     if deps.publisher is None:
         log.warning("no broker connection; the outbox relay will publish")
         return False

@@ -76,6 +76,8 @@ async def run(settings: WorkerSettings) -> None:
     )
     store = ObjectStore(settings)
     await store.ensure_bucket()
+    stop = asyncio.Event()
+    relay_wake = asyncio.Event()  # set after each delivery: a finished task frees a dispatch slot
     metrics = WorkerMetrics(CollectorRegistry())
     metrics_server = serve(metrics, settings.worker_metrics_host, settings.worker_metrics_port) \
         if settings.worker_metrics_port else None
@@ -83,9 +85,8 @@ async def run(settings: WorkerSettings) -> None:
         config=HandlerConfig.from_settings(settings), db=PgWorkerStore(pool),
         lock=lambda document_id: DocumentLock(redis, document_id, settings.lock_ttl_s),
         objects=store, released=PgReleasedObjects(pool, store), embedder=embedder, parse=parser,
-        worker_name=name, metrics=metrics,
+        worker_name=name, metrics=metrics, on_delivery_done=relay_wake.set,
     )
-    stop = asyncio.Event()
 
     def on_signal(sig: signal.Signals) -> None:
         if not stop.is_set():
@@ -105,13 +106,14 @@ async def run(settings: WorkerSettings) -> None:
         """(Re)start the outbox relay, the recovery scanner and the metrics sampler on the new connection."""
         for t in background:
             t.cancel()
-        background[:] = await _start_background(conn, pool, settings, stop, metrics,
+        background[:] = await _start_background(conn, pool, settings, stop, metrics, relay_wake,
                                                 sample=metrics_server is not None)
 
     # Need no broker: run for the worker's lifetime, not per connection.
     lifelong = [asyncio.create_task(sweep_forever(pool, store, settings, stop)),
                 asyncio.create_task(evict_forever(pool, settings, stop))]
-    log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch})
+    log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch,
+                                       "dispatch_per_user": settings.dispatch_limit})
     try:
         await Consumer(settings, handler, name).run(stop, on_connected)
     finally:
@@ -130,14 +132,16 @@ async def run(settings: WorkerSettings) -> None:
 
 
 async def _start_background(conn: AbstractConnection, pool: asyncpg.Pool, settings: WorkerSettings,
-                            stop: asyncio.Event, metrics: WorkerMetrics, *, sample: bool) -> list[asyncio.Task[None]]:
+                            stop: asyncio.Event, metrics: WorkerMetrics, relay_wake: asyncio.Event, *,
+                            sample: bool) -> list[asyncio.Task[None]]:
     """The outbox relay, the recovery scanner and (when metrics are served) the gauge sampler,
     each on its own channel of ``conn``."""
     publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID,
                                           on_failure=metrics.publish_failures.labels("relay").inc)
     tasks = [asyncio.create_task(
         relay_forever(pool, publisher, interval_s=settings.relay_interval_s,
-                      grace_s=settings.relay_grace_s, stop=stop)
+                      grace_s=settings.relay_grace_s, dispatch_limit=settings.dispatch_limit,
+                      stop=stop, wake=relay_wake)
     )]
     if settings.scan_interval_s > 0:
         tasks.append(asyncio.create_task(scan_forever(pool, await conn.channel(), settings, stop, metrics)))

@@ -130,6 +130,7 @@ class IndexHandler:
         parse: Extractor,
         worker_name: str,
         metrics: WorkerMetrics | None = None,
+        on_delivery_done: Callable[[], None] | None = None,
     ) -> None:
         self._s = config
         self._repo = db
@@ -140,6 +141,7 @@ class IndexHandler:
         self._parse = parse
         self.worker_name = worker_name
         self.metrics = metrics or WorkerMetrics.unregistered()
+        self._on_done = on_delivery_done or (lambda: None)
         self._skip_rows: list[tuple[str, int, int, int]] = []  # delivery_skip rows not yet written
         self._skip_writer: asyncio.Task[None] | None = None
         self._settled = SettledTasks()  # what earlier snapshots proved for good
@@ -193,7 +195,15 @@ class IndexHandler:
     # -------------------------------------------------------------- entry
 
     async def handle(self, body: bytes, *, delay_attempts: int) -> Outcome:
-        """Process one delivery. ``delay_attempts``: times it already went through the delay queue."""
+        """Process one delivery. ``delay_attempts``: times it already went through the delay queue.
+        Afterwards (its commit done) ``on_delivery_done`` is called: a task that ended frees a
+        dispatch slot, and the relay releases the next held message at once."""
+        try:
+            return await self._handle(body, delay_attempts=delay_attempts)
+        finally:
+            self._on_done()
+
+    async def _handle(self, body: bytes, *, delay_attempts: int) -> Outcome:
         try:
             msg = IndexMessage.from_json(body)
         except InvalidMessageError as exc:

@@ -1,8 +1,12 @@
-"""Outbox relay: publishes task messages the API committed but could not publish.
+"""Outbox relay: releases held task messages fairly across users, and publishes what the API
+committed but could not publish.
 
-Rows are claimed with ``FOR UPDATE SKIP LOCKED`` (several relays may run), published with
-confirms, and marked published only after the broker's ack. ``python -m task_service.relay
---once`` runs one pass.
+Each pass first releases held rows (``queries.release_held_outbox``: round-robin across users,
+at most ``DISPATCH_PER_USER`` (K) tasks of one user in the broker or running), then publishes
+released rows: claimed with ``FOR UPDATE SKIP LOCKED`` (several relays may run), published with
+confirms, and marked published only after the broker's ack. A pass runs every
+``RELAY_INTERVAL_S`` and at once when woken (the worker wakes it when a task ends: a slot is
+free). ``python -m task_service.relay --once`` runs passes until nothing is left to do.
 """
 
 from __future__ import annotations
@@ -22,11 +26,18 @@ from task_service.oneshot import one_shot
 log = logging.getLogger(__name__)
 
 
-async def relay_once(pool: asyncpg.Pool, publisher: amqp.Publisher, *, grace_s: float, batch: int = 100) -> int:
-    """Publish one batch of pending outbox rows; returns how many were published."""
+async def relay_once(pool: asyncpg.Pool, publisher: amqp.Publisher, *, grace_s: float, dispatch_limit: int,
+                     batch: int = 100) -> int:
+    """Release held rows (``dispatch_limit`` = K per user), then publish one batch of released
+    rows: those this pass released, and older ones the inline publish left (``grace_s``).
+    Returns how many were published."""
     published = 0
+    async with translate_errors(), pool.acquire() as conn:
+        released = await queries.release_held_outbox(conn, dispatch_limit, batch)
+    if released:
+        log.info("outbox rows released", extra={"released": len(released)})
     async with translate_errors(), pool.acquire() as conn, conn.transaction():
-        rows = await queries.claim_pending_outbox(conn, grace_s, batch)
+        rows = await queries.claim_pending_outbox(conn, grace_s, batch, released)
         for row in rows:
             try:
                 await publisher.publish(
@@ -43,23 +54,40 @@ async def relay_once(pool: asyncpg.Pool, publisher: amqp.Publisher, *, grace_s: 
 
 
 async def relay_forever(pool: asyncpg.Pool, publisher: amqp.Publisher, *, interval_s: float, grace_s: float,
-                        stop: asyncio.Event) -> None:
-    """Run :func:`relay_once` every ``interval_s`` seconds until ``stop`` is set or the channel dies."""
+                        dispatch_limit: int, stop: asyncio.Event, wake: asyncio.Event | None = None) -> None:
+    """Run :func:`relay_once` every ``interval_s`` seconds, and at once when ``wake`` is set
+    (then cleared), until ``stop`` is set or the channel dies. A full batch runs again at once."""
+    wake = wake or asyncio.Event()
     while not stop.is_set():
+        wake.clear()
+        full = False
         try:
-            await relay_once(pool, publisher, grace_s=grace_s)
+            full = await relay_once(pool, publisher, grace_s=grace_s, dispatch_limit=dispatch_limit) >= 100
         except TransientError as exc:
             log.warning("outbox relay pass failed", extra={"error": str(exc)})
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
-        except TimeoutError:
-            pass
+        if full:
+            continue
+        await _wait_any(stop, wake, interval_s)
+
+
+async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, timeout_s: float) -> None:
+    """Return when ``stop`` or ``wake`` is set, or after ``timeout_s`` seconds."""
+    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
 
 
 async def _main_once() -> int:
     async with one_shot("task_service.relay") as (settings, pool, conn, _):
         publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID)
-        return await relay_once(pool, publisher, grace_s=0.0, batch=10_000)
+        total = 0
+        while n := await relay_once(pool, publisher, grace_s=0.0, dispatch_limit=settings.dispatch_limit,
+                                    batch=10_000):
+            total += n
+        return total
 
 
 def main() -> None:

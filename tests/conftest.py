@@ -11,6 +11,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import asyncpg
 import httpx
@@ -18,18 +19,32 @@ import pytest
 import redis as sync_redis
 
 from shared.settings import KnowledgeSettings
-from tests.support import MGMT, MGMT_AUTH, TEST_DB, TEST_ID, VHOST, claim_redis_db, release_redis_db
+from tests.support import (
+    MGMT,
+    MGMT_AUTH,
+    TEST_DB,
+    TEST_ID,
+    VHOST,
+    amqp_url_for,
+    claim_redis_db,
+    redis_url_for,
+    release_redis_db,
+)
 
 
 def session_overrides(redis_db: int) -> dict[str, str]:
     """Env vars pointing every service and process at this session's isolated resources."""
     return {
         "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{TEST_DB}",
-        "AMQP_URL": f"amqp://guest:guest@127.0.0.1:5672/{VHOST}",
-        "REDIS_URL": f"redis://127.0.0.1:6379/{redis_db}",
+        "AMQP_URL": amqp_url_for(VHOST),
+        "REDIS_URL": redis_url_for(redis_db),
         "S3_BUCKET": f"rag-test-{TEST_ID}",
         "LOG_JSON": "true",
         "LOG_LEVEL": "INFO",
+        # the product's defaults, whatever a developer's .env says: a large per-user queued cap
+        # and fair dispatch with K = 2 x 1 worker
+        "MAX_IN_FLIGHT_TASKS_PER_USER": "10000",
+        "DISPATCH_WORKERS": "1",
     }
 
 
@@ -59,7 +74,8 @@ def _recreate_vhost() -> None:
         c.delete(f"/api/vhosts/{VHOST}")
         r = c.put(f"/api/vhosts/{VHOST}", json={})
         r.raise_for_status()
-        r = c.put(f"/api/permissions/{VHOST}/guest", json={"configure": ".*", "write": ".*", "read": ".*"})
+        r = c.put(f"/api/permissions/{VHOST}/{quote(MGMT_AUTH[0], safe='')}",
+                  json={"configure": ".*", "write": ".*", "read": ".*"})
         r.raise_for_status()
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -26,6 +27,28 @@ TEST_ID = os.environ.setdefault("RAG_TEST_ID", str(os.getpid()))
 _XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _XDIST_WORKER and not TEST_ID.endswith(_XDIST_WORKER):
     TEST_ID = os.environ["RAG_TEST_ID"] = f"{TEST_ID}{_XDIST_WORKER}"
+
+
+def _base_settings() -> Any:
+    """The developer's connections (environment, then .env), read before the session's overrides."""
+    from shared.settings import CommonSettings
+
+    return CommonSettings()
+
+
+_BASE = _base_settings()
+_AMQP = urlsplit(_BASE.amqp_url.get_secret_value())
+_REDIS = urlsplit(_BASE.redis_url.get_secret_value())
+
+
+def amqp_url_for(vhost: str) -> str:
+    """AMQP_URL of the project's own broker user (never guest) on ``vhost``."""
+    return urlunsplit(_AMQP._replace(path=f"/{quote(vhost, safe='')}"))
+
+
+def redis_url_for(db: int) -> str:
+    """REDIS_URL (with its password, if any) on database ``db``."""
+    return urlunsplit(_REDIS._replace(path=f"/{db}"))
 TEST_DB = f"rag_test_{TEST_ID}"
 VHOST = f"rag_test_{TEST_ID}"
 
@@ -38,7 +61,7 @@ def claim_redis_db() -> int:
         return int(os.environ["RAG_TEST_REDIS_DB"])
     import redis
 
-    r = redis.Redis(host="127.0.0.1", port=6379, db=0)
+    r = redis.Redis.from_url(redis_url_for(0))
     start = int(hashlib.sha256(TEST_ID.encode()).hexdigest(), 16) % 15
     for i in range(15):
         db = 1 + (start + i) % 15
@@ -52,13 +75,14 @@ def claim_redis_db() -> int:
 def release_redis_db(db: int) -> None:
     import redis
 
-    r = redis.Redis(host="127.0.0.1", port=6379, db=0)
+    r = redis.Redis.from_url(redis_url_for(0))
     if r.get(f"rag-test:redis-db:{db}") == TEST_ID.encode():
         r.delete(f"rag-test:redis-db:{db}")
 
 
-MGMT = "http://127.0.0.1:15672"
-MGMT_AUTH = ("guest", "guest")
+MGMT = os.environ.get("RABBITMQ_MANAGEMENT_URL", "http://127.0.0.1:15672").rstrip("/")
+# the project's own broker user from AMQP_URL (`make env`; services.sh makes it the local operator)
+MGMT_AUTH = (unquote(_AMQP.username or ""), unquote(_AMQP.password or ""))
 T = TypeVar("T")
 
 

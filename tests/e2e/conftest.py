@@ -75,7 +75,8 @@ def api(make_user: Callable[[str], Api]) -> Api:
 def empty_queues(services_env: dict[str, str]) -> None:
     """Each test starts with empty queues and no pending outbox rows: a message a previous test
     left (e.g. an upload nobody indexed) must not reach this test's fault-injected worker first."""
-    sql(services_env["DATABASE_URL"], "UPDATE outbox SET published_at = now() WHERE published_at IS NULL")
+    sql(services_env["DATABASE_URL"], "UPDATE outbox SET published_at = now(),"
+        " released_at = coalesce(released_at, now()) WHERE published_at IS NULL")
     with httpx.Client(base_url=MGMT, auth=MGMT_AUTH, timeout=30) as c:
         for q in c.get(f"/api/queues/{VHOST}").raise_for_status().json():
             if q["name"].startswith("rag.index."):

@@ -34,14 +34,25 @@ async def apoll(fn: Callable[[], Awaitable[T | None]], *, deadline_s: float, int
     raise AssertionError(f"timed out after {deadline_s}s waiting for {what} (last: {last!r})")
 
 
-async def new_document(conn: asyncpg.Connection) -> tuple[IndexMessage, OutboxRow]:
-    """A fresh user, KB and document with its WAITING task (generation 1) and unpublished outbox row."""
-    user_id = await queries.create_user(conn, f"it-{uuid.uuid4().hex}")
-    kb_id = int((await queries.create_kb(conn, user_id, "kb", "all-MiniLM-L6-v2", DIM))["kb_id"])
+DISPATCH_LIMIT = 2  # K of the tests that do not set their own
+
+
+async def new_document(conn: asyncpg.Connection, kb: tuple[int, int] | None = None, *,
+                       dispatch_limit: int | None = DISPATCH_LIMIT) -> tuple[IndexMessage, OutboxRow]:
+    """A document with its WAITING task (generation 1) and unpublished outbox row, released as the
+    API would (``dispatch_limit`` = K; None holds it for the relay); in ``kb`` = ``(user_id,
+    kb_id)``, else for a fresh user and KB."""
+    user_id, kb_id = kb if kb is not None else await new_kb(conn)
     return await queries.create_document_with_task(
         conn, kb_id=kb_id, user_id=user_id, filename="doc.txt", content_type="text/plain",
-        size_bytes=5, sha256="0" * 64, object_key=f"kb/{kb_id}/{uuid.uuid4()}",
+        size_bytes=5, sha256="0" * 64, object_key=f"kb/{kb_id}/{uuid.uuid4()}", dispatch_limit=dispatch_limit,
     )
+
+
+async def new_kb(conn: asyncpg.Connection) -> tuple[int, int]:
+    """A fresh user and KB: ``(user_id, kb_id)``."""
+    user_id = await queries.create_user(conn, f"it-{uuid.uuid4().hex}")
+    return user_id, int((await queries.create_kb(conn, user_id, "kb", "all-MiniLM-L6-v2", DIM))["kb_id"])
 
 
 def chunk_set(n: int, tag: str) -> tuple[list[ChunkRow], np.ndarray]:

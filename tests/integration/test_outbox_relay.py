@@ -21,6 +21,7 @@ from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQu
 from shared import amqp
 from shared.settings import KnowledgeSettings
 from task_service.relay import relay_once
+from tests.integration.helpers import DISPATCH_LIMIT as K
 from tests.integration.helpers import apoll, new_document
 
 
@@ -43,7 +44,7 @@ async def index_queue(
     """``rag.index.queue``, empty, with no pending outbox row left in the database."""
     channel = await broker.channel()
     _, queue = await amqp.declare_topology(channel, delay_ms=settings.delay_ms)
-    while await relay_once(pool, publisher, grace_s=0):
+    while await relay_once(pool, publisher, grace_s=0, dispatch_limit=K):
         pass
     await queue.purge()
     return queue
@@ -69,10 +70,10 @@ async def test_relay_publishes_a_pending_row_once(
 ) -> None:
     async with pool.acquire() as conn:
         msg, row = await new_document(conn)
-    assert await relay_once(pool, publisher, grace_s=3600) == 0  # younger than the grace: left alone
+    assert await relay_once(pool, publisher, grace_s=3600, dispatch_limit=K) == 0  # younger than the grace: left alone
 
-    assert await relay_once(pool, publisher, grace_s=0) == 1
-    assert await relay_once(pool, publisher, grace_s=0) == 0
+    assert await relay_once(pool, publisher, grace_s=0, dispatch_limit=K) == 1
+    assert await relay_once(pool, publisher, grace_s=0, dispatch_limit=K) == 0
 
     async with pool.acquire() as conn:
         r = await conn.fetchrow("SELECT published_at, attempts FROM outbox WHERE id = $1", row.id)
@@ -92,7 +93,7 @@ async def test_concurrent_relays_publish_each_row_once(
 
     async def relay_until_empty(p: amqp.Publisher) -> int:
         total = 0
-        while n := await relay_once(pool, p, grace_s=0, batch=4):
+        while n := await relay_once(pool, p, grace_s=0, dispatch_limit=K, batch=4):
             total += n
         return total
 
@@ -120,7 +121,7 @@ async def test_messages_are_readable_in_the_management_console(
     failures: list[str] = []
     publisher = await amqp.Publisher.open(broker, settings.amqp_publish_timeout_s, app_id="task_service",
                                           on_failure=lambda: failures.append("x"))
-    assert await relay_once(pool, publisher, grace_s=0) == 1
+    assert await relay_once(pool, publisher, grace_s=0, dispatch_limit=K) == 1
     assert failures == []
 
     async with httpx.AsyncClient(base_url=MGMT, auth=MGMT_AUTH, timeout=30) as c:
