@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -51,16 +52,18 @@ def changed_documents(
 
 
 async def task_events(
-    load: Callable[[], Awaitable[Snapshot | None]], *, interval_s: float, task_id: int
+    load: Callable[[], Awaitable[Snapshot | None]], *, interval_s: float, task_id: int, max_s: float = 3600.0
 ) -> AsyncIterator[Event]:
     """``task`` events (the task as ``TaskOut`` JSON) for the first snapshot and every change,
     polled every ``interval_s`` seconds; then ``end`` (terminal status) or ``gone`` (deleted).
-    ``load()`` returns the task or None."""
-    reason = "disconnected"
+    The stream also closes after ``max_s`` seconds (an EventSource reconnects and gets the
+    current task first). ``load()`` returns the task or None."""
+    reason = "max_duration"
     seq = 0
     previous: Snapshot | None = None
+    deadline = time.monotonic() + max_s
     try:
-        while True:
+        while time.monotonic() < deadline:
             current = await load()
             if current is None:
                 reason = "gone"
@@ -75,20 +78,26 @@ async def task_events(
                 yield _event("end", {"task_id": task_id, "status": current["status"]}, seq + 1)
                 return
             await asyncio.sleep(interval_s)
+    except BaseException:
+        reason = "disconnected"
+        raise
     finally:
         log.info("event stream closed", extra={"stream": "task", "task_id": task_id, "reason": reason})
 
 
 async def kb_events(
-    load: Callable[[], Awaitable[Mapping[int, Snapshot]]], *, interval_s: float, kb_id: int
+    load: Callable[[], Awaitable[Mapping[int, Snapshot]]], *, interval_s: float, kb_id: int, max_s: float = 3600.0
 ) -> AsyncIterator[Event]:
     """``document`` events (the document as ``DocumentOut`` JSON) for every document at first
     and for each change, ``removed`` events (``{"document_id"}``) for deleted ones, polled every
-    ``interval_s`` seconds until the client leaves. ``load()`` returns ``{document_id: document}``."""
+    ``interval_s`` seconds until the client leaves or ``max_s`` seconds have passed (an
+    EventSource reconnects and gets every document again). ``load()`` returns ``{document_id: document}``."""
     seq = 0
     previous: Mapping[int, Snapshot] = {}
+    reason = "max_duration"
+    deadline = time.monotonic() + max_s
     try:
-        while True:
+        while time.monotonic() < deadline:
             current = await load()
             updated, removed = changed_documents(previous, current)
             for doc in updated:
@@ -99,5 +108,8 @@ async def kb_events(
                 yield _event("removed", {"document_id": document_id}, seq)
             previous = current
             await asyncio.sleep(interval_s)
+    except BaseException:
+        reason = "disconnected"
+        raise
     finally:
-        log.info("event stream closed", extra={"stream": "kb", "kb_id": kb_id, "reason": "disconnected"})
+        log.info("event stream closed", extra={"stream": "kb", "kb_id": kb_id, "reason": reason})

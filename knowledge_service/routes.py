@@ -117,7 +117,8 @@ async def kb_events(kb_id: Id, res: Res, user_id: UserId) -> EventSourceResponse
             rows = await queries.list_documents(conn, user_id, kb_id)
         return {r["document_id"]: _document(r).model_dump(mode="json") for r in rows}
 
-    return EventSourceResponse(events.kb_events(load, interval_s=res.settings.events_poll_interval_s, kb_id=kb_id),
+    return EventSourceResponse(events.kb_events(load, interval_s=res.settings.events_poll_interval_s, kb_id=kb_id,
+                                                max_s=res.settings.events_max_stream_s),
                                ping=SSE_PING_S)
 
 
@@ -263,7 +264,8 @@ async def task_events(task_id: Id, res: Res, user_id: UserId) -> EventSourceResp
         return None if row is None else schemas.TaskOut.model_validate(dict(row.items())).model_dump(mode="json")
 
     return EventSourceResponse(
-        events.task_events(load, interval_s=res.settings.events_poll_interval_s, task_id=task_id), ping=SSE_PING_S
+        events.task_events(load, interval_s=res.settings.events_poll_interval_s, task_id=task_id,
+                           max_s=res.settings.events_max_stream_s), ping=SSE_PING_S
     )
 
 

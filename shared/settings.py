@@ -109,6 +109,10 @@ class KnowledgeSettings(CommonSettings):
     events_poll_interval_s: float = Field(
         0.5, gt=0, le=10, description="Server-Sent Events (/events routes): database poll period, seconds"
     )
+    events_max_stream_s: float = Field(
+        3600.0, gt=0, description="Server-Sent Events: a stream closes after this many seconds (bounds a"
+        " connection's life; EventSource clients reconnect and get a fresh snapshot)"
+    )
 
 
 class WorkerSettings(CommonSettings):

@@ -31,7 +31,8 @@ from tests.support import (
 @pytest.fixture(scope="session")
 def api_url(services_env: dict[str, str], log_dir: Path) -> Iterator[str]:
     port = free_port()
-    env = child_env({**services_env, "KS_PORT": str(port)})
+    # event streams close after 0.3 s: a fuzzer's request to an /events route never waits long
+    env = child_env({**services_env, "KS_PORT": str(port), "EVENTS_MAX_STREAM_S": "0.3"})
     proc = start("knowledge_service", "knowledge_service", env, log_dir)
     url = f"http://127.0.0.1:{port}"
 

@@ -78,3 +78,18 @@ async def test_kb_stream_sends_every_document_then_differences() -> None:
         ("document", {"id": 1, "s": "a"}), ("document", {"id": 2, "s": "a"}),
         ("document", {"id": 1, "s": "b"}), ("removed", {"document_id": 2}),
     ]
+
+
+async def test_streams_close_after_their_maximum_duration(caplog: pytest.LogCaptureFixture) -> None:
+    async def running() -> Mapping[str, Any]:
+        return {"status": "RUNNING"}
+
+    async def one_document() -> Mapping[int, Mapping[str, Any]]:
+        return {1: {"status": "INDEXING"}}
+
+    caplog.set_level(logging.INFO, logger="knowledge_service.events")
+    task_out = [e async for e in task_events(running, interval_s=0.01, task_id=5, max_s=0.05)]
+    kb_out = [e async for e in kb_events(one_document, interval_s=0.01, kb_id=2, max_s=0.05)]
+    assert [e["event"] for e in task_out] == ["task"] and [e["event"] for e in kb_out] == ["document"]
+    reasons = [getattr(r, "reason", None) for r in caplog.records if r.message == "event stream closed"]
+    assert reasons == ["max_duration", "max_duration"]
