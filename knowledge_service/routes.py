@@ -291,7 +291,7 @@ async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: User
     """Vector, keyword or hybrid (default) search; scores per mode in :mod:`shared.retrieval`."""
     s = res.settings
     if body.top_k > s.search_max_top_k:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, [{  # FastAPI's validation-error shape
+        raise HTTPException(422, [{  # FastAPI's validation-error shape
             "type": "less_than_equal", "loc": ["body", "top_k"], "input": body.top_k,
             "msg": f"top_k must be at most {s.search_max_top_k} (SEARCH_MAX_TOP_K)",
             "ctx": {"le": s.search_max_top_k},

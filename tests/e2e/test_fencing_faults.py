@@ -184,7 +184,10 @@ def test_lock_lost_mid_task_is_retried_not_left_running(
     from shared.locks import document_lock_key
 
     dsn = services_env["DATABASE_URL"]
-    a = workers(rag_fault_points="during_embed=stop", **FAST)
+    # the model is slow (1.5 s a batch, longer than the 1 s renewal period) and asked (no cache):
+    # otherwise the run can reach its commit before the watchdog's first renewal after SIGCONT
+    # (which would still be right: the fenced commit does not need the lock)
+    a = workers(rag_fault_points="during_embed=stop,embed_batch=pause:1.5", embedding_cache_max_rows="0", **FAST)
     kb = api.create_kb()
     doc = api.upload(kb, name="lock-lost.txt", data=TEXT.encode())
     wait_stopped(a)

@@ -5,6 +5,8 @@ Each test prints the time from the fault to the task's terminal state (for the c
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -179,13 +181,18 @@ def _services(cmd: str, env: dict[str, str]) -> None:
 
 
 @pytest.fixture
-def private_s3(services_env: dict[str, str], tmp_path: Path) -> Iterator[dict[str, str]]:
+def private_s3(services_env: dict[str, str]) -> Iterator[dict[str, str]]:
     """A SeaweedFS S3 server of this test's own (started by scripts/services.sh with its own data
-    dir and port), so stopping it disturbs no other test, demo or checkout."""
-    env = child_env({**services_env, "RAG_DATA_DIR": str(tmp_path / "data"), "S3_ENDPOINT": f"127.0.0.1:{free_port()}"})
+    dir and port), so stopping it disturbs no other test, demo or checkout. The data dir is not
+    under /tmp: services.sh gives weed a private /tmp in its own namespace."""
+    data = ROOT / ".data" / f"test-s3-{os.getpid()}"
+    env = child_env({**services_env, "RAG_DATA_DIR": str(data), "S3_ENDPOINT": f"127.0.0.1:{free_port()}"})
     _services("up", env)
-    yield env
-    _services("down", env)
+    try:
+        yield env
+    finally:
+        _services("down", env)
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def test_object_store_down_during_download_then_manual_retry(
