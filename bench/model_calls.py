@@ -28,13 +28,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import asyncpg
 import httpx
 
 from bench.report import write_section
 from tests.bigtext import paragraphs
-from tests.support import MGMT, MGMT_AUTH, REDIS_DB, Proc, free_port, release_redis_db, start
+from tests.support import (
+    MGMT,
+    MGMT_AUTH,
+    Proc,
+    amqp_url_for,
+    claim_redis_db,
+    free_port,
+    redis_url_for,
+    release_redis_db,
+    start,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / ".data" / "bench-logs"
@@ -73,8 +84,9 @@ class Stack:
         run = f"calls_{os.getpid()}"
         self.db, self.vhost, self.bucket = f"rag_bench_{run}", f"rag_bench_{run}", f"rag-bench-calls-{os.getpid()}"
         self.dsn = ADMIN_DSN.rsplit("/", 1)[0] + f"/{self.db}"
-        self.env = {"DATABASE_URL": self.dsn, "AMQP_URL": f"amqp://guest:guest@127.0.0.1:5672/{self.vhost}",
-                    "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}", "S3_BUCKET": self.bucket,
+        self.redis_db = claim_redis_db()
+        self.env = {"DATABASE_URL": self.dsn, "AMQP_URL": amqp_url_for(self.vhost),
+                    "REDIS_URL": redis_url_for(self.redis_db), "S3_BUCKET": self.bucket,
                     "LOG_JSON": "true", "SCAN_INTERVAL_S": "0", "DO_NOT_TRACK": "1"}
         self.procs: list[Proc] = []
         self.mgmt = httpx.Client(base_url=MGMT, auth=MGMT_AUTH, timeout=30)
@@ -87,11 +99,9 @@ class Stack:
         asyncio.run(migrate(self.dsn))
         self.mgmt.delete(f"/api/vhosts/{self.vhost}")
         self.mgmt.put(f"/api/vhosts/{self.vhost}", json={}).raise_for_status()
-        self.mgmt.put(f"/api/permissions/{self.vhost}/guest",
+        self.mgmt.put(f"/api/permissions/{self.vhost}/{quote(MGMT_AUTH[0], safe='')}",
                       json={"configure": ".*", "write": ".*", "read": ".*"}).raise_for_status()
-        import redis
-
-        redis.Redis.from_url(self.env["REDIS_URL"]).flushdb()
+        # the claimed Redis DB is not flushed: when every DB is claimed it is shared
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -100,7 +110,7 @@ class Stack:
         self.mgmt.delete(f"/api/vhosts/{self.vhost}")
         self._admin(f'DROP DATABASE IF EXISTS "{self.db}" WITH (FORCE)')
         self._remove_bucket()
-        release_redis_db(REDIS_DB)
+        release_redis_db(self.redis_db)
 
     def _admin(self, *statements: str) -> None:
         async def go() -> None:

@@ -1,7 +1,7 @@
 """The services under benchmark, isolated: own database, RabbitMQ vhost, bucket and Redis DB.
 
 ``Stack`` (an async context manager) creates ``rag_bench_<pid>`` (migrated), the vhost
-``rag_bench_<pid>`` (guest granted, as the tests do), the bucket ``rag-bench-<pid>`` and claims a
+``rag_bench_<pid>`` (the project's broker user granted, as the tests do), the bucket ``rag-bench-<pid>`` and claims a
 free Redis DB; on exit it stops every process it started and drops all of it. ``start_api`` and
 ``start_worker`` run the real services as processes (``python -m knowledge_service`` /
 ``python -m task_service``, cwd = repo root) with the stack's environment plus overrides, and
@@ -21,11 +21,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 import asyncpg
 import httpx
 
-from tests.support import MGMT, MGMT_AUTH, Proc, claim_redis_db, free_port, release_redis_db, start
+from tests.support import (
+    MGMT,
+    MGMT_AUTH,
+    Proc,
+    amqp_url_for,
+    claim_redis_db,
+    free_port,
+    redis_url_for,
+    release_redis_db,
+    start,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -85,8 +96,8 @@ class Stack:
         self.dsn = ADMIN_DSN.rsplit("/", 1)[0] + f"/{self.db}"
         self.env: dict[str, str] = {
             "DATABASE_URL": self.dsn,
-            "AMQP_URL": f"amqp://guest:guest@127.0.0.1:5672/{self.vhost}",
-            "REDIS_URL": f"redis://127.0.0.1:6379/{self.redis_db}",
+            "AMQP_URL": amqp_url_for(self.vhost),
+            "REDIS_URL": redis_url_for(self.redis_db),
             "S3_BUCKET": self.bucket,
             "LOG_JSON": "true",
             "LOG_LEVEL": "INFO",
@@ -114,7 +125,7 @@ class Stack:
         async with httpx.AsyncClient(base_url=MGMT, auth=MGMT_AUTH, timeout=30) as c:
             await c.delete(f"/api/vhosts/{self.vhost}")
             (await c.put(f"/api/vhosts/{self.vhost}", json={})).raise_for_status()
-            (await c.put(f"/api/permissions/{self.vhost}/guest",
+            (await c.put(f"/api/permissions/{self.vhost}/{quote(MGMT_AUTH[0], safe='')}",
                          json={"configure": ".*", "write": ".*", "read": ".*"})).raise_for_status()
         # The Redis DB is claimed as the tests claim theirs, but not flushed: when every DB is
         # claimed it is shared, and a flush would drop another run's document locks
