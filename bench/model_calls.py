@@ -213,7 +213,7 @@ class Cost:
 class Bench:
     def __init__(self, stack: Stack, url: str, n: int) -> None:
         from knowledge_service.deps import token_digest
-        from shared import queries
+        from shared.repo import users as users_repo
 
         self.stack, self.dsn, self.n = stack, stack.dsn, n
         token = f"rag_bench_{uuid.uuid4().hex}"
@@ -221,8 +221,8 @@ class Bench:
         async def user() -> None:
             conn = await asyncpg.connect(self.dsn)
             try:
-                uid = await queries.create_user(conn, f"bench-{uuid.uuid4().hex[:8]}")
-                await queries.create_token(conn, uid, token_digest(token))
+                uid = await users_repo.create_user(conn, f"bench-{uuid.uuid4().hex[:8]}")
+                await users_repo.create_token(conn, uid, token_digest(token))
             finally:
                 await conn.close()
 

@@ -227,13 +227,13 @@ class Stack:
     async def create_user(self, name: str = "bench") -> tuple[int, str]:
         """(user id, bearer token), written straight to the database as the CLI does."""
         from knowledge_service.deps import token_digest
-        from shared import queries
+        from shared.repo import users as users_repo
 
         conn = await asyncpg.connect(self.dsn)
         try:
             token = "rag_" + secrets.token_urlsafe(32)
-            user_id = await queries.create_user(conn, f"{name}-{secrets.token_hex(4)}")
-            await queries.create_token(conn, user_id, token_digest(token))
+            user_id = await users_repo.create_user(conn, f"{name}-{secrets.token_hex(4)}")
+            await users_repo.create_token(conn, user_id, token_digest(token))
             return user_id, token
         finally:
             await conn.close()

@@ -8,7 +8,7 @@ clients, each uploading one file after the other), measures per request:
   file distinct so content dedup never answers), until the 202 is read;
 - **parts**: the same work done raw at the same concurrency, from this process: one object PUT
   of the same bytes (minio SDK, a single request), one PostgreSQL transaction with the same
-  inserts (``queries.create_document_with_task``), one publish with publisher confirm
+  inserts (``documents_repo.create_document_with_task``), one publish with publisher confirm
   (``shared.amqp.Publisher``), timed back to back.
 
 No worker runs (messages wait in the queue). Latency p50 and p99 per run; the figure is the
@@ -130,9 +130,9 @@ class Parts:
         self.user_id, self.kb_id, self.data = user_id, kb_id, data
 
     async def __call__(self, i: int) -> float:
-        from shared import queries
         from shared.amqp import Publisher
         from shared.db import translate_errors
+        from shared.repo import documents as documents_repo
         from shared.storage import ObjectStore
 
         store, publisher = self.store, self.publisher
@@ -143,7 +143,7 @@ class Parts:
         t0 = time.perf_counter()
         await store.put(key, stream, len(data), part_size=max(5 * MB, len(data)))  # one PUT request
         async with translate_errors(), self.pool.acquire() as conn:  # type: ignore[attr-defined]
-            _, row = await queries.create_document_with_task(
+            _, row = await documents_repo.create_document_with_task(
                 conn, kb_id=self.kb_id, user_id=self.user_id, filename=f"p{i}.txt", content_type="text/plain",
                 size_bytes=len(data), sha256="0" * 64, object_key=key)
         await publisher.publish(row.body, message_id=str(row.message_id))

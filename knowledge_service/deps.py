@@ -12,9 +12,10 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from knowledge_service.metrics import ApiMetrics
-from shared import queries, usecases
+from shared import usecases
 from shared.amqp import Publisher
 from shared.embedding import Embedder
+from shared.repo import users as users_repo
 from shared.settings import KnowledgeSettings
 from shared.storage import ObjectStore
 
@@ -60,7 +61,7 @@ async def current_user(
         raise unauthorized
     digest = token_digest(creds.credentials)
     async with res.pool.acquire() as conn:
-        user_id = await queries.user_for_token(conn, digest)
+        user_id = await users_repo.user_for_token(conn, digest)
     # Looked up by SHA-256 digest: an index comparison on the digest leaks nothing usable about
     # the secret (no prefix of the token can be probed through timing).
     if user_id is None:

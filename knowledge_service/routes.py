@@ -17,10 +17,14 @@ from sse_starlette import EventSourceResponse
 
 from knowledge_service import events, schemas, upload
 from knowledge_service.deps import Res, UserId
-from shared import queries, retrieval, usecases
+from shared import retrieval, usecases
 from shared.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
 from shared.fencing import Action
 from shared.records import Duplicate, NewContent
+from shared.repo import chunks as chunks_repo
+from shared.repo import documents as documents_repo
+from shared.repo import tasks as tasks_repo
+from shared.repo import users as users_repo
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/v1")
@@ -67,13 +71,13 @@ def _document(r: asyncpg.Record) -> schemas.DocumentOut:
 
 async def _owned_kb(res: Res, user_id: int, kb_id: Id) -> None:
     async with res.pool.acquire() as conn:
-        if not await queries.kb_owned(conn, user_id, kb_id):
+        if not await users_repo.kb_owned(conn, user_id, kb_id):
             raise KnowledgeBaseNotFound()
 
 
 async def _owned_document(res: Res, user_id: int, document_id: Id) -> asyncpg.Record:
     async with res.pool.acquire() as conn:
-        row = await queries.document_owned(conn, user_id, document_id)
+        row = await documents_repo.document_owned(conn, user_id, document_id)
     if row is None or row["task_id"] is None:
         raise DocumentNotFound()
     return row
@@ -81,7 +85,7 @@ async def _owned_document(res: Res, user_id: int, document_id: Id) -> asyncpg.Re
 
 async def _document_out(res: Res, user_id: int, document_id: Id) -> schemas.DocumentOut:
     async with res.pool.acquire() as conn:
-        row = await queries.get_document(conn, user_id, document_id)
+        row = await documents_repo.get_document(conn, user_id, document_id)
     if row is None:
         raise DocumentNotFound()
     return _document(row)
@@ -94,14 +98,14 @@ async def _document_out(res: Res, user_id: int, document_id: Id) -> schemas.Docu
 async def create_kb(body: schemas.KnowledgeBaseCreate, res: Res, user_id: UserId) -> schemas.KnowledgeBaseOut:
     async with res.pool.acquire() as conn:
         s = res.settings
-        row = await queries.create_kb(conn, user_id, body.name, s.embedding_model, s.embedding_dim)
+        row = await users_repo.create_kb(conn, user_id, body.name, s.embedding_model, s.embedding_dim)
     return schemas.KnowledgeBaseOut.model_validate(dict(row.items()))
 
 
 @router.get("/knowledge-bases", response_model=schemas.KnowledgeBaseList)
 async def list_kbs(res: Res, user_id: UserId) -> schemas.KnowledgeBaseList:
     async with res.pool.acquire() as conn:
-        rows = await queries.list_kbs(conn, user_id)
+        rows = await users_repo.list_kbs(conn, user_id)
     return schemas.KnowledgeBaseList(items=[schemas.KnowledgeBaseOut.model_validate(dict(r.items())) for r in rows])
 
 
@@ -114,7 +118,7 @@ async def kb_events(kb_id: Id, res: Res, user_id: UserId) -> EventSourceResponse
 
     async def load() -> dict[int, dict[str, Any]]:
         async with res.pool.acquire() as conn:
-            rows = await queries.list_documents(conn, user_id, kb_id)
+            rows = await documents_repo.list_documents(conn, user_id, kb_id)
         return {r["document_id"]: _document(r).model_dump(mode="json") for r in rows}
 
     return EventSourceResponse(events.kb_events(load, interval_s=res.settings.events_poll_interval_s, kb_id=kb_id,
@@ -166,7 +170,7 @@ async def upload_document(
 async def list_documents(kb_id: Id, res: Res, user_id: UserId) -> schemas.DocumentList:
     await _owned_kb(res, user_id, kb_id)
     async with res.pool.acquire() as conn:
-        rows = await queries.list_documents(conn, user_id, kb_id)
+        rows = await documents_repo.list_documents(conn, user_id, kb_id)
     return schemas.DocumentList(items=[_document(r) for r in rows])
 
 
@@ -189,7 +193,7 @@ async def replace_content(document_id: Id, request: Request, res: Res, user_id: 
     content = await _receive(request, res, owned["kb_id"])
     msg = await usecases.replace_content(res.deps, owned["task_id"], content)
     async with res.pool.acquire() as conn:
-        row = await queries.get_document(conn, user_id, document_id)
+        row = await documents_repo.get_document(conn, user_id, document_id)
     return schemas.UploadAccepted(
         document_id=document_id, task_id=msg.task_id, status=row["status"] if row else "INDEXING",
         task_status="WAITING", generation=msg.generation,
@@ -235,7 +239,7 @@ async def list_chunks(
 ) -> schemas.ChunkPage:
     await _owned_document(res, user_id, document_id)
     async with res.pool.acquire() as conn:
-        rows, total = await queries.list_chunks(conn, document_id, offset, limit)
+        rows, total = await chunks_repo.list_chunks(conn, document_id, offset, limit)
     return schemas.ChunkPage(items=[schemas.ChunkOut.model_validate(dict(r.items())) for r in rows], total=total)
 
 
@@ -245,7 +249,7 @@ async def list_chunks(
 @router.get("/tasks/{task_id}", response_model=schemas.TaskOut)
 async def get_task(task_id: Id, res: Res, user_id: UserId) -> schemas.TaskOut:
     async with res.pool.acquire() as conn:
-        row = await queries.get_task(conn, user_id, task_id)
+        row = await tasks_repo.get_task(conn, user_id, task_id)
     if row is None:
         raise TaskNotFound()
     return schemas.TaskOut.model_validate(dict(row.items()))
@@ -260,7 +264,7 @@ async def task_events(task_id: Id, res: Res, user_id: UserId) -> EventSourceResp
 
     async def load() -> dict[str, Any] | None:
         async with res.pool.acquire() as conn:
-            row = await queries.get_task(conn, user_id, task_id)
+            row = await tasks_repo.get_task(conn, user_id, task_id)
         return None if row is None else schemas.TaskOut.model_validate(dict(row.items())).model_dump(mode="json")
 
     return EventSourceResponse(

@@ -13,8 +13,9 @@ from typing import Any
 import asyncpg
 
 from knowledge_service.deps import token_digest
-from shared import ops_queries, queries
+from shared import ops_queries
 from shared.migrate import migrate
+from shared.repo import users as users_repo
 from shared.scan_policy import ScanThresholds
 from shared.settings import KnowledgeSettings, WorkerSettings
 
@@ -37,8 +38,8 @@ async def create_user(dsn: str, name: str) -> dict[str, Any]:
         async with conn.transaction():
             user_id = await ops_queries.user_id_by_name(conn, name)
             if user_id is None:
-                user_id = await queries.create_user(conn, name)
-            await queries.create_token(conn, user_id, token_digest(token))
+                user_id = await users_repo.create_user(conn, name)
+            await users_repo.create_token(conn, user_id, token_digest(token))
         return {"user_id": user_id, "token": token}
     finally:
         await conn.close()
@@ -52,7 +53,7 @@ async def create_token(dsn: str, user: str) -> dict[str, Any]:
         if user_id is None:
             raise NotFoundError(f"no user named {user!r}")
         token = new_token()
-        token_id = await queries.create_token(conn, user_id, token_digest(token))
+        token_id = await users_repo.create_token(conn, user_id, token_digest(token))
         return {"user_id": user_id, "token_id": token_id, "token": token}
     finally:
         await conn.close()
@@ -72,7 +73,7 @@ async def revoke_token(dsn: str, token: str | None = None, token_id: int | None 
     conn = await asyncpg.connect(dsn)
     try:
         if token is not None:
-            return await queries.revoke_token(conn, token_digest(token))
+            return await users_repo.revoke_token(conn, token_digest(token))
         assert token_id is not None
         return await ops_queries.revoke_token_id(conn, token_id)
     finally:
@@ -86,7 +87,7 @@ async def create_kb(settings: KnowledgeSettings, user: str, name: str) -> dict[s
         user_id = await ops_queries.user_id_by_name(conn, user)
         if user_id is None:
             raise NotFoundError(f"no user named {user!r}")
-        row = await queries.create_kb(conn, user_id, name, settings.embedding_model, settings.embedding_dim)
+        row = await users_repo.create_kb(conn, user_id, name, settings.embedding_model, settings.embedding_dim)
         return dict(row.items())
     finally:
         await conn.close()

@@ -22,9 +22,9 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from shared import queries
 from shared.db import translate_errors
 from shared.errors import PermanentError, StorageUnavailableError, TransientError
+from shared.repo import objects as objects_repo
 from shared.storage import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -43,10 +43,10 @@ async def remove_released(pool: asyncpg.Pool, store: ObjectStore, *, batch: int 
     """
     removed = 0
     async with translate_errors(), pool.acquire() as conn, conn.transaction():
-        rows = await queries.claim_object_removals(conn, batch)
+        rows = await objects_repo.claim_object_removals(conn, batch)
         if not rows:
             return 0
-        free = set(await queries.unreferenced_keys(conn, [k for _, k in rows]))
+        free = set(await objects_repo.unreferenced_keys(conn, [k for _, k in rows]))
         done: list[int] = []
         for row_id, key in rows:
             if key in free:
@@ -62,7 +62,7 @@ async def remove_released(pool: asyncpg.Pool, store: ObjectStore, *, batch: int 
             else:
                 log.error("object queued for removal is referenced; kept", extra={"object_key": key})
             done.append(row_id)
-        await queries.forget_object_removals(conn, done)
+        await objects_repo.forget_object_removals(conn, done)
     return removed
 
 
@@ -107,7 +107,7 @@ async def sweep_orphans(
         old = [key for key, modified in objects if modified < cutoff]
         if old:
             async with translate_errors(), pool.acquire() as conn:
-                orphans = await queries.unreferenced_keys(conn, old)
+                orphans = await objects_repo.unreferenced_keys(conn, old)
             for key in orphans:
                 try:
                     await store.remove(key)

@@ -9,7 +9,7 @@ pass stopping at ``limit`` rows. Within one user rows go oldest first (FIFO).
 A row whose task is already dispatched (new content or a re-publish of a running task) or gone
 (document deleted) takes no slot: it is released at once, whatever the counts.
 
-The I/O side (``shared.queries.release_held_outbox``) reads the candidates and counts under one
+The I/O side (``shared.repo.outbox.release_held_outbox``) reads the candidates and counts under one
 advisory lock and applies the result in the same transaction.
 """
 

@@ -3,7 +3,7 @@ many rows to evict.
 
 A cache entry is keyed by ``(model, revision, SHA-256 of the chunk text)``; ``revision`` names
 whatever else changes the vectors (the model's revision when known, else its dimension). The
-adapter (``shared.queries``: ``cache_lookup`` / ``cache_store`` / ``cache_evict``) does the I/O;
+adapter (``shared.repo.cache``: ``cache_lookup`` / ``cache_store`` / ``cache_evict``) does the I/O;
 the worker (``task_service.handler``) asks :func:`plan` which texts to send to the model and
 :func:`assemble` to build the document's matrix.
 """

@@ -129,7 +129,7 @@ class SettledTasks:
 def may_commit(snap: TaskSnapshot, generation: int, attempt: int) -> bool:
     """True if a run holding ``(generation, attempt)`` may still write its result.
 
-    Mirrors the WHERE clause of the final transaction (see ``shared.queries.commit_chunks``).
+    Mirrors the WHERE clause of the final transaction (see ``shared.repo.chunks.commit_chunks``).
     """
     return (
         snap.status is TaskStatus.RUNNING

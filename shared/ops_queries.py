@@ -1,5 +1,5 @@
 """Read-mostly queries for operators: metric samples, tokens, stuck-task lookups (one function per
-statement, like :mod:`shared.queries`)."""
+statement, like :mod:`shared.repo`)."""
 
 from __future__ import annotations
 

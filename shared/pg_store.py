@@ -1,4 +1,4 @@
-"""PostgreSQL adapters of the ``TaskStore`` and ``WorkerStore`` ports (asyncpg pool + :mod:`shared.queries`).
+"""PostgreSQL adapters of the ``TaskStore`` and ``WorkerStore`` ports (asyncpg pool + :mod:`shared.repo`).
 
 Each method takes a pooled connection for one commit point; asyncpg / OS errors become
 ``DatabaseUnavailableError`` (``shared.db.translate_errors``).
@@ -12,7 +12,6 @@ from typing import Any
 import asyncpg
 import numpy.typing as npt
 
-from shared import queries
 from shared.cleanup import remove_released_quietly
 from shared.db import translate_errors
 from shared.errors import EnqueueContention
@@ -20,6 +19,13 @@ from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
 from shared.ports import IssueRefused
 from shared.records import ChunkRow, Duplicate, NewContent, OutboxRow
+from shared.repo import cache as cache_repo
+from shared.repo import chunks as chunks_repo
+from shared.repo import dead_letters as dead_letters_repo
+from shared.repo import documents as documents_repo
+from shared.repo import outbox as outbox_repo
+from shared.repo import runs as runs_repo
+from shared.repo import tasks as tasks_repo
 from shared.states import TaskStatus
 from shared.storage import ObjectStore
 
@@ -53,11 +59,11 @@ class PgTaskStore:
 
     async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.load_task_snapshot(conn, task_id)
+            return await tasks_repo.load_task_snapshot(conn, task_id)
 
     async def count_in_flight(self, user_id: int) -> int:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.count_in_flight(conn, user_id)
+            return await tasks_repo.count_in_flight(conn, user_id)
 
     async def create_document(
         self, *, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int, dedup: bool = False,
@@ -66,7 +72,7 @@ class PgTaskStore:
             try:
                 return await self._create_or_find(user_id, kb_id, content, in_flight_limit, dedup)
             except asyncpg.UniqueViolationError as exc:
-                if not queries.is_content_conflict(exc):
+                if not documents_repo.is_content_conflict(exc):
                     raise
                 # a concurrent identical upload took the KB's content slot: the next pass finds it
         raise EnqueueContention("the knowledge base's content slot kept changing under concurrent uploads")
@@ -76,13 +82,13 @@ class PgTaskStore:
     ) -> tuple[IndexMessage, OutboxRow] | Duplicate | None:
         async with translate_errors(), self._pool.acquire() as conn, conn.transaction():
             if dedup:
-                same = await queries.find_same_content(conn, kb_id, content.sha256)
+                same = await documents_repo.find_same_content(conn, kb_id, content.sha256)
                 if same is not None:
                     return Duplicate(same["document_id"], same["task_id"], same["status"], same["task_status"],
                                      same["index_generation"])
-            if not await queries.reserve_in_flight_slot(conn, user_id, in_flight_limit):
+            if not await tasks_repo.reserve_in_flight_slot(conn, user_id, in_flight_limit):
                 return None
-            return await queries.create_document_with_task(
+            return await documents_repo.create_document_with_task(
                 conn, kb_id=kb_id, user_id=user_id, filename=content.filename,
                 content_type=content.content_type, size_bytes=content.size_bytes, sha256=content.sha256,
                 object_key=content.object_key, dedup_slot=dedup, dispatch_limit=self._dispatch_limit,
@@ -94,34 +100,34 @@ class PgTaskStore:
     ) -> tuple[IndexMessage, OutboxRow] | IssueRefused:
         async with translate_errors(), self._pool.acquire() as conn:
             if in_flight_limit is None:
-                issued = await queries.try_issue_generation(conn, snap, decision, content, self._dispatch_limit)
+                issued = await tasks_repo.try_issue_generation(conn, snap, decision, content, self._dispatch_limit)
             else:
                 async with conn.transaction():
-                    if not await queries.reserve_in_flight_slot(conn, snap.user_id, in_flight_limit):
+                    if not await tasks_repo.reserve_in_flight_slot(conn, snap.user_id, in_flight_limit):
                         return IssueRefused.OVER_CAP
-                    issued = await queries.try_issue_generation(conn, snap, decision, content, self._dispatch_limit)
+                    issued = await tasks_repo.try_issue_generation(conn, snap, decision, content, self._dispatch_limit)
         return IssueRefused.LOST_RACE if issued is None else issued
 
     async def mark_published(self, outbox_id: int) -> None:
         async with translate_errors(), self._pool.acquire() as conn:
-            await queries.mark_published(conn, outbox_id)
+            await outbox_repo.mark_published(conn, outbox_id)
 
     async def delete_document(self, document_id: int) -> bool:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.delete_document(conn, document_id)
+            return await documents_repo.delete_document(conn, document_id)
 
     async def drop_pending(self, document_id: int) -> bool:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.drop_pending(conn, document_id)
+            return await documents_repo.drop_pending(conn, document_id)
 
     async def pending_dead_letter(self, dead_letter_id: int) -> _DeadLetter | None:
         async with translate_errors(), self._pool.acquire() as conn:
-            row = await queries.pending_dead_letter(conn, dead_letter_id)
+            row = await dead_letters_repo.pending_dead_letter(conn, dead_letter_id)
         return None if row is None else _DeadLetter(row["task_id"])
 
     async def mark_dead_letter_replayed(self, dead_letter_id: int) -> bool:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.mark_dead_letter_replayed(conn, dead_letter_id)
+            return await dead_letters_repo.mark_dead_letter_replayed(conn, dead_letter_id)
 
 
 class PgWorkerStore:
@@ -132,64 +138,64 @@ class PgWorkerStore:
 
     async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.load_task_snapshot(conn, task_id)
+            return await tasks_repo.load_task_snapshot(conn, task_id)
 
     async def claim_task(self, task_id: int, generation: int) -> int | None:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.claim_task(conn, task_id, generation)
+            return await tasks_repo.claim_task(conn, task_id, generation)
 
     async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.heartbeat(conn, task_id, generation, attempt)
+            return await tasks_repo.heartbeat(conn, task_id, generation, attempt)
 
     async def report_progress(self, task_id: int, generation: int, attempt: int, stage: str, progress: float) -> bool:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.report_progress(conn, task_id, generation, attempt, stage, progress)
+            return await tasks_repo.report_progress(conn, task_id, generation, attempt, stage, progress)
 
     async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.document_source(conn, document_id)
+            return await documents_repo.document_source(conn, document_id)
 
     async def claim_is_current(self, task_id: int, generation: int, attempt: int) -> bool:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.claim_is_current(conn, task_id, generation, attempt)
+            return await tasks_repo.claim_is_current(conn, task_id, generation, attempt)
 
     async def record_embedding_run(
         self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str,
         *, cache_hits: int = 0, cache_misses: int | None = None,
     ) -> None:
         async with translate_errors(), self._pool.acquire() as conn:
-            await queries.record_embedding_run(conn, task_id, document_id, generation, attempt, chunk_count, worker,
+            await runs_repo.record_embedding_run(conn, task_id, document_id, generation, attempt, chunk_count, worker,
                                                cache_hits=cache_hits, cache_misses=cache_misses)
 
     async def cache_lookup(
         self, model: str, revision: str, dim: int, keys: Sequence[bytes]
     ) -> dict[bytes, npt.NDArray[Any]]:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.cache_lookup(conn, model, revision, dim, keys)
+            return await cache_repo.cache_lookup(conn, model, revision, dim, keys)
 
     async def cache_store(
         self, model: str, revision: str, dim: int, keys: Sequence[bytes], vectors: npt.NDArray[Any]
     ) -> int:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.cache_store(conn, model, revision, dim, keys, vectors)
+            return await cache_repo.cache_store(conn, model, revision, dim, keys, vectors)
 
     async def cache_touch(self, model: str, revision: str, keys: Sequence[bytes], min_age_s: float) -> int:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.cache_touch(conn, model, revision, keys, min_age_s)
+            return await cache_repo.cache_touch(conn, model, revision, keys, min_age_s)
 
     async def record_skip(
         self, reason: str, task_id: int | None, document_id: int | None, generation: int | None, worker: str
     ) -> None:
         async with translate_errors(), self._pool.acquire() as conn:
-            await queries.record_skip(conn, reason, task_id, document_id, generation, worker)
+            await runs_repo.record_skip(conn, reason, task_id, document_id, generation, worker)
 
     async def commit_chunks(
         self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
         chunks: Sequence[ChunkRow], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
     ) -> bool:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.commit_chunks(
+            return await chunks_repo.commit_chunks(
                 conn, task_id=task_id, document_id=document_id, kb_id=kb_id, generation=generation,
                 attempt=attempt, chunks=chunks, embeddings=embeddings, warnings=warnings,
             )
@@ -199,7 +205,7 @@ class PgWorkerStore:
         error_code: str, error_message: str, warnings: Sequence[str] = (),
     ) -> bool:
         async with translate_errors(), self._pool.acquire() as conn:
-            return await queries.finish_unsuccessfully(
+            return await tasks_repo.finish_unsuccessfully(
                 conn, task_id=task_id, document_id=document_id, generation=generation, attempt=attempt,
                 status=status, error_code=error_code, error_message=error_message, warnings=warnings,
             )

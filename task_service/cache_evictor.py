@@ -12,9 +12,9 @@ import logging
 
 import asyncpg
 
-from shared import queries
 from shared.db import translate_errors
 from shared.errors import TransientError
+from shared.repo import cache as cache_repo
 from shared.settings import WorkerSettings
 from task_service.oneshot import one_shot
 
@@ -26,7 +26,7 @@ async def evict_once(pool: asyncpg.Pool, max_rows: int) -> int | None:
     """One pass: rows deleted, or None when another worker's pass is running.
     Raises ``DatabaseUnavailableError`` (transient)."""
     async with translate_errors(), pool.acquire() as conn:
-        deleted = await queries.cache_evict(conn, max_rows, LOW_WATER)
+        deleted = await cache_repo.cache_evict(conn, max_rows, LOW_WATER)
     if deleted:
         log.info("embedding cache evicted", extra={"rows": deleted, "max_rows": max_rows})
     return deleted

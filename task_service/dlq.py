@@ -15,10 +15,11 @@ import sys
 
 import asyncpg
 
-from shared import amqp, queries, usecases
+from shared import amqp, usecases
 from shared.bootstrap import usecase_deps
 from shared.db import create_pool
 from shared.errors import BrokerUnavailableError, InFlightLimitExceeded
+from shared.repo import dead_letters as dead_letters_repo
 from shared.settings import WorkerSettings
 from shared.storage import ObjectStore
 from task_service import APP_ID
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 async def list_dead(dsn: str, include_replayed: bool) -> list[dict[str, object]]:
     conn = await asyncpg.connect(dsn)
     try:
-        return [dict(r.items()) for r in await queries.list_dead_letters(conn, include_replayed)]
+        return [dict(r.items()) for r in await dead_letters_repo.list_dead_letters(conn, include_replayed)]
     finally:
         await conn.close()
 

@@ -1,7 +1,7 @@
 """Outbox relay: releases held task messages fairly across users, and publishes what the API
 committed but could not publish.
 
-Each pass first releases held rows (``queries.release_held_outbox``: round-robin across users,
+Each pass first releases held rows (``outbox_repo.release_held_outbox``: round-robin across users,
 at most ``DISPATCH_PER_USER`` (K) tasks of one user in the broker or running), then publishes
 released rows: claimed with ``FOR UPDATE SKIP LOCKED`` (several relays may run), published with
 confirms, and marked published only after the broker's ack. A pass runs every
@@ -17,9 +17,10 @@ import logging
 
 import asyncpg
 
-from shared import amqp, queries
+from shared import amqp
 from shared.db import translate_errors
 from shared.errors import BrokerUnavailableError, TransientError
+from shared.repo import outbox as outbox_repo
 from task_service import APP_ID
 from task_service.oneshot import one_shot
 
@@ -33,20 +34,20 @@ async def relay_once(pool: asyncpg.Pool, publisher: amqp.Publisher, *, grace_s: 
     Returns how many were published."""
     published = 0
     async with translate_errors(), pool.acquire() as conn:
-        released = await queries.release_held_outbox(conn, dispatch_limit, batch)
+        released = await outbox_repo.release_held_outbox(conn, dispatch_limit, batch)
     if released:
         log.info("outbox rows released", extra={"released": len(released)})
     async with translate_errors(), pool.acquire() as conn, conn.transaction():
-        rows = await queries.claim_pending_outbox(conn, grace_s, batch, released)
+        rows = await outbox_repo.claim_pending_outbox(conn, grace_s, batch, released)
         for row in rows:
             try:
                 await publisher.publish(
                     row.body, exchange=row.exchange, routing_key=row.routing_key, message_id=str(row.message_id)
                 )
             except BrokerUnavailableError as exc:
-                await queries.note_publish_failure(conn, row.id, str(exc))
+                await outbox_repo.note_publish_failure(conn, row.id, str(exc))
                 break
-            await queries.mark_published(conn, row.id)
+            await outbox_repo.mark_published(conn, row.id)
             published += 1
     if published:
         log.info("outbox relayed", extra={"published": published})

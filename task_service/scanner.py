@@ -17,11 +17,13 @@ from typing import Any
 import asyncpg
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
-from shared import amqp, queries
+from shared import amqp
 from shared.db import translate_errors
 from shared.errors import DeliveryLimitError, TaskTimeoutError, TransientError
 from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
+from shared.repo import dead_letters as dead_letters_repo
+from shared.repo import tasks as tasks_repo
 from shared.scan_policy import ScanAction, ScanThresholds, decide_scan
 from shared.settings import WorkerSettings
 from shared.states import TaskStatus
@@ -50,13 +52,13 @@ async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport)
     """One pass over active tasks older than the smallest threshold."""
     oldest = min(th.heartbeat_timeout, th.hard_limit, th.requeue_after).total_seconds()
     async with translate_errors(), pool.acquire() as conn:
-        rows = await queries.active_tasks_older_than(conn, oldest, 500)
+        rows = await tasks_repo.active_tasks_older_than(conn, oldest, 500)
         for r in rows:
             decision = decide_scan(TaskStatus(r["status"]), r["start_time"], r["update_time"], r["now"], th)
             with bind(task_id=r["id"], document_id=r["document_id"], generation=r["generation"],
                       attempt=r["attempt"]):
                 if decision.action is ScanAction.TIMEOUT:
-                    if await queries.finish_unsuccessfully(
+                    if await tasks_repo.finish_unsuccessfully(
                         conn, task_id=r["id"], document_id=r["document_id"], generation=r["generation"],
                         attempt=r["attempt"], status=TaskStatus.TIMEOUT, error_code=TaskTimeoutError.error_code,
                         error_message=f"timed out by the scanner: {decision.reason}",
@@ -64,7 +66,7 @@ async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport)
                         log.warning("task timed out", extra={"reason": decision.reason})
                         report.timed_out.append(r["id"])
                 elif decision.action is ScanAction.REPUBLISH:
-                    if await queries.requeue_task(conn, r["id"], r["status"], r["generation"], r["update_time"]):
+                    if await tasks_repo.requeue_task(conn, r["id"], r["status"], r["generation"], r["update_time"]):
                         log.warning("queued task re-published", extra={"reason": decision.reason})
                         report.republished.append(r["id"])
 
@@ -90,7 +92,7 @@ async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, repor
         except InvalidMessageError:
             msg = None
         async with translate_errors(), pool.acquire() as conn:
-            dl_id = await queries.record_dead_letter(
+            dl_id = await dead_letters_repo.record_dead_letter(
                 conn, message_id=message.message_id, msg=msg, reason=reason, body=message.body,
                 headers={k: v for k, v in (message.headers or {}).items() if k != "x-death"},
             )
@@ -98,7 +100,7 @@ async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, repor
                 text = (f"message dead-lettered after more than {amqp.DELIVERY_LIMIT} failed deliveries "
                         "(a worker crashed or was killed on it each time)")
                 code = DeliveryLimitError.error_code
-                if await queries.fail_dead_lettered(conn, msg.task_id, msg.generation, code, text):
+                if await tasks_repo.fail_dead_lettered(conn, msg.task_id, msg.generation, code, text):
                     report.dead_lettered.append(msg.task_id)
         log.warning("dead letter recorded", extra={"dead_letter_id": dl_id, "reason": reason})
         await message.ack()

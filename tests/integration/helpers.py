@@ -12,10 +12,13 @@ from typing import TypeVar
 import asyncpg
 import numpy as np
 
-from shared import queries
 from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, decide_enqueue
 from shared.messages import IndexMessage
-from shared.queries import ChunkRow, OutboxRow
+from shared.records import ChunkRow, OutboxRow
+from shared.repo import chunks as chunks_repo
+from shared.repo import documents as documents_repo
+from shared.repo import tasks as tasks_repo
+from shared.repo import users as users_repo
 
 T = TypeVar("T")
 DIM = 384
@@ -43,7 +46,7 @@ async def new_document(conn: asyncpg.Connection, kb: tuple[int, int] | None = No
     API would (``dispatch_limit`` = K; None holds it for the relay); in ``kb`` = ``(user_id,
     kb_id)``, else for a fresh user and KB."""
     user_id, kb_id = kb if kb is not None else await new_kb(conn)
-    return await queries.create_document_with_task(
+    return await documents_repo.create_document_with_task(
         conn, kb_id=kb_id, user_id=user_id, filename="doc.txt", content_type="text/plain",
         size_bytes=5, sha256="0" * 64, object_key=f"kb/{kb_id}/{uuid.uuid4()}", dispatch_limit=dispatch_limit,
     )
@@ -51,8 +54,8 @@ async def new_document(conn: asyncpg.Connection, kb: tuple[int, int] | None = No
 
 async def new_kb(conn: asyncpg.Connection) -> tuple[int, int]:
     """A fresh user and KB: ``(user_id, kb_id)``."""
-    user_id = await queries.create_user(conn, f"it-{uuid.uuid4().hex}")
-    return user_id, int((await queries.create_kb(conn, user_id, "kb", "all-MiniLM-L6-v2", DIM))["kb_id"])
+    user_id = await users_repo.create_user(conn, f"it-{uuid.uuid4().hex}")
+    return user_id, int((await users_repo.create_kb(conn, user_id, "kb", "all-MiniLM-L6-v2", DIM))["kb_id"])
 
 
 def chunk_set(n: int, tag: str) -> tuple[list[ChunkRow], np.ndarray]:
@@ -65,7 +68,7 @@ def chunk_set(n: int, tag: str) -> tuple[list[ChunkRow], np.ndarray]:
 
 async def commit(conn: asyncpg.Connection, msg: IndexMessage, generation: int, attempt: int,
                  chunks: list[ChunkRow], vecs: np.ndarray) -> bool:
-    return await queries.commit_chunks(
+    return await chunks_repo.commit_chunks(
         conn, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
         generation=generation, attempt=attempt, chunks=chunks, embeddings=vecs,
     )
@@ -73,11 +76,11 @@ async def commit(conn: asyncpg.Connection, msg: IndexMessage, generation: int, a
 
 async def issue(conn: asyncpg.Connection, task_id: int, kind: RequestKind, *, force: bool = False) -> IndexMessage:
     """Decide and apply one enqueue request that must issue a new generation."""
-    snap = await queries.load_task_snapshot(conn, task_id)
+    snap = await tasks_repo.load_task_snapshot(conn, task_id)
     assert snap is not None
     decision = decide_enqueue(snap, EnqueueRequest(kind, force), datetime.now(UTC), StaleThresholds())
     assert decision.action is Action.ISSUE, decision
-    issued = await queries.try_issue_generation(conn, snap, decision)
+    issued = await tasks_repo.try_issue_generation(conn, snap, decision)
     assert issued is not None
     return issued[0]
 
@@ -91,6 +94,6 @@ async def chunk_contents(conn: asyncpg.Connection, document_id: int) -> list[str
 
 async def index_document(conn: asyncpg.Connection, msg: IndexMessage, n: int, tag: str) -> None:
     """Claim ``msg``'s generation and commit ``n`` chunks tagged ``tag``."""
-    attempt = await queries.claim_task(conn, msg.task_id, msg.generation)
+    attempt = await tasks_repo.claim_task(conn, msg.task_id, msg.generation)
     assert attempt is not None
     assert await commit(conn, msg, msg.generation, attempt, *chunk_set(n, tag))

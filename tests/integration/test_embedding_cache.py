@@ -9,9 +9,12 @@ import uuid
 import asyncpg
 import numpy as np
 
-from shared import queries
+from shared import records
 from shared.embedding_cache import text_key
 from shared.fencing import Action, EnqueueDecision
+from shared.repo import cache as cache_repo
+from shared.repo import documents as documents_repo
+from shared.repo import tasks as tasks_repo
 from shared.states import TaskStatus
 from tests.integration.helpers import DIM, new_document
 
@@ -26,17 +29,17 @@ async def test_store_then_lookup_by_namespace_first_writer_wins(db: asyncpg.Conn
     model = f"m-{uuid.uuid4().hex}"
     keys = [text_key(f"chunk {i}") for i in range(5)]
     vecs = _vecs(5, 1)
-    assert await queries.cache_lookup(db, model, "dim384", DIM, keys) == {}
-    assert await queries.cache_store(db, model, "dim384", DIM, keys[:3], vecs[:3]) == 3
+    assert await cache_repo.cache_lookup(db, model, "dim384", DIM, keys) == {}
+    assert await cache_repo.cache_store(db, model, "dim384", DIM, keys[:3], vecs[:3]) == 3
     # ON CONFLICT DO NOTHING: a second writer of the same texts adds only what is new
-    assert await queries.cache_store(db, model, "dim384", DIM, keys[1:], _vecs(4, 2)) == 2
-    got = await queries.cache_lookup(db, model, "dim384", DIM, keys + keys[:1])
+    assert await cache_repo.cache_store(db, model, "dim384", DIM, keys[1:], _vecs(4, 2)) == 2
+    got = await cache_repo.cache_lookup(db, model, "dim384", DIM, keys + keys[:1])
     assert set(got) == set(keys)
     np.testing.assert_allclose(got[keys[1]], vecs[1], atol=1e-6)  # the first writer's vector
     assert got[keys[0]].dtype == np.float32 and got[keys[0]].shape == (DIM,)
     # another revision (or model) never reads these vectors
-    assert await queries.cache_lookup(db, model, "rev-2", DIM, keys) == {}
-    assert await queries.cache_lookup(db, model + "x", "dim384", DIM, keys) == {}
+    assert await cache_repo.cache_lookup(db, model, "rev-2", DIM, keys) == {}
+    assert await cache_repo.cache_lookup(db, model + "x", "dim384", DIM, keys) == {}
 
 
 async def test_concurrent_writers_of_overlapping_keys_neither_deadlock_nor_duplicate(
@@ -48,22 +51,22 @@ async def test_concurrent_writers_of_overlapping_keys_neither_deadlock_nor_dupli
 
     async def write(order: list[int]) -> int:
         async with pool.acquire() as conn:
-            return await queries.cache_store(conn, model, "r", DIM, [keys[i] for i in order], vecs[order])
+            return await cache_repo.cache_store(conn, model, "r", DIM, [keys[i] for i in order], vecs[order])
 
     added = await asyncio.gather(*(write(list(range(50))[::step]) for step in (1, -1, 1, -1)))
     assert sum(added) == 50
     async with pool.acquire() as conn:
-        assert len(await queries.cache_lookup(conn, model, "r", DIM, keys)) == 50
+        assert len(await cache_repo.cache_lookup(conn, model, "r", DIM, keys)) == 50
 
 
 async def test_a_hit_touches_last_used_at_most_once_per_interval(db: asyncpg.Connection) -> None:
     model = f"m-{uuid.uuid4().hex}"
     keys = [text_key("hot"), text_key("cold")]
-    await queries.cache_store(db, model, "r", DIM, keys, _vecs(2, 4))
-    assert await queries.cache_touch(db, model, "r", keys, 3600) == 0  # just written: fresh enough
+    await cache_repo.cache_store(db, model, "r", DIM, keys, _vecs(2, 4))
+    assert await cache_repo.cache_touch(db, model, "r", keys, 3600) == 0  # just written: fresh enough
     await db.execute("UPDATE embedding_cache SET last_used = now() - interval '2 hours' WHERE model = $1", model)
-    assert await queries.cache_touch(db, model, "r", keys[:1], 3600) == 1
-    assert await queries.cache_touch(db, model, "r", keys[:1], 3600) == 0  # second hit: no write
+    assert await cache_repo.cache_touch(db, model, "r", keys[:1], 3600) == 1
+    assert await cache_repo.cache_touch(db, model, "r", keys[:1], 3600) == 0  # second hit: no write
     ages = dict(await db.fetch("SELECT text_sha256, now() - last_used > interval '1 hour' FROM embedding_cache"
                                " WHERE model = $1", model))
     assert ages == {keys[0]: False, keys[1]: True}
@@ -73,22 +76,22 @@ async def test_eviction_deletes_the_least_recently_used_above_the_bound(db: asyn
     model = f"m-{uuid.uuid4().hex}"
     before = int(await db.fetchval("SELECT count(*) FROM embedding_cache"))
     keys = [text_key(f"lru {i}") for i in range(20)]
-    await queries.cache_store(db, model, "r", DIM, keys, _vecs(20, 5))
+    await cache_repo.cache_store(db, model, "r", DIM, keys, _vecs(20, 5))
     # older than anything else in the table: key i last used at 2000-01-01 + i s
     for i, k in enumerate(keys):
         await db.execute("UPDATE embedding_cache SET last_used = timestamptz '2000-01-01' + make_interval(secs => $2)"
                          " WHERE model = $1 AND text_sha256 = $3", model, i, k)
-    assert await queries.cache_evict(db, before + 20, 0.9) == 0  # within the bound
-    assert await queries.cache_evict(db, before + 10, 1.0) == 10
-    left = await queries.cache_lookup(db, model, "r", DIM, keys)
+    assert await cache_repo.cache_evict(db, before + 20, 0.9) == 0  # within the bound
+    assert await cache_repo.cache_evict(db, before + 10, 1.0) == 10
+    left = await cache_repo.cache_lookup(db, model, "r", DIM, keys)
     assert set(left) == set(keys[10:])
 
 
 async def test_one_evictor_at_a_time(connect: object, db: asyncpg.Connection) -> None:
     other: asyncpg.Connection = await connect()  # type: ignore[operator]
     async with other.transaction():
-        await other.execute("SELECT pg_advisory_xact_lock($1)", queries._EVICT_LOCK_KEY)
-        assert await queries.cache_evict(db, 0, 0.9) is None  # skipped, not waiting
+        await other.execute("SELECT pg_advisory_xact_lock($1)", cache_repo._EVICT_LOCK_KEY)
+        assert await cache_repo.cache_evict(db, 0, 0.9) is None  # skipped, not waiting
 
 
 async def test_concurrent_identical_uploads_create_one_document(pool: asyncpg.Pool) -> None:
@@ -99,13 +102,13 @@ async def test_concurrent_identical_uploads_create_one_document(pool: asyncpg.Po
     async def upload(i: int, slot: bool) -> int | str:
         async with pool.acquire() as conn:
             try:
-                msg, _ = await queries.create_document_with_task(
+                msg, _ = await documents_repo.create_document_with_task(
                     conn, kb_id=first.kb_id, user_id=first.user_id, filename=f"same-{i}.txt",
                     content_type="text/plain", size_bytes=5, sha256=sha, object_key=f"k/{uuid.uuid4()}",
                     dedup_slot=slot,
                 )
             except asyncpg.UniqueViolationError as exc:
-                assert queries.is_content_conflict(exc)
+                assert documents_repo.is_content_conflict(exc)
                 return "conflict"
             return msg.document_id
 
@@ -113,7 +116,7 @@ async def test_concurrent_identical_uploads_create_one_document(pool: asyncpg.Po
     winners = [g for g in got if g != "conflict"]
     assert len(winners) == 1, got
     async with pool.acquire() as conn:
-        same = await queries.find_same_content(conn, first.kb_id, sha)
+        same = await documents_repo.find_same_content(conn, first.kb_id, sha)
         assert same is not None and same["document_id"] == winners[0]
         assert same["task_status"] == "WAITING"
     # allow_duplicate uploads hold no slot: they coexist with the winner
@@ -121,11 +124,11 @@ async def test_concurrent_identical_uploads_create_one_document(pool: asyncpg.Po
     assert "conflict" not in copies
     # new content equal to the winner's never collides (a replaced document holds no slot)
     async with pool.acquire() as conn:
-        snap = await queries.load_task_snapshot(conn, first.task_id)
+        snap = await tasks_repo.load_task_snapshot(conn, first.task_id)
         assert snap is not None and snap.status is TaskStatus.WAITING
         decision = EnqueueDecision(Action.ISSUE, new_status=TaskStatus.WAITING, reason="new_content")
-        content = queries.NewContent("v2.txt", "text/plain", 5, sha, f"k/{uuid.uuid4()}")
-        assert await queries.try_issue_generation(conn, snap, decision, content) is not None
+        content = records.NewContent("v2.txt", "text/plain", 5, sha, f"k/{uuid.uuid4()}")
+        assert await tasks_repo.try_issue_generation(conn, snap, decision, content) is not None
         n = await conn.fetchval("SELECT count(*) FROM document_info WHERE kb_id = $1 AND sha256 = $2",
                                 first.kb_id, sha)
         assert n == 4

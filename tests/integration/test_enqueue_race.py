@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from shared import queries
 from shared.bootstrap import usecase_deps
 from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, decide_enqueue
 from shared.messages import IndexMessage
+from shared.repo import tasks as tasks_repo
 from shared.settings import KnowledgeSettings
 from shared.states import TaskStatus
 from shared.usecases import request_enqueue
@@ -24,9 +24,9 @@ RETRY = EnqueueRequest(RequestKind.RETRY)
 async def _failed_task(pool: asyncpg.Pool) -> IndexMessage:
     async with pool.acquire() as conn:
         msg, _ = await new_document(conn)
-        attempt = await queries.claim_task(conn, msg.task_id, 1)
+        attempt = await tasks_repo.claim_task(conn, msg.task_id, 1)
         assert attempt is not None
-        assert await queries.finish_unsuccessfully(
+        assert await tasks_repo.finish_unsuccessfully(
             conn, task_id=msg.task_id, document_id=msg.document_id, generation=1, attempt=attempt,
             status=TaskStatus.FAILED, error_code="corrupt_document", error_message="boom",
         )
@@ -35,7 +35,7 @@ async def _failed_task(pool: asyncpg.Pool) -> IndexMessage:
 
 async def _assert_one_transition(pool: asyncpg.Pool, msg: IndexMessage) -> None:
     async with pool.acquire() as conn:
-        snap = await queries.load_task_snapshot(conn, msg.task_id)
+        snap = await tasks_repo.load_task_snapshot(conn, msg.task_id)
         outbox = await conn.fetch("SELECT body FROM outbox WHERE task_id = $1 ORDER BY id", msg.task_id)
     assert snap is not None
     assert (snap.generation, snap.document_generation) == (2, 2)
@@ -62,12 +62,12 @@ async def test_racers_that_decided_on_the_same_snapshot_issue_once(pool: asyncpg
 
     async def racer() -> bool:
         async with pool.acquire() as conn:
-            snap = await queries.load_task_snapshot(conn, msg.task_id)
+            snap = await tasks_repo.load_task_snapshot(conn, msg.task_id)
             assert snap is not None
             decision = decide_enqueue(snap, RETRY, datetime.now(UTC), StaleThresholds())
             assert decision.action is Action.ISSUE
             await barrier.wait()
-            return await queries.try_issue_generation(conn, snap, decision) is not None
+            return await tasks_repo.try_issue_generation(conn, snap, decision) is not None
 
     assert sorted(await asyncio.gather(*(racer() for _ in range(RACERS)))) == [False] * (RACERS - 1) + [True]
     await _assert_one_transition(pool, msg)

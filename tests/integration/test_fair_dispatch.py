@@ -10,8 +10,9 @@ import random
 import asyncpg
 import pytest
 
-from shared import queries
 from shared.fencing import RequestKind
+from shared.repo import outbox as outbox_repo
+from shared.repo import tasks as tasks_repo
 from tests.integration.helpers import issue, new_document, new_kb
 
 K = 3
@@ -36,7 +37,7 @@ async def _watch(pool: asyncpg.Pool, users: list[int], worst: dict[int, int], do
     """Record the highest committed dispatched count of each of ``users`` until ``done``."""
     async with pool.acquire() as conn:
         while not done.is_set():
-            for user, n in (await queries.dispatched_per_user(conn)).items():
+            for user, n in (await outbox_repo.dispatched_per_user(conn)).items():
                 if user in users:
                     worst[user] = max(worst.get(user, 0), n)
             await asyncio.sleep(0)
@@ -48,7 +49,7 @@ async def _drain(pool: asyncpg.Pool, users: list[int], rng: random.Random) -> in
     async with pool.acquire() as conn:
         for _ in range(200):
             await _finish_one(pool, rng)
-            await queries.release_held_outbox(conn, K, 100)
+            await outbox_repo.release_held_outbox(conn, K, 100)
             held = await conn.fetchval(
                 "SELECT count(*) FROM outbox WHERE released_at IS NULL AND user_id = ANY($1::bigint[])", users)
             if held == 0:
@@ -70,7 +71,7 @@ async def test_concurrent_releases_never_exceed_k(pool: asyncpg.Pool) -> None:
     async def relay() -> None:
         for _ in range(40):
             async with pool.acquire() as conn:
-                await queries.release_held_outbox(conn, K, 4)
+                await outbox_repo.release_held_outbox(conn, K, 4)
             await _finish_one(pool, rng)
 
     async def uploads() -> None:  # the API's inline release, racing the relays
@@ -102,10 +103,10 @@ async def test_a_late_user_is_released_before_an_earlier_users_backlog(pool: asy
         _, b_row = await new_document(conn, b, dispatch_limit=2)
         assert b_row.released, "B has free slots: released at once, ahead of A's backlog"
         mine = {r.id for r in a_rows}
-        assert _of(await queries.release_held_outbox(conn, 2, 100), mine) == [], "A is at its cap"
+        assert _of(await outbox_repo.release_held_outbox(conn, 2, 100), mine) == [], "A is at its cap"
         await conn.execute("UPDATE index_task SET status = 'SUCCESS' WHERE id = $1",
                            (await conn.fetchval("SELECT task_id FROM outbox WHERE id = $1", a_rows[0].id)))
-        assert _of(await queries.release_held_outbox(conn, 2, 100), mine) == [a_rows[2].id], \
+        assert _of(await outbox_repo.release_held_outbox(conn, 2, 100), mine) == [a_rows[2].id], \
             "one slot freed: the next of A"
 
 
@@ -117,7 +118,7 @@ async def test_held_tasks_are_not_republished_by_the_scanner(pool: asyncpg.Pool)
         assert not held.released
         await conn.execute("UPDATE index_task SET update_time = now() - interval '1 hour'"
                            " WHERE id = ANY($1::bigint[])", [held_msg.task_id, sent_msg.task_id])
-        old = {r["id"] for r in await queries.active_tasks_older_than(conn, 60, 10_000)}
+        old = {r["id"] for r in await tasks_repo.active_tasks_older_than(conn, 60, 10_000)}
     assert sent_msg.task_id in old and held_msg.task_id not in old
 
 
@@ -129,9 +130,9 @@ async def test_a_retry_from_a_terminal_state_waits_for_a_slot(pool: asyncpg.Pool
         second, held = await new_document(conn, kb, dispatch_limit=1)
         assert not held.released
         await conn.execute("UPDATE index_task SET status = $2 WHERE id = $1", first.task_id, terminal)
-        assert _of(await queries.release_held_outbox(conn, 1, 100), {held.id}) == [held.id]
+        assert _of(await outbox_repo.release_held_outbox(conn, 1, 100), {held.id}) == [held.id]
         kind = RequestKind.RETRY if terminal == "FAILED" else RequestKind.REINDEX
         await issue(conn, first.task_id, kind, force=True)  # re-armed: gives up its slot, waits
         assert await conn.fetchval("SELECT dispatched_at FROM index_task WHERE id = $1", first.task_id) is None
-        assert (await queries.dispatched_per_user(conn))[kb[0]] == 1, "only the second holds a slot"
+        assert (await outbox_repo.dispatched_per_user(conn))[kb[0]] == 1, "only the second holds a slot"
         assert await conn.fetchval("SELECT dispatched_at IS NOT NULL FROM index_task WHERE id = $1", second.task_id)

@@ -9,15 +9,15 @@ import asyncpg
 import numpy as np
 import pytest
 
-from shared import queries
+from shared.repo import users as users_repo
 from shared.retrieval import Mode, SearchParams, keyword_ranking, search, vector_ranking
 
 DIM = 384
 
 
 async def _kb(conn: asyncpg.Connection) -> int:
-    user_id = await queries.create_user(conn, f"it-{uuid.uuid4().hex}")
-    return int((await queries.create_kb(conn, user_id, "kb", "all-MiniLM-L6-v2", DIM))["kb_id"])
+    user_id = await users_repo.create_user(conn, f"it-{uuid.uuid4().hex}")
+    return int((await users_repo.create_kb(conn, user_id, "kb", "all-MiniLM-L6-v2", DIM))["kb_id"])
 
 
 async def _doc(conn: asyncpg.Connection, kb_id: int, texts: list[str], vecs: np.ndarray,

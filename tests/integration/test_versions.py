@@ -13,9 +13,12 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from shared import cleanup, queries
+from shared import cleanup, records
 from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, decide_enqueue
 from shared.messages import IndexMessage
+from shared.repo import documents as documents_repo
+from shared.repo import objects as objects_repo
+from shared.repo import tasks as tasks_repo
 from shared.settings import KnowledgeSettings
 from shared.states import TaskStatus
 from shared.storage import ObjectStore
@@ -23,18 +26,18 @@ from tests.integration.conftest import Connect
 from tests.integration.helpers import chunk_contents, chunk_set, commit, index_document, new_document
 
 
-def _content(kb_id: int, name: str) -> queries.NewContent:
-    return queries.NewContent(name, "text/plain", 8, "1" * 64, f"kb/{kb_id}/{uuid.uuid4()}")
+def _content(kb_id: int, name: str) -> records.NewContent:
+    return records.NewContent(name, "text/plain", 8, "1" * 64, f"kb/{kb_id}/{uuid.uuid4()}")
 
 
-async def _replace(conn: asyncpg.Connection, task_id: int, content: queries.NewContent) -> IndexMessage:
+async def _replace(conn: asyncpg.Connection, task_id: int, content: records.NewContent) -> IndexMessage:
     """What the API's request loop does: decide on a fresh snapshot, apply conditionally, retry a lost race."""
     for _ in range(20):
-        snap = await queries.load_task_snapshot(conn, task_id)
+        snap = await tasks_repo.load_task_snapshot(conn, task_id)
         assert snap is not None
         decision = decide_enqueue(snap, EnqueueRequest(RequestKind.NEW_CONTENT), datetime.now(UTC), StaleThresholds())
         assert decision.action is Action.ISSUE
-        issued = await queries.try_issue_generation(conn, snap, decision, content)
+        issued = await tasks_repo.try_issue_generation(conn, snap, decision, content)
         if issued is not None:
             return issued[0]
     raise AssertionError("never issued")
@@ -67,10 +70,10 @@ async def test_pending_version_is_served_only_once_committed(db: asyncpg.Connect
     d = await _doc(db, msg.document_id)
     assert (d["status"], d["filename"], d["object_key"]) == ("INDEXED", "doc.txt", served["object_key"])
     assert (d["pending_filename"], d["pending_object_key"]) == ("v2.txt", new.object_key)
-    assert await queries.document_source(db, msg.document_id) == (new.object_key, "v2.txt", "text/plain")
+    assert await documents_repo.document_source(db, msg.document_id) == (new.object_key, "v2.txt", "text/plain")
     assert await _removals(db) == set()  # nothing released yet: the served object is still served
 
-    attempt = await queries.claim_task(db, msg.task_id, gen2.generation)
+    attempt = await tasks_repo.claim_task(db, msg.task_id, gen2.generation)
     assert attempt is not None
     assert await commit(db, msg, gen2.generation, attempt, *chunk_set(3, "new"))
     d = await _doc(db, msg.document_id)
@@ -86,10 +89,10 @@ async def test_failed_pending_version_leaves_the_served_one(db: asyncpg.Connecti
     await index_document(db, msg, 2, "old")
     served = await _doc(db, msg.document_id)
     gen2 = await _replace(db, msg.task_id, _content(msg.kb_id, "blank.txt"))
-    attempt = await queries.claim_task(db, msg.task_id, gen2.generation)
+    attempt = await tasks_repo.claim_task(db, msg.task_id, gen2.generation)
     assert attempt is not None
 
-    assert await queries.finish_unsuccessfully(
+    assert await tasks_repo.finish_unsuccessfully(
         db, task_id=msg.task_id, document_id=msg.document_id, generation=gen2.generation, attempt=attempt,
         status=TaskStatus.FAILED, error_code="no_text", error_message="no extractable text",
     )
@@ -97,7 +100,7 @@ async def test_failed_pending_version_leaves_the_served_one(db: asyncpg.Connecti
     assert (d["status"], d["filename"], d["object_key"]) == ("INDEXED", "doc.txt", served["object_key"])
     assert d["pending_filename"] == "blank.txt"
     assert await chunk_contents(db, msg.document_id) == ["old chunk 0", "old chunk 1"]
-    row = await queries.get_document(db, msg.user_id, msg.document_id)
+    row = await documents_repo.get_document(db, msg.user_id, msg.document_id)
     assert row is not None and row["pending"] is not None and row["status"] == "INDEXED"
 
 
@@ -107,11 +110,11 @@ async def test_dropping_the_pending_version_fences_its_run(db: asyncpg.Connectio
     await index_document(db, msg, 1, "old")
     new = _content(msg.kb_id, "v2.txt")
     gen2 = await _replace(db, msg.task_id, new)
-    attempt = await queries.claim_task(db, msg.task_id, gen2.generation)
+    attempt = await tasks_repo.claim_task(db, msg.task_id, gen2.generation)
     assert attempt is not None
 
-    assert await queries.drop_pending(db, msg.document_id)
-    assert not await queries.drop_pending(db, msg.document_id)  # nothing left to drop
+    assert await documents_repo.drop_pending(db, msg.document_id)
+    assert not await documents_repo.drop_pending(db, msg.document_id)  # nothing left to drop
     assert not await commit(db, msg, gen2.generation, attempt, *chunk_set(2, "dropped"))
     d = await _doc(db, msg.document_id)
     assert (d["status"], d["filename"], d["pending_object_key"]) == ("INDEXED", "doc.txt", None)
@@ -173,10 +176,10 @@ async def test_sweep_removes_only_old_unreferenced_objects(
     served, pending, orphan, released = (f"{prefix}{name}" for name in ("served", "pending", "orphan", "released"))
     await db.execute("UPDATE document_info SET object_key = $2 WHERE id = $1", msg.document_id, served)
     await db.execute("UPDATE document_info SET status = 'INDEXED' WHERE id = $1", msg.document_id)
-    await _replace(db, msg.task_id, queries.NewContent("p.txt", "text/plain", 7, "2" * 64, pending))
+    await _replace(db, msg.task_id, records.NewContent("p.txt", "text/plain", 7, "2" * 64, pending))
     for key in (served, pending, orphan, released):
         await _put(store, key)
-    await queries.queue_object_removal(db, released)
+    await objects_repo.queue_object_removal(db, released)
 
     # Within the grace period: only what a commit released goes; the young orphan may be an upload in flight.
     report = await cleanup.sweep_orphans(pool, store, grace_s=3600, prefix=prefix)
@@ -189,6 +192,6 @@ async def test_sweep_removes_only_old_unreferenced_objects(
     report = await cleanup.sweep_orphans(pool, store, grace_s=3600, now=later, prefix=prefix, page=1)
     assert report.orphans == [orphan]
     assert [await store.exists(k) for k in (served, pending, orphan)] == [True, True, False]
-    await queries.delete_document(db, msg.document_id)
+    await documents_repo.delete_document(db, msg.document_id)
     assert await cleanup.remove_released(pool, store) == 2
     assert not await store.exists(served) and not await store.exists(pending)

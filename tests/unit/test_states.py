@@ -42,9 +42,9 @@ def test_table_is_total_and_terminal_states_only_restart() -> None:
 
 
 def test_the_sql_status_lists_come_from_the_state_sets() -> None:
-    from shared import queries
+    from shared.repo import sql as sql_repo
     from shared.states import ACTIVE, CLAIMABLE, TaskStatus, can_transition
 
-    assert queries.sql_in(ACTIVE) == "('RETRYING','RUNNING','WAITING')"
+    assert sql_repo.sql_in(ACTIVE) == "('RETRYING','RUNNING','WAITING')"
     assert all(can_transition(s, TaskStatus.RUNNING) for s in CLAIMABLE)  # claim_task's WHERE
     assert all(can_transition(s, TaskStatus.FAILED) for s in ACTIVE)  # fail_dead_lettered's WHERE

@@ -1,0 +1,1 @@
+"""Repositories, one module per aggregate (they replace the old ``shared.queries``)."""
