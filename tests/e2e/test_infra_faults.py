@@ -184,8 +184,9 @@ def _services(cmd: str, env: dict[str, str]) -> None:
 def private_s3(services_env: dict[str, str]) -> Iterator[dict[str, str]]:
     """A SeaweedFS S3 server of this test's own (started by scripts/services.sh with its own data
     dir and port), so stopping it disturbs no other test, demo or checkout. The data dir is not
-    under /tmp: services.sh gives weed a private /tmp in its own namespace."""
-    data = ROOT / ".data" / f"test-s3-{os.getpid()}"
+    under /tmp (services.sh gives weed a private /tmp in its own namespace), wherever the
+    checkout is."""
+    data = Path("/var/tmp") / f"rag-test-s3-{os.getpid()}"
     env = child_env({**services_env, "RAG_DATA_DIR": str(data), "S3_ENDPOINT": f"127.0.0.1:{free_port()}"})
     _services("up", env)
     try:
