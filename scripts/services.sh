@@ -635,10 +635,15 @@ weed_start() {
     # every object without credentials), admin and gRPC ports exist only inside it. The one way
     # in is the S3 gateway (SigV4 with the identities above): it also listens on a unix socket
     # in $WEED_DIR (mode 700), and socat forwards 127.0.0.1:$S3_PORT to that socket.
-    if [[ "$WEED_DIR/" == /tmp/* ]]; then # /tmp is replaced by a private tmpfs inside the namespace
-        log "seaweedfs: RAG_DATA_DIR must not be under /tmp (weed's namespace gets its own /tmp)"
-        return 1
-    fi
+    # /tmp is replaced by a private tmpfs inside the namespace: what weed needs from the real /tmp
+    # (a checkout there: its data dir, its venv's weed) is bound back, top-level directory by
+    # top-level directory, from a view of the real /tmp kept at /run/rag-weed-hold
+    local rebind="" p top
+    for p in "$WEED_DIR" "$WEED" "$(readlink -f "$WEED")"; do
+        [[ "$p" == /tmp/?* ]] || continue
+        top=${p#/tmp/}; top=${top%%/*}
+        [[ " $rebind " == *" $top "* ]] || rebind="$rebind $top"
+    done
     chmod 700 "$WEED_DIR"
     rm -f "$WEED_S3_SOCK"
     local args=(mini "-dir=$WEED_DIR" -ip=127.0.0.1 -ip.bind=127.0.0.1
@@ -648,8 +653,16 @@ weed_start() {
     printf '\n==== %s scripts/services.sh: weed %s (own network namespace)\n' "$(date -Is)" "${args[*]}" >>"$WEED_LOG"
     # setsid: own session, so it survives the calling shell/terminal; cwd = data dir.
     # shellcheck disable=SC2016  # $0.. are expanded by the inner sh
-    (cd "$WEED_DIR" && exec setsid nohup unshare --net --mount --propagation private \
-        sh -c 'ip link set lo up && mount -t tmpfs -o mode=700 tmpfs /tmp && exec "$0" "$@"' \
+    (cd "$WEED_DIR" && export RAG_WEED_REBIND="$rebind" && exec setsid nohup unshare --net --mount --propagation private \
+        sh -c 'ip link set lo up &&
+               if [ -n "$RAG_WEED_REBIND" ]; then
+                 mkdir -p /run/rag-weed-hold && mount --bind /tmp /run/rag-weed-hold || exit 1
+               fi &&
+               mount -t tmpfs -o mode=700 tmpfs /tmp &&
+               for d in $RAG_WEED_REBIND; do
+                 mkdir -p "/tmp/$d" && mount --bind "/run/rag-weed-hold/$d" "/tmp/$d" || exit 1
+               done &&
+               exec "$0" "$@"' \
         "$WEED" "${args[@]}" >>"$WEED_LOG" 2>&1 </dev/null) &
     pid=$!
     echo "$pid" >"$WEED_PID"
