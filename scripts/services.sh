@@ -508,6 +508,13 @@ redis_up() {
             warn "redis: 127.0.0.1:$REDIS_PORT accepts clients WITHOUT a password (not started by this script" \
                 "with one); it is used as REDIS_URL says. Stop it and run \`$0 up\` to get one with a password."
             note="$note, NO PASSWORD"
+            if [[ -n "$REDIS_PASS" && "$REDIS_URL" == redis://*@* && -f "$REPO/.env" ]]; then
+                # a generated password this Redis does not know would make every AUTH fail
+                REDIS_URL="redis://${REDIS_URL#redis://*@}"
+                REDIS_PASS=""
+                sed -i "s|^REDIS_URL=.*|REDIS_URL=$REDIS_URL|" "$REPO/.env"
+                warn "redis: REDIS_URL's password removed from .env: this Redis has none"
+            fi
         fi
         line redis up "127.0.0.1:$REDIS_PORT" "($note)"
         return 0
