@@ -46,6 +46,7 @@ def documents(vocab: list[str], n: int, words_each: int, seed: int) -> list[tupl
 
 
 def _spawn_fake(port: int) -> subprocess.Popen[bytes]:
+    LOGS.mkdir(parents=True, exist_ok=True)
     log = open(LOGS / f"fake-embeddings-{os.getpid()}.log", "ab")
     return subprocess.Popen([sys.executable, "-m", "bench.fake_embeddings", "--port", str(port), "--latency-ms",
                              str(LATENCY_MS)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
