@@ -81,12 +81,12 @@ class PgTaskStore:
         self, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int, dedup: bool
     ) -> tuple[IndexMessage, OutboxRow] | Duplicate | None:
         async with translate_errors(), self._pool.acquire() as conn, conn.transaction():
-            if dedup:
-                same = await documents_repo.find_same_content(conn, kb_id, content.sha256)
+            if dedup:  # the read and the user's in-flight lock in one round trip
+                same = await documents_repo.find_same_content(conn, kb_id, content.sha256, lock_user=user_id)
                 if same is not None:
                     return Duplicate(same["document_id"], same["task_id"], same["status"], same["task_status"],
                                      same["index_generation"])
-            if not await tasks_repo.reserve_in_flight_slot(conn, user_id, in_flight_limit):
+            if not await tasks_repo.reserve_in_flight_slot(conn, user_id, in_flight_limit, locked=dedup):
                 return None
             return await documents_repo.create_document_with_task(
                 conn, kb_id=kb_id, user_id=user_id, filename=content.filename,

@@ -12,7 +12,8 @@ from shared.messages import IndexMessage
 from shared.records import OutboxRow
 from shared.repo.objects import queue_object_removal
 from shared.repo.outbox import _insert_outbox
-from shared.repo.sql import _CLEAR_PENDING, _PENDING_JSON, _TASK_JSON, DOCUMENT_COLUMNS
+from shared.repo.sql import _CLEAR_PENDING, _PENDING_JSON, _TASK_JSON, DOCUMENT_COLUMNS, atomic
+from shared.repo.tasks import IN_FLIGHT_LOCK_SQL
 
 
 async def create_document_with_task(
@@ -28,7 +29,8 @@ async def create_document_with_task(
     dedup_slot: bool = False,
     dispatch_limit: int | None = None,
 ) -> tuple[IndexMessage, OutboxRow]:
-    """ONE transaction: document (INDEXING, generation 1), task (WAITING, generation 1), outbox row.
+    """ONE transaction: document (INDEXING, generation 1), task (WAITING, generation 1), outbox row
+    (the caller's, when it has one open: no savepoint, no extra round trips).
 
     ``dedup_slot``: the document takes its KB's slot for ``sha256`` (unique partial index
     ``document_info_kb_content_uniq``); raises ``asyncpg.UniqueViolationError`` if another
@@ -36,7 +38,7 @@ async def create_document_with_task(
     ``dispatch_limit`` (K): the row is released at once if the user has a free slot (see
     :func:`_insert_outbox`); None holds it for the relay.
     """
-    async with conn.transaction():
+    async with atomic(conn):
         doc_id = await conn.fetchval(
             "INSERT INTO document_info (kb_id, user_id, filename, content_type, size_bytes, sha256,"
             " object_key, status, index_generation, dedup_slot)"
@@ -51,7 +53,7 @@ async def create_document_with_task(
         msg = IndexMessage(
             task_id=int(task_id), document_id=int(doc_id), kb_id=kb_id, user_id=user_id, generation=1
         )
-        row = await _insert_outbox(conn, msg, dispatch_limit)
+        row = await _insert_outbox(conn, msg, dispatch_limit, new_task=True)
     return msg, row
 
 
@@ -63,15 +65,32 @@ def is_content_conflict(exc: BaseException) -> bool:
     return isinstance(exc, asyncpg.UniqueViolationError) and exc.constraint_name == CONTENT_CONSTRAINT
 
 
-async def find_same_content(conn: asyncpg.Connection, kb_id: int, sha256: str) -> asyncpg.Record | None:
+_SAME_CONTENT = (
+    "SELECT d.id AS document_id, d.status, d.index_generation, t.id AS task_id, t.status AS task_status"
+    " FROM document_info d JOIN index_task t ON t.document_id = d.id"
+    " WHERE d.kb_id = $1 AND d.sha256 = $2 ORDER BY d.id LIMIT 1"
+)
+
+
+async def find_same_content(
+    conn: asyncpg.Connection, kb_id: int, sha256: str, *, lock_user: int | None = None
+) -> asyncpg.Record | None:
     """The oldest document of the KB whose current content has this SHA-256 (hex), with its task
-    (``document_id``, ``status``, ``index_generation``, ``task_id``, ``task_status``), or None."""
-    return await conn.fetchrow(
-        "SELECT d.id AS document_id, d.status, d.index_generation, t.id AS task_id, t.status AS task_status"
-        " FROM document_info d JOIN index_task t ON t.document_id = d.id"
-        " WHERE d.kb_id = $1 AND d.sha256 = $2 ORDER BY d.id LIMIT 1",
-        kb_id, sha256,
+    (``document_id``, ``status``, ``index_generation``, ``task_id``, ``task_status``), or None.
+
+    ``lock_user``: in the same round trip, take that user's in-flight lock
+    (:data:`shared.repo.tasks.IN_FLIGHT_LOCK_SQL`; the caller then reserves its slot with
+    ``locked=True``). The read itself does not depend on the lock: the KB's unique content slot
+    settles concurrent identical uploads.
+    """
+    if lock_user is None:
+        return await conn.fetchrow(_SAME_CONTENT, kb_id, sha256)
+    row = await conn.fetchrow(
+        f"SELECT s.* FROM ({IN_FLIGHT_LOCK_SQL.replace('$1', '$3')}) AS lk"
+        f" LEFT JOIN LATERAL ({_SAME_CONTENT}) AS s ON true",
+        kb_id, sha256, lock_user,
     )
+    return None if row is None or row["document_id"] is None else row
 
 
 async def get_document(conn: asyncpg.Connection, user_id: int, document_id: int) -> asyncpg.Record | None:

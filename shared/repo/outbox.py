@@ -27,36 +27,46 @@ from shared.states import ACTIVE
 DISPATCH_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('rag:dispatch', 0))"
 
 
-async def _release_now(conn: asyncpg.Connection, msg: IndexMessage, dispatch_limit: int | None) -> bool:
+async def _release_now(
+    conn: asyncpg.Connection, msg: IndexMessage, dispatch_limit: int | None, *, new_task: bool = False
+) -> bool:
     """Inside the caller's transaction: whether the new outbox row of ``msg`` may go to the broker
     now. Yes when its task already holds a slot; else, with ``dispatch_limit`` (K) given, when
     the user has fewer than K dispatched tasks and no older held row (then the task takes a
-    slot here, under the dispatch lock). Otherwise the row is held for the relay."""
-    dispatched = await conn.fetchval(
-        f"SELECT dispatched_at IS NOT NULL AND status IN {_ACTIVE} FROM index_task WHERE id = $1",
-        msg.task_id,
-    )
-    if dispatched:
-        return True
-    if dispatch_limit is None or dispatched is None:
+    slot here, under the dispatch lock). Otherwise the row is held for the relay.
+
+    ``new_task``: the task row was inserted by this transaction (it holds no slot yet), which
+    saves the read of its slot.
+    """
+    if not new_task:
+        dispatched = await conn.fetchval(
+            f"SELECT dispatched_at IS NOT NULL AND status IN {_ACTIVE} FROM index_task WHERE id = $1",
+            msg.task_id,
+        )
+        if dispatched:
+            return True
+        if dispatched is None:
+            return False
+    if dispatch_limit is None:
         return False
+    # the lock first, in its own statement: the check below then reads a snapshot taken after it
     await conn.execute(DISPATCH_LOCK_SQL)
-    free = await conn.fetchval(
-        f"SELECT (SELECT count(*) FROM index_task WHERE user_id = $1 AND dispatched_at IS NOT NULL"
-        f"        AND status IN {_ACTIVE}) < $2"
-        " AND NOT EXISTS (SELECT 1 FROM outbox WHERE user_id = $1 AND released_at IS NULL)",
-        msg.user_id, dispatch_limit,
+    took = await conn.fetchval(
+        "UPDATE index_task SET dispatched_at = now() WHERE id = $1"
+        f" AND (SELECT count(*) FROM index_task WHERE user_id = $2 AND dispatched_at IS NOT NULL"
+        f"      AND status IN {_ACTIVE}) < $3"
+        " AND NOT EXISTS (SELECT 1 FROM outbox WHERE user_id = $2 AND released_at IS NULL) RETURNING true",
+        msg.task_id, msg.user_id, dispatch_limit,
     )
-    if not free:
-        return False
-    await conn.execute("UPDATE index_task SET dispatched_at = now() WHERE id = $1", msg.task_id)
-    return True
+    return bool(took)
 
 
-async def _insert_outbox(conn: asyncpg.Connection, msg: IndexMessage, dispatch_limit: int | None) -> OutboxRow:
+async def _insert_outbox(
+    conn: asyncpg.Connection, msg: IndexMessage, dispatch_limit: int | None, *, new_task: bool = False
+) -> OutboxRow:
     """Inside the caller's transaction: the outbox row of ``msg``, released or held (see
     :func:`_release_now`)."""
-    released = await _release_now(conn, msg, dispatch_limit)
+    released = await _release_now(conn, msg, dispatch_limit, new_task=new_task)
     message_id = uuid.uuid4()
     body = msg.to_json()
     oid = await conn.fetchval(

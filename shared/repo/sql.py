@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager, nullcontext
+
+import asyncpg
+
 from shared.states import ACTIVE, CLAIMABLE, QUEUED, TaskStatus, sources_for
 
 
@@ -10,6 +14,12 @@ def sql_in(statuses: frozenset[TaskStatus] | set[TaskStatus]) -> str:
     """``('A','B')`` for ``status IN ...``: status lists come from :mod:`shared.states`, never
     restated here (the values are enum members, not input)."""
     return "(" + ",".join(f"'{s.value}'" for s in sorted(statuses)) + ")"
+
+
+def atomic(conn: asyncpg.Connection) -> AbstractAsyncContextManager[object]:
+    """A transaction on ``conn``, or none when the caller already has one open (asyncpg would
+    nest a SAVEPOINT: two more round trips, for a rollback point nobody uses)."""
+    return nullcontext() if conn.is_in_transaction() else conn.transaction()
 
 
 _ACTIVE = sql_in(ACTIVE)  # in flight: the per-user cap, the scanner

@@ -300,15 +300,24 @@ async def fail_dead_lettered(
     return True
 
 
-async def reserve_in_flight_slot(conn: asyncpg.Connection, user_id: int, limit: int) -> bool:
+#: The transaction-scoped advisory lock serializing one user's new work (``$1``: user id).
+IN_FLIGHT_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('rag:in-flight-user', $1))"
+
+
+async def reserve_in_flight_slot(
+    conn: asyncpg.Connection, user_id: int, limit: int, *, locked: bool = False
+) -> bool:
     """Inside the caller's transaction: whether one more in-flight task (WAITING, RETRYING,
     RUNNING) fits under the user's ``limit``.
 
-    Takes a transaction-scoped advisory lock on the user first, so concurrent uploads / retries of
+    Takes a transaction-scoped advisory lock on the user first (:data:`IN_FLIGHT_LOCK_SQL`;
+    ``locked``: the caller's transaction already took it), so concurrent uploads / retries of
     one user are serialized until the caller commits the new task: two of them cannot both take
-    the last slot.
+    the last slot. The count runs in a later statement than the lock, so its snapshot sees every
+    task committed by the lock's previous holder.
     """
     if not conn.is_in_transaction():
         raise RuntimeError("reserve_in_flight_slot must run inside the transaction that creates the work")
-    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('rag:in-flight-user', $1))", user_id)
+    if not locked:
+        await conn.execute(IN_FLIGHT_LOCK_SQL, user_id)
     return await count_in_flight(conn, user_id) < limit
