@@ -161,10 +161,13 @@ class EnqueueRequest:
 
 @dataclass(frozen=True)
 class StaleThresholds:
-    """How long an active task may go untouched (``update_time``) before a request takes over."""
+    """How long an active task may go untouched (``update_time``) before a request takes over.
 
-    queued: timedelta = timedelta(minutes=10)
-    running: timedelta = timedelta(minutes=45)
+    No defaults here: the values are settings (``STALE_WAITING_S``, ``STALE_RUNNING_S``), built
+    into this by the composition root (:mod:`shared.bootstrap`)."""
+
+    queued: timedelta
+    running: timedelta
 
 
 class Action(StrEnum):

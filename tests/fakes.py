@@ -12,14 +12,14 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from shared.errors import BrokerUnavailableError, LockUnavailableError, StorageUnavailableError
-from shared.fencing import EnqueueDecision, TaskSnapshot
+from shared.fencing import EnqueueDecision, StaleThresholds, TaskSnapshot
 from shared.messages import IndexMessage
 from shared.ports import IssueRefused
 from shared.records import ChunkRow, Duplicate, NewContent, OutboxRow
@@ -29,6 +29,9 @@ from task_service.pipeline.extract import Extraction
 
 EXCHANGE = "rag.index.exchange"
 ROUTING_KEY = "rag.index.document"
+
+#: The settings' defaults (STALE_WAITING_S=600, STALE_RUNNING_S=2700) for tests that decide enqueues.
+STALE = StaleThresholds(queued=timedelta(minutes=10), running=timedelta(minutes=45))
 
 
 @dataclass

@@ -12,13 +12,14 @@ from typing import TypeVar
 import asyncpg
 import numpy as np
 
-from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, decide_enqueue
+from shared.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
 from shared.messages import IndexMessage
 from shared.records import ChunkRow, OutboxRow
 from shared.repo import chunks as chunks_repo
 from shared.repo import documents as documents_repo
 from shared.repo import tasks as tasks_repo
 from shared.repo import users as users_repo
+from tests.fakes import STALE
 
 T = TypeVar("T")
 DIM = 384
@@ -78,7 +79,7 @@ async def issue(conn: asyncpg.Connection, task_id: int, kind: RequestKind, *, fo
     """Decide and apply one enqueue request that must issue a new generation."""
     snap = await tasks_repo.load_task_snapshot(conn, task_id)
     assert snap is not None
-    decision = decide_enqueue(snap, EnqueueRequest(kind, force), datetime.now(UTC), StaleThresholds())
+    decision = decide_enqueue(snap, EnqueueRequest(kind, force), datetime.now(UTC), STALE)
     assert decision.action is Action.ISSUE, decision
     issued = await tasks_repo.try_issue_generation(conn, snap, decision)
     assert issued is not None

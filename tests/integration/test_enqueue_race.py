@@ -9,12 +9,13 @@ from datetime import UTC, datetime
 import asyncpg
 
 from shared.bootstrap import usecase_deps
-from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, decide_enqueue
+from shared.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
 from shared.messages import IndexMessage
 from shared.repo import tasks as tasks_repo
 from shared.settings import KnowledgeSettings
 from shared.states import TaskStatus
 from shared.usecases import request_enqueue
+from tests.fakes import STALE
 from tests.integration.helpers import new_document
 
 RACERS = 10
@@ -64,7 +65,7 @@ async def test_racers_that_decided_on_the_same_snapshot_issue_once(pool: asyncpg
         async with pool.acquire() as conn:
             snap = await tasks_repo.load_task_snapshot(conn, msg.task_id)
             assert snap is not None
-            decision = decide_enqueue(snap, RETRY, datetime.now(UTC), StaleThresholds())
+            decision = decide_enqueue(snap, RETRY, datetime.now(UTC), STALE)
             assert decision.action is Action.ISSUE
             await barrier.wait()
             return await tasks_repo.try_issue_generation(conn, snap, decision) is not None

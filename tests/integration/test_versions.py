@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from shared import cleanup, records
-from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, decide_enqueue
+from shared.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
 from shared.messages import IndexMessage
 from shared.repo import documents as documents_repo
 from shared.repo import objects as objects_repo
@@ -22,6 +22,7 @@ from shared.repo import tasks as tasks_repo
 from shared.settings import KnowledgeSettings
 from shared.states import TaskStatus
 from shared.storage import ObjectStore
+from tests.fakes import STALE
 from tests.integration.conftest import Connect
 from tests.integration.helpers import chunk_contents, chunk_set, commit, index_document, new_document
 
@@ -35,7 +36,7 @@ async def _replace(conn: asyncpg.Connection, task_id: int, content: records.NewC
     for _ in range(20):
         snap = await tasks_repo.load_task_snapshot(conn, task_id)
         assert snap is not None
-        decision = decide_enqueue(snap, EnqueueRequest(RequestKind.NEW_CONTENT), datetime.now(UTC), StaleThresholds())
+        decision = decide_enqueue(snap, EnqueueRequest(RequestKind.NEW_CONTENT), datetime.now(UTC), STALE)
         assert decision.action is Action.ISSUE
         issued = await tasks_repo.try_issue_generation(conn, snap, decision, content)
         if issued is not None:

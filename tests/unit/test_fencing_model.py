@@ -16,7 +16,6 @@ from shared.fencing import (
     Claim,
     EnqueueRequest,
     RequestKind,
-    StaleThresholds,
     TaskSnapshot,
     decide_claim,
     decide_enqueue,
@@ -24,6 +23,7 @@ from shared.fencing import (
 )
 from shared.messages import IndexMessage
 from shared.states import DocumentStatus, TaskStatus
+from tests.fakes import STALE
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -137,7 +137,7 @@ class FencingModel(RuleBasedStateMachine):
 
     @rule()
     def new_content(self) -> None:
-        d = decide_enqueue(self.task, EnqueueRequest(RequestKind.NEW_CONTENT), NOW, StaleThresholds())
+        d = decide_enqueue(self.task, EnqueueRequest(RequestKind.NEW_CONTENT), NOW, STALE)
         assert d.action is Action.ISSUE and d.new_status is not None
         gen = self.task.document_generation + 1
         self.task = replace(self.task, generation=gen, document_generation=gen, status=d.new_status,

@@ -17,12 +17,11 @@ from shared.errors import (
     StorageUnavailableError,
     TaskNotFound,
 )
-from shared.fencing import Action, EnqueueRequest, RequestKind, StaleThresholds, TaskSnapshot
+from shared.fencing import Action, EnqueueRequest, RequestKind, TaskSnapshot
 from shared.records import NewContent
 from shared.states import TaskStatus
-from tests.fakes import FakeDeadLetter, FakeObjectStore, FakePublisher, FakeReleasedObjects, FakeStore
+from tests.fakes import STALE, FakeDeadLetter, FakeObjectStore, FakePublisher, FakeReleasedObjects, FakeStore
 
-STALE = StaleThresholds(queued=timedelta(minutes=10), running=timedelta(minutes=45))
 CONTENT = NewContent("b.txt", "text/plain", 5, "ff", "new-key")
 
 
