@@ -122,8 +122,7 @@ async def worker_drain(stack: Stack, n: int) -> float:
             await asyncio.sleep(0.2)
         span = await conn.fetchval("SELECT extract(epoch FROM max(create_time) - min(create_time))"
                                    " FROM delivery_skip WHERE id > $1", before)
-        await asyncio.to_thread(proc.stop)
-        stack.procs.remove(proc)
+        await stack.stop(proc)
         return (n - 1) / float(span)
     finally:
         await conn.close()
@@ -139,8 +138,7 @@ async def run(n: int, runs: int) -> str:
         prefetch = WorkerSettings().prefetch
         url = stack.env["AMQP_URL"]
         # topology: one worker start declares it; then the queue is filled while no worker runs
-        await asyncio.to_thread((await stack.start_worker(embedding_provider="openai")).stop)
-        stack.procs.clear()
+        await stack.stop(await stack.start_worker(embedding_provider="openai"))
         bodies = await seed(stack.dsn)
         for r in range(runs):
             await publish(url, "rag.index.queue", bodies, n)

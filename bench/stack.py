@@ -5,8 +5,11 @@
 free Redis DB; on exit it stops every process it started and drops all of it. ``start_api`` and
 ``start_worker`` run the real services as processes (``python -m knowledge_service`` /
 ``python -m task_service``, cwd = repo root) with the stack's environment plus overrides, and
-wait until the API answers ``/readyz`` or the worker consumes. Process output goes to
-``.data/bench-logs/``.
+wait until the API answers ``/readyz`` or the worker consumes (``crash_worker`` instead waits
+until a worker started with a fault point has exited). Process output goes to
+``.data/bench-logs/``. ``fetch``/``fetchval`` run one statement on the stack's database,
+``publish`` sends a message body to the index exchange, ``count_objects`` counts the bucket's
+objects; ``poll`` awaits a condition.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ import secrets
 import signal
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import asyncpg
@@ -38,11 +41,30 @@ from tests.support import (
     start,
 )
 
+if TYPE_CHECKING:
+    from minio import Minio
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 NOVEL = CORPUS / "book-war-and-peace-1225p.txt"
 LOGS = ROOT / ".data" / "bench-logs"
 ADMIN_DSN = os.environ.get("BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+T = TypeVar("T")
+
+
+async def poll(probe: Callable[[], Awaitable[T | None]], limit_s: float, what: str, interval: float = 0.1,
+               proc: Proc | None = None) -> T:
+    """Await ``probe()`` until it returns something truthy (returned). RuntimeError after
+    ``limit_s`` seconds, or as soon as ``proc`` (the process the condition waits on) has exited."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if proc is not None and not proc.alive():
+            raise RuntimeError(f"{proc.name} exited:\n{proc.tail()}")
+        got = await probe()
+        if got:
+            return got
+        await asyncio.sleep(interval)
+    raise RuntimeError(f"{what}: not after {limit_s:g} s" + (f":\n{proc.tail()}" if proc is not None else ""))
 
 
 def median_spread(values: Sequence[float], fmt: str = "{:.2f}") -> str:
@@ -145,15 +167,20 @@ class Stack:
         await asyncio.to_thread(self._remove_bucket)
         release_redis_db(self.redis_db)
 
-    def _remove_bucket(self) -> None:
+    @staticmethod
+    def _minio() -> Minio:
         from minio import Minio
-        from minio.deleteobjects import DeleteObject
 
         from shared.settings import KnowledgeSettings
 
         s = KnowledgeSettings()
-        client = Minio(s.s3_endpoint, access_key=s.s3_access_key.get_secret_value(),
-                       secret_key=s.s3_secret_key.get_secret_value(), secure=s.s3_secure)
+        return Minio(s.s3_endpoint, access_key=s.s3_access_key.get_secret_value(),
+                     secret_key=s.s3_secret_key.get_secret_value(), secure=s.s3_secure)
+
+    def _remove_bucket(self) -> None:
+        from minio.deleteobjects import DeleteObject
+
+        client = self._minio()
         if not client.bucket_exists(self.bucket):
             return
         objects = [DeleteObject(o.object_name) for o in client.list_objects(self.bucket, recursive=True)
@@ -174,47 +201,55 @@ class Stack:
         self.procs.append(proc)
         url = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(timeout=2) as c:
-            await self._until(proc, lambda: c.get(f"{url}/readyz"), "API ready")
+            async def ready() -> bool:
+                try:
+                    return (await c.get(f"{url}/readyz")).status_code == 200
+                except httpx.HTTPError:
+                    return False
+
+            await poll(ready, 300, "API ready", 0.2, proc)
         return url
 
-    async def start_worker(self, **overrides: str) -> Proc:
-        """Start a worker; returns once it consumes ``rag.index.queue``."""
+    async def start_worker(self, wait: bool = True, **overrides: str) -> Proc:
+        """Start a worker; returns once it consumes ``rag.index.queue`` (at once if not ``wait``)."""
         name = f"{self.db}-worker-{len(self.procs)}"
         proc = start(name, "task_service", self.child_env(worker_name=name, **overrides), LOGS)
         proc.extra["name"] = name
         self.procs.append(proc)
-        await self.wait_consuming(proc)
+        if wait:
+            await self.wait_consuming(proc)
         return proc
+
+    async def crash_worker(self, fault_points: str, limit_s: float = 900, **overrides: str) -> Proc:
+        """Start a worker with ``RAG_FAULT_POINTS=fault_points`` (e.g. ``after_commit=exit``) and
+        return once it has exited (the fault was hit)."""
+        proc = await self.start_worker(wait=False, rag_fault_points=fault_points, **overrides)
+
+        async def exited() -> bool:
+            return not proc.alive()
+
+        await poll(exited, limit_s, f"{proc.name} exited at {fault_points}", 0.2)
+        return proc
+
+    async def stop(self, proc: Proc) -> None:
+        """Stop one of the stack's processes (off the event loop) and forget it."""
+        await asyncio.to_thread(proc.stop)
+        self.procs.remove(proc)
 
     async def wait_consuming(self, proc: Proc, limit_s: float = 300) -> None:
         name = proc.extra["name"]
-        deadline = time.monotonic() + limit_s
         async with httpx.AsyncClient(base_url=MGMT, auth=MGMT_AUTH, timeout=10) as c:
-            while time.monotonic() < deadline:
-                if not proc.alive():
-                    raise RuntimeError(f"{proc.name} exited:\n{proc.tail()}")
+            async def consuming() -> bool:
                 conns = (await c.get(f"/api/vhosts/{self.vhost}/connections")).json()
                 listed = (await c.get(f"/api/consumers/{self.vhost}")).json()
                 names = {x["name"]: str(x.get("user_provided_name") or "") for x in conns}
                 for x in listed:
-                    d = x.get("channel_details") or {}
+                    d = x.get("channel_details") or {}  # briefly [] while a channel opens
                     if isinstance(d, dict) and names.get(str(d.get("connection_name"))) == name:
-                        return
-                await asyncio.sleep(0.2)
-        raise RuntimeError(f"{proc.name} not consuming after {limit_s} s:\n{proc.tail()}")
+                        return True
+                return False
 
-    async def _until(self, proc: Proc, probe: Any, what: str, limit_s: float = 300) -> None:
-        deadline = time.monotonic() + limit_s
-        while time.monotonic() < deadline:
-            if not proc.alive():
-                raise RuntimeError(f"{proc.name} exited:\n{proc.tail()}")
-            try:
-                if (await probe()).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.2)
-        raise RuntimeError(f"{what}: not after {limit_s} s:\n{proc.tail()}")
+            await poll(consuming, limit_s, f"{proc.name} consuming", 0.2, proc)
 
     async def queue_depth(self, queue: str = "rag.index.queue") -> int:
         """Ready + unacked messages (the management API's counters lag a few seconds)."""
@@ -222,7 +257,37 @@ class Stack:
             r = await c.get(f"/api/queues/{self.vhost}/{queue}")
             return int(r.json().get("messages", 0)) if r.status_code == 200 else 0
 
+    async def publish(self, body: bytes, name: str = "bench-publish") -> None:
+        """One confirmed publish of ``body`` to the index exchange, on a connection called ``name``."""
+        from shared.amqp import Publisher, connect
+
+        conn = await connect(self.env["AMQP_URL"], name=name, heartbeat_s=30, robust=False)
+        try:
+            await (await Publisher.open(conn, 10)).publish(body)
+        finally:
+            await conn.close()
+
     # -------------------------------------------------------------- data
+
+    async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        """The rows of one statement, on a connection of its own to the stack's database."""
+        conn = await asyncpg.connect(self.dsn)
+        try:
+            return list(await conn.fetch(query, *args))
+        finally:
+            await conn.close()
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        """The first column of the first row of one statement (None if no row)."""
+        rows = await self.fetch(query, *args)
+        return rows[0][0] if rows else None
+
+    async def count_objects(self, prefix: str = "") -> int:
+        """Objects in the stack's bucket under ``prefix``."""
+        def count() -> int:
+            return sum(1 for _ in self._minio().list_objects(self.bucket, prefix=prefix, recursive=True))
+
+        return await asyncio.to_thread(count)
 
     async def create_user(self, name: str = "bench") -> tuple[int, str]:
         """(user id, bearer token), written straight to the database as the CLI does."""

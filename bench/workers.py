@@ -98,8 +98,7 @@ async def run(docs: int, words_each: int, runs: int) -> str:
                     second = await stack.start_worker(**env)
                     rates[2] = await one_run(stack, http, documents(vocab, docs, words_each, 100 * r + 2), f"{r}b")
                     for p in (first, second):
-                        await asyncio.to_thread(p.stop)
-                        stack.procs.remove(p)
+                        await stack.stop(p)
                     one.append(rates[1])
                     two.append(rates[2])
                     print(f"run {r + 1}: 1 worker {rates[1]:.1f} chunks/s, 2 workers {rates[2]:.1f} chunks/s, "
