@@ -153,8 +153,13 @@ def upload(
     token: Token = "",
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="follow the tasks until they end")] = True,
     poll: Annotated[float, typer.Option("--poll", help="seconds between status checks", min=0.1)] = 1.0,
+    allow_duplicate: Annotated[bool, typer.Option(
+        "--allow-duplicate", help="index a file even when the KB already holds the same bytes")] = False,
 ) -> None:
     """Upload files with a progress bar, following their tasks to the end.
+
+    A file whose bytes the KB already holds is not indexed again: its row names that document
+    ("duplicate of document N"); ``--allow-duplicate`` makes a new document anyway.
 
     A 429 (per-user in-flight cap) pauses for its Retry-After and continues. Exit 1 if a file
     was refused or a document did not index.
@@ -179,12 +184,15 @@ def upload(
                 progress.update(sent, description=f"uploaded (429: waiting {run.waits[-1]:g} s)")
                 err.print(f"429 too many tasks in flight: waiting {run.waits[-1]:g} s (Retry-After)", highlight=False)
 
-        items = UploadRun.of(client, kb, files, poll_s=poll, follow=wait, on_event=on_event).run()
-    table = Table("file", "document", "task", "status", "error")
+        items = UploadRun.of(client, kb, files, poll_s=poll, follow=wait, on_event=on_event,
+                             allow_duplicate=allow_duplicate).run()
+    table = Table("file", "document", "task", "status", "error / note")
     for i in items:
         style = "green" if i.status == "SUCCESS" else ("red" if i.done else "")
+        note = i.error or (f"duplicate of document {i.duplicate_of}: same bytes already in this KB, nothing new "
+                           "indexed (--allow-duplicate to index it again)" if i.duplicate_of is not None else "")
         table.add_row(str(i.path), str(i.document_id or ""), str(i.task_id or ""), f"[{style}]{i.status}[/]" if style
-                      else i.status, i.error or "")
+                      else i.status, note)
     out.print(table)
     bad = [i for i in items if i.status == "REFUSED" or (wait and i.status != "SUCCESS")]
     if bad:

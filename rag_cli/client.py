@@ -102,11 +102,13 @@ class ApiClient:
             raise ApiError(r.status_code, _detail(r))
         return r.json() if r.content else None
 
-    def upload(self, kb_id: int, path: Path) -> dict[str, Any]:
-        """POST the file (streamed from disk); 202 body ``{document_id, task_id, ...}``."""
+    def upload(self, kb_id: int, path: Path, allow_duplicate: bool = False) -> dict[str, Any]:
+        """POST the file (streamed from disk); body ``{document_id, task_id, ...}`` (202), or the
+        KB's document with the same bytes (200, ``duplicate_of``)."""
         with path.open("rb") as f:
             out: dict[str, Any] = self._call(
                 "POST", f"/api/v1/knowledge-bases/{kb_id}/documents",
+                params={"allow_duplicate": "true"} if allow_duplicate else None,
                 files={"file": (path.name, f, "application/octet-stream")})
         return out
 
@@ -142,6 +144,9 @@ class Item:
     task_id: int | None = None
     status: str = "PENDING"  # PENDING, then the task's status, or REFUSED
     error: str | None = None
+    #: the KB already held these bytes (200 ``duplicate_of``): nothing new was created; the
+    #: item follows that document's task
+    duplicate_of: int | None = None
 
     @property
     def done(self) -> bool:
@@ -169,6 +174,7 @@ class UploadRun:
     clock: Callable[[], float] = time.monotonic
     on_event: Listener = lambda kind, run: None
     waits: list[float] = field(default_factory=list)  # each 429's Retry-After, seconds
+    allow_duplicate: bool = False  # a file the KB already holds makes a new document anyway
 
     @classmethod
     def of(cls, client: ApiClient, kb_id: int, paths: Iterable[Path], **kw: Any) -> UploadRun:
@@ -201,7 +207,7 @@ class UploadRun:
         while pending:
             item = pending[0]
             try:
-                accepted = self.client.upload(self.kb_id, item.path)
+                accepted = self.client.upload(self.kb_id, item.path, self.allow_duplicate)
             except TooManyRequests as exc:
                 self.waits.append(exc.retry_after_s)
                 self.on_event("waiting", self)
@@ -214,6 +220,8 @@ class UploadRun:
             pending.popleft()
             item.document_id, item.task_id = int(accepted["document_id"]), int(accepted["task_id"])
             item.status = str(accepted.get("task_status", "WAITING"))
+            if accepted.get("duplicate_of") is not None:
+                item.duplicate_of = int(accepted["duplicate_of"])
             self.on_event("uploaded", self)
         return 0.0
 

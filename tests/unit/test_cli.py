@@ -127,6 +127,7 @@ class FakeApi:
         self.tasks: dict[int, dict[str, object]] = {}
         self.polls: dict[int, int] = {}
         self.upload_times: list[tuple[float, int]] = []
+        self.by_content: dict[bytes, int] = {}  # content dedup per KB, as the API does
 
     def sleep(self, seconds: float) -> None:
         assert seconds >= 0
@@ -144,7 +145,14 @@ class FakeApi:
             if self.in_flight() >= self.cap:
                 self.upload_times.append((self.now, 429))
                 return httpx.Response(429, headers={"Retry-After": str(self.retry_after)}, json={"detail": "busy"})
+            content = request.content.split(b"\r\n\r\n", 1)[1].rsplit(b"\r\n--", 1)[0]
+            same = self.by_content.get(content)
+            if same is not None and request.url.params.get("allow_duplicate") != "true":
+                task = self.tasks[same]
+                return httpx.Response(200, json={"document_id": 100 + same, "task_id": same, "duplicate_of": 100 + same,
+                                                 "task_status": task["status"]})
             tid = len(self.tasks) + 1
+            self.by_content.setdefault(content, tid)
             self.tasks[tid] = {"task_id": tid, "status": "WAITING", "name": name}
             self.upload_times.append((self.now, 202))
             return httpx.Response(202, json={"document_id": 100 + tid, "task_id": tid, "task_status": "WAITING"})
@@ -160,7 +168,7 @@ class FakeApi:
 
 def _files(tmp_path: Path, names: list[str]) -> list[Path]:
     for n in names:
-        (tmp_path / n).write_text("hello")
+        (tmp_path / n).write_text(f"hello from {n}")  # distinct bytes: the fake dedups like the API
     return [tmp_path / n for n in names]
 
 
@@ -190,6 +198,19 @@ def test_upload_run_reports_refusals_and_failures(tmp_path: Path) -> None:
     assert by_name["ok.md"].status == "SUCCESS"
     assert by_name["x.bin"].status == "REFUSED" and "415" in (by_name["x.bin"].error or "")
     assert by_name["bad.md"].status == "FAILED" and "no_text" in (by_name["bad.md"].error or "")
+
+
+def test_upload_run_names_the_document_a_duplicate_is_of(tmp_path: Path) -> None:
+    fake = FakeApi(cap=10)
+    client = ApiClient(httpx.Client(base_url="http://api", transport=httpx.MockTransport(fake.handler)))
+    (tmp_path / "a.md").write_text("same bytes")
+    (tmp_path / "copy-of-a.md").write_text("same bytes")
+    paths = [tmp_path / "a.md", tmp_path / "copy-of-a.md"]
+    items = UploadRun.of(client, 1, paths, sleep=fake.sleep, clock=lambda: fake.now).run()
+    assert [i.duplicate_of for i in items] == [None, items[0].document_id]
+    assert [i.status for i in items] == ["SUCCESS", "SUCCESS"] and len(fake.tasks) == 1
+    again = UploadRun.of(client, 1, paths, sleep=fake.sleep, clock=lambda: fake.now, allow_duplicate=True).run()
+    assert [i.duplicate_of for i in again] == [None, None] and len(fake.tasks) == 3
 
 
 def test_upload_run_without_follow_stops_after_uploading(tmp_path: Path) -> None:
