@@ -18,7 +18,7 @@ from shared.errors import EnqueueContention
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
 from shared.ports import IssueRefused
-from shared.records import ChunkRow, Duplicate, NewContent, OutboxRow
+from shared.records import Chunk, Duplicate, NewContent, OutboxRow
 from shared.repo import cache as cache_repo
 from shared.repo import chunks as chunks_repo
 from shared.repo import dead_letters as dead_letters_repo
@@ -192,7 +192,7 @@ class PgWorkerStore:
 
     async def commit_chunks(
         self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
-        chunks: Sequence[ChunkRow], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
+        chunks: Sequence[Chunk], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
     ) -> bool:
         async with translate_errors(), self._pool.acquire() as conn:
             return await chunks_repo.commit_chunks(

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
-from shared.records import ChunkRow, Duplicate, NewContent, OutboxRow
+from shared.records import Chunk, Duplicate, NewContent, OutboxRow
 from shared.states import TaskStatus
 
 __all__ = [
@@ -203,7 +203,7 @@ class WorkerStore(Protocol):
 
     async def commit_chunks(
         self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
-        chunks: Sequence[ChunkRow], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
+        chunks: Sequence[Chunk], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
     ) -> bool:
         """The one fenced transaction (chunks + vectors replaced, task SUCCESS)."""
         ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-__all__ = ["ChunkRow", "NewContent", "OutboxRow"]
+__all__ = ["Chunk", "NewContent", "OutboxRow"]
 
 
 @dataclass(frozen=True)
@@ -22,9 +22,11 @@ class OutboxRow:
 
 
 @dataclass(frozen=True)
-class ChunkRow:
-    """A chunk to write: ``index`` 0..n-1, ``content`` NUL-free text, ``token_count`` tokens;
-    ``page`` (1-based PDF page) and ``section`` (heading path) where the chunk starts."""
+class Chunk:
+    """One piece of a document, as the chunker makes it and the store writes it: ``index`` counts
+    from 0 in document order; ``content`` is NUL-free text; ``token_count`` is the number of model
+    tokens in ``content`` without special tokens; ``page`` (1-based, PDF) and ``section`` (heading
+    path) are those of the block where the chunk starts."""
 
     index: int
     content: str

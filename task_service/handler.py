@@ -40,7 +40,6 @@ from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
 from shared.ports import DocumentLock, Embedder, ObjectReader, ReleasedObjects, WorkerStore
 from shared.progress import ProgressThrottle, Stage, embedded_share
-from shared.records import ChunkRow
 from shared.retry_policy import transient_retrying
 from shared.settings import WorkerSettings
 from shared.states import TaskStatus
@@ -359,18 +358,17 @@ class IndexHandler:
                      else empty_matrix(self._embedder.dim))
         embeddings = embedding_cache.assemble(p, cached, fresh, self._embedder.dim)
         await self._report(run, Stage.WRITING, 1.0)
-        rows = [ChunkRow(c.index, c.content, c.token_count, c.page, c.section) for c in chunks]
         with self.metrics.stage("write"):
             committed = await self._db(
                 self._repo.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
-                generation=msg.generation, attempt=run.attempt, chunks=rows, embeddings=embeddings,
+                generation=msg.generation, attempt=run.attempt, chunks=chunks, embeddings=embeddings,
                 warnings=extraction.warnings,
             )
         if not committed:
             raise StaleGenerationError("fenced out at commit")
         await self._cache_update(p, fresh, hit_keys=[k for k in p.keys if k in cached])
         await self._released.remove_released()  # a swapped-out version's object
-        return len(rows)
+        return len(chunks)
 
     # -------------------------------------------------------------- embedding cache
 

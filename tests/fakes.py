@@ -22,9 +22,8 @@ from shared.errors import BrokerUnavailableError, LockUnavailableError, StorageU
 from shared.fencing import EnqueueDecision, StaleThresholds, TaskSnapshot
 from shared.messages import IndexMessage
 from shared.ports import IssueRefused
-from shared.records import ChunkRow, Duplicate, NewContent, OutboxRow
+from shared.records import Chunk, Duplicate, NewContent, OutboxRow
 from shared.states import ACTIVE, DocumentStatus, TaskStatus
-from task_service.pipeline.chunk import Chunk
 from task_service.pipeline.extract import Extraction
 
 EXCHANGE = "rag.index.exchange"
@@ -42,7 +41,7 @@ class FakeDocument:
     content: NewContent
     generation: int = 1
     status: DocumentStatus = DocumentStatus.INDEXING
-    chunks: list[ChunkRow] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
     pending: NewContent | None = None  # new content not yet indexed (the served one stays)
 
 
@@ -282,7 +281,7 @@ class FakeStore:
 
     async def commit_chunks(
         self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
-        chunks: Sequence[ChunkRow], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
+        chunks: Sequence[Chunk], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
     ) -> bool:
         self._maybe_fail("commit_chunks")
         task = self._fenced(task_id, generation, attempt)

@@ -13,7 +13,7 @@ import asyncpg
 import numpy as np
 
 from shared.faults import fault_point
-from shared.records import ChunkRow
+from shared.records import Chunk
 from shared.repo.objects import queue_object_removal
 from shared.repo.sql import _CLEAR_PENDING
 from shared.repo.tasks import _Rollback
@@ -39,7 +39,7 @@ async def commit_chunks(
     kb_id: int,
     generation: int,
     attempt: int,
-    chunks: Sequence[ChunkRow],
+    chunks: Sequence[Chunk],
     embeddings: np.ndarray,
     warnings: Sequence[str] = (),
 ) -> bool:

@@ -59,6 +59,7 @@ from tokenizers import Encoding, Tokenizer
 
 from shared.embedding.models import MINILM_REQUIREMENT, minilm_model_dir
 from shared.errors import DependencyMissingError
+from shared.records import Chunk
 from task_service.pipeline.document import SECTION_SEPARATOR, Block, ParsedDocument
 
 if TYPE_CHECKING:
@@ -92,19 +93,6 @@ _WINDOW_CHARS = 1_048_576  # tokenized per encode_batch call (bounds memory on a
 _FILL = 0.5  # a cut below PARAGRAPH level is taken from the window's second half
 _TERMINATORS = np.array([ord(c) for c in ".!?。！？…"], dtype=np.uint32)
 _SEAM_CHARS = (" ", "\n", "\t", ".", ",", ";", ":", "/", "-", "_", "=", "&", "?", "|", ")", "]", "}")
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """One piece of a document: ``index`` counts from 0 in document order; ``token_count`` is the
-    number of model tokens in ``content`` without special tokens; ``page`` (1-based, PDF) and
-    ``section`` (heading path) are those of the block where the chunk starts."""
-
-    index: int
-    content: str
-    token_count: int
-    page: int | None = None
-    section: str | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shared.errors import NoTextError, ParseLimitError
-from task_service.pipeline.chunk import Chunk, Chunker
+from shared.records import Chunk
+from task_service.pipeline.chunk import Chunker
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.parse import parse_document
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from shared.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
 from shared.messages import IndexMessage
-from shared.records import ChunkRow, OutboxRow
+from shared.records import Chunk, OutboxRow
 from shared.repo import chunks as chunks_repo
 from shared.repo import documents as documents_repo
 from shared.repo import tasks as tasks_repo
@@ -59,16 +59,16 @@ async def new_kb(conn: asyncpg.Connection) -> tuple[int, int]:
     return user_id, int((await users_repo.create_kb(conn, user_id, "kb", "all-MiniLM-L6-v2", DIM))["kb_id"])
 
 
-def chunk_set(n: int, tag: str) -> tuple[list[ChunkRow], np.ndarray]:
+def chunk_set(n: int, tag: str) -> tuple[list[Chunk], np.ndarray]:
     """``n`` chunks whose content starts with ``tag``, and ``(n, 384)`` unit float32 vectors."""
     rng = np.random.default_rng()
     vecs = rng.standard_normal((n, DIM)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    return [ChunkRow(i, f"{tag} chunk {i}", i + 1) for i in range(n)], vecs
+    return [Chunk(i, f"{tag} chunk {i}", i + 1) for i in range(n)], vecs
 
 
 async def commit(conn: asyncpg.Connection, msg: IndexMessage, generation: int, attempt: int,
-                 chunks: list[ChunkRow], vecs: np.ndarray) -> bool:
+                 chunks: list[Chunk], vecs: np.ndarray) -> bool:
     return await chunks_repo.commit_chunks(
         conn, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
         generation=generation, attempt=attempt, chunks=chunks, embeddings=vecs,

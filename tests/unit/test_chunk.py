@@ -17,7 +17,8 @@ from tokenizers import Tokenizer
 from shared.embedding import models
 from shared.embedding.models import minilm_model_dir
 from shared.errors import DependencyMissingError
-from task_service.pipeline.chunk import Chunk, Chunker, load_minilm_tokenizer
+from shared.records import Chunk
+from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
 from task_service.pipeline.document import Block, ParsedDocument
 from tests.bigtext import big_line, markdown_table
 

@@ -84,7 +84,7 @@ def test_index_messages_get_correlation_id_and_generation_header() -> None:
 
 
 def test_extraction_timings_survive_pack_and_unpack() -> None:
-    from task_service.pipeline.chunk import Chunk
+    from shared.records import Chunk
 
     e = Extraction((Chunk(0, "hello", 1, None, "A"),), ("w",), parse_s=0.25, chunk_s=0.5)
     back = Extraction.unpack(e.pack())
