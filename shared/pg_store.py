@@ -18,7 +18,7 @@ from shared.errors import EnqueueContention
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
 from shared.ports import IssueRefused
-from shared.records import Chunk, Duplicate, NewContent, OutboxRow
+from shared.records import Chunk, Duplicate, NewContent, OutboxRow, SkipRecord
 from shared.repo import cache as cache_repo
 from shared.repo import chunks as chunks_repo
 from shared.repo import dead_letters as dead_letters_repo
@@ -184,11 +184,9 @@ class PgWorkerStore:
         async with translate_errors(), self._pool.acquire() as conn:
             return await cache_repo.cache_touch(conn, model, revision, keys, min_age_s)
 
-    async def record_skip(
-        self, reason: str, task_id: int | None, document_id: int | None, generation: int | None, worker: str
-    ) -> None:
+    async def record_skips(self, skips: Sequence[SkipRecord], worker: str) -> None:
         async with translate_errors(), self._pool.acquire() as conn:
-            await runs_repo.record_skip(conn, reason, task_id, document_id, generation, worker)
+            await runs_repo.record_skips(conn, skips, worker)
 
     async def commit_chunks(
         self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
-from shared.records import Chunk, Duplicate, NewContent, OutboxRow
+from shared.records import Chunk, Duplicate, NewContent, OutboxRow, SkipRecord
 from shared.states import TaskStatus
 
 __all__ = [
@@ -197,9 +197,9 @@ class WorkerStore(Protocol):
         """Mark hits used, at most once per ``min_age_s`` per entry; rows touched."""
         ...
 
-    async def record_skip(
-        self, reason: str, task_id: int | None, document_id: int | None, generation: int | None, worker: str
-    ) -> None: ...
+    async def record_skips(self, skips: Sequence[SkipRecord], worker: str) -> None:
+        """``delivery_skip`` rows, all in one round trip."""
+        ...
 
     async def commit_chunks(
         self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-__all__ = ["Chunk", "NewContent", "OutboxRow"]
+__all__ = ["Chunk", "NewContent", "OutboxRow", "SkipRecord"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,16 @@ class Chunk:
     token_count: int
     page: int | None = None
     section: str | None = None
+
+
+@dataclass(frozen=True)
+class SkipRecord:
+    """A delivery acked without work (a ``delivery_skip`` row): why, and for which message."""
+
+    reason: str
+    task_id: int | None
+    document_id: int | None
+    generation: int | None
 
 
 @dataclass(frozen=True)

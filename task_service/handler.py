@@ -40,6 +40,7 @@ from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
 from shared.ports import DocumentLock, Embedder, ObjectReader, ReleasedObjects, WorkerStore
 from shared.progress import ProgressThrottle, Stage, embedded_share
+from shared.records import SkipRecord
 from shared.retry_policy import transient_retrying
 from shared.settings import WorkerSettings
 from shared.states import TaskStatus
@@ -141,7 +142,7 @@ class IndexHandler:
         self.worker_name = worker_name
         self.metrics = metrics or WorkerMetrics.unregistered()
         self._on_done = on_delivery_done or (lambda: None)
-        self._skip_rows: list[tuple[str, int, int, int]] = []  # delivery_skip rows not yet written
+        self._skip_rows: list[SkipRecord] = []  # delivery_skip rows not yet written
         self._skip_writer: asyncio.Task[None] | None = None
         self._settled = SettledTasks()  # what earlier snapshots proved for good
         # the provider is part of the name: an endpoint serving "all-MiniLM-L6-v2" is not our local copy
@@ -169,7 +170,7 @@ class IndexHandler:
         waits for the writer; :meth:`flush` waits for all of them."""
         log.info("delivery skipped", extra={"reason": reason})
         self.metrics.skipped.labels(str(reason)).inc()
-        self._skip_rows.append((reason, msg.task_id, msg.document_id, msg.generation))
+        self._skip_rows.append(SkipRecord(str(reason), msg.task_id, msg.document_id, msg.generation))
         if self._skip_writer is None or self._skip_writer.done():
             self._skip_writer = asyncio.create_task(self._write_skips())
         elif len(self._skip_rows) >= MAX_PENDING_SKIPS:
@@ -179,12 +180,10 @@ class IndexHandler:
     async def _write_skips(self) -> None:
         while self._skip_rows:
             rows, self._skip_rows = self._skip_rows, []
-            for reason, task_id, document_id, generation in rows:
-                try:
-                    await self._db(self._repo.record_skip, reason, task_id, document_id, generation,
-                                   self.worker_name)
-                except TransientError:
-                    log.warning("could not record skip")
+            try:
+                await self._db(self._repo.record_skips, rows, self.worker_name)
+            except TransientError:
+                log.warning("could not record skips", extra={"rows": len(rows)})
 
     async def flush(self, timeout_s: float = 3.0) -> None:
         """Wait up to ``timeout_s`` seconds for the skip rows still being written."""

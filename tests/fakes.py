@@ -22,7 +22,7 @@ from shared.errors import BrokerUnavailableError, LockUnavailableError, StorageU
 from shared.fencing import EnqueueDecision, StaleThresholds, TaskSnapshot
 from shared.messages import IndexMessage
 from shared.ports import IssueRefused
-from shared.records import Chunk, Duplicate, NewContent, OutboxRow
+from shared.records import Chunk, Duplicate, NewContent, OutboxRow, SkipRecord
 from shared.states import ACTIVE, DocumentStatus, TaskStatus
 from task_service.pipeline.extract import Extraction
 
@@ -78,6 +78,7 @@ class FakeStore:
         self.outbox: list[tuple[OutboxRow, bool]] = []
         self.dead_letters: dict[int, FakeDeadLetter] = {}
         self.skips: list[str] = []
+        self.skip_writes = 0  # record_skips calls (one round trip each in the real store)
         self.released: list[str] = []  # object keys queued for removal after commit
         self.embedding_runs = 0
         self.cache_misses = 0  # chunks sent to the model
@@ -274,10 +275,9 @@ class FakeStore:
     async def cache_touch(self, model: str, revision: str, keys: Sequence[bytes], min_age_s: float) -> int:
         return 0
 
-    async def record_skip(
-        self, reason: str, task_id: int | None, document_id: int | None, generation: int | None, worker: str
-    ) -> None:
-        self.skips.append(str(reason))
+    async def record_skips(self, skips: Sequence[SkipRecord], worker: str) -> None:
+        self.skip_writes += 1
+        self.skips.extend(str(s.reason) for s in skips)
 
     async def commit_chunks(
         self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,

@@ -6,7 +6,11 @@ their own transaction. Lock order is always ``document_info`` row, then ``index_
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import asyncpg
+
+from shared.records import SkipRecord
 
 
 async def record_embedding_run(
@@ -23,12 +27,11 @@ async def record_embedding_run(
     )
 
 
-async def record_skip(
-    conn: asyncpg.Connection, reason: str, task_id: int | None, document_id: int | None,
-    generation: int | None, worker: str,
-) -> None:
+async def record_skips(conn: asyncpg.Connection, skips: Sequence[SkipRecord], worker: str) -> None:
+    """One INSERT of every row (arrays unnested): one round trip however many skips."""
     await conn.execute(
         "INSERT INTO delivery_skip (reason, task_id, document_id, generation, worker)"
-        " VALUES ($1, $2, $3, $4, $5)",
-        reason, task_id, document_id, generation, worker,
+        " SELECT r, t, d, g, $5 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(r, t, d, g)",
+        [s.reason for s in skips], [s.task_id for s in skips], [s.document_id for s in skips],
+        [s.generation for s in skips], worker,
     )

@@ -1,5 +1,6 @@
 """Issue 13 on the real database: the embedding cache's statements (store, lookup, touch, LRU
-eviction) and the KB content slot that lets PostgreSQL decide between concurrent identical uploads."""
+eviction), the KB content slot that lets PostgreSQL decide between concurrent identical uploads, and
+the batched ``delivery_skip`` insert of the drain path."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from shared.embedding_cache import text_key
 from shared.fencing import Action, EnqueueDecision
 from shared.repo import cache as cache_repo
 from shared.repo import documents as documents_repo
+from shared.repo import runs as runs_repo
 from shared.repo import tasks as tasks_repo
 from shared.states import TaskStatus
 from tests.integration.helpers import DIM, new_document
@@ -132,3 +134,14 @@ async def test_concurrent_identical_uploads_create_one_document(pool: asyncpg.Po
         n = await conn.fetchval("SELECT count(*) FROM document_info WHERE kb_id = $1 AND sha256 = $2",
                                 first.kb_id, sha)
         assert n == 4
+
+
+async def test_skip_rows_are_written_in_one_statement(db: asyncpg.Connection) -> None:
+    worker = f"w-{uuid.uuid4().hex}"
+    skips = [records.SkipRecord("not_runnable", 10 + i, 20 + i, 1) for i in range(300)]
+    skips.append(records.SkipRecord("invalid_message", None, None, None))
+    await runs_repo.record_skips(db, skips, worker)
+    rows = await db.fetch("SELECT reason, task_id, document_id, generation FROM delivery_skip WHERE worker = $1"
+                          " ORDER BY id", worker)
+    assert [(r["reason"], r["task_id"], r["document_id"], r["generation"]) for r in rows] == [
+        (s.reason, s.task_id, s.document_id, s.generation) for s in skips]

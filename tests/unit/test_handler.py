@@ -95,6 +95,16 @@ async def test_stale_generation_is_skipped_without_embedding() -> None:
     assert w.store.skips == [SkipReason.STALE_GENERATION] and w.embedder.calls == 0
 
 
+async def test_a_backlog_of_duplicates_writes_its_skip_rows_in_few_round_trips() -> None:
+    w = World()
+    w.store.tasks[w.msg.task_id].status = TaskStatus.SUCCESS
+    outcomes = [await w.handler.handle(w.msg.to_json(), delay_attempts=0) for _ in range(200)]
+    await w.handler.flush()
+    assert outcomes == [Outcome.ACK] * 200
+    assert w.store.skips == [SkipReason.NOT_RUNNABLE] * 200  # every row written, none lost
+    assert w.store.skip_writes < 200 / 10  # batched: the writer takes every row waiting at once
+
+
 async def test_finished_task_is_not_runnable() -> None:
     w = World()
     w.store.tasks[w.msg.task_id].status = TaskStatus.SUCCESS
