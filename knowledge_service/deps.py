@@ -14,6 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from knowledge_service.metrics import ApiMetrics
 from shared import usecases
 from shared.amqp import Publisher
+from shared.db import connection
 from shared.embedding import Embedder
 from shared.repo import users as users_repo
 from shared.settings import KnowledgeSettings
@@ -53,14 +54,15 @@ def token_digest(token: str) -> bytes:
 async def current_user(
     res: Res, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> int:
-    """The user id behind ``Authorization: Bearer <token>``; 401 if missing, unknown or revoked."""
+    """The user id behind ``Authorization: Bearer <token>``; 401 if missing, unknown or revoked,
+    ``DatabaseUnavailableError`` (503) if the token cannot be checked."""
     unauthorized = HTTPException(
         status.HTTP_401_UNAUTHORIZED, "invalid or missing bearer token", headers={"WWW-Authenticate": "Bearer"}
     )
     if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials:
         raise unauthorized
     digest = token_digest(creds.credentials)
-    async with res.pool.acquire() as conn:
+    async with connection(res.pool) as conn:  # DatabaseUnavailableError → 503
         user_id = await users_repo.user_for_token(conn, digest)
     # Looked up by SHA-256 digest: an index comparison on the digest leaks nothing usable about
     # the secret (no prefix of the token can be probed through timing).

@@ -1,8 +1,9 @@
 """HTTP error responses: the one table from domain errors to status codes, and the 422 fix.
 
 Use cases raise :mod:`shared.errors` ``ServiceError`` subclasses; :data:`EXCEPTION_HANDLERS`
-turns them into ``{"detail": ...}`` answers (:data:`STATUS_FOR`). Nothing else in the API builds
-an error status.
+turns them into ``{"detail": ...}`` answers (:data:`STATUS_FOR`), and an unavailable dependency
+(``StorageUnavailableError``, ``DatabaseUnavailableError``) into a 503, never a 500. Nothing else
+in the API builds an error status.
 
 FastAPI's default 422 handler echoes the offending input (``jsonable_encoder(exc.errors())``);
 a JSON string may legally hold a lone surrogate (``"\\ud800"``), which UTF-8 cannot encode, so
@@ -23,6 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from shared.errors import (
+    DatabaseUnavailableError,
     EnqueueConflict,
     EnqueueContention,
     InFlightLimitExceeded,
@@ -37,6 +39,10 @@ from shared.errors import (
 )
 
 log = logging.getLogger(__name__)
+
+#: ``Retry-After`` (seconds) of a 503 for an unavailable database: a restart or fail-over, or a
+#: dropped connection, is usually over within seconds.
+DATABASE_RETRY_AFTER_S = 5
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -109,9 +115,19 @@ async def storage_unavailable(request: Request, exc: Exception) -> JSONResponse:
     return _error(503, "object storage unavailable", {"Connection": "close"})
 
 
+async def database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """503 with ``Retry-After`` when PostgreSQL cannot be reached or the connection dropped
+    (``shared.db`` translates the driver's errors). The connection is closed: an upload's body
+    may not have been read."""
+    log.error("database unavailable", extra={"error": str(exc), "path": request.url.path})
+    return _error(503, "database unavailable",
+                  {"Retry-After": str(DATABASE_RETRY_AFTER_S), "Connection": "close"})
+
+
 #: What ``create_app`` registers: exception class → handler.
 EXCEPTION_HANDLERS: dict[type[Exception], Callable[[Request, Exception], Awaitable[JSONResponse]]] = {
     RequestValidationError: validation_error,
     ServiceError: service_error,
     StorageUnavailableError: storage_unavailable,
+    DatabaseUnavailableError: database_unavailable,
 }

@@ -16,6 +16,11 @@ Polling, not LISTEN/NOTIFY: the worker writes progress at most about once per se
 connection. When the client disconnects, sse-starlette cancels the generator at its next
 await: the ``finally`` logs ``event stream closed`` with the reason, and nothing is left running.
 
+A poll the database cannot answer (``DatabaseUnavailableError``) is skipped, not fatal: once the
+response has started there is no status left to answer 503 with, and a stream cut mid-way would
+make the browser reconnect into 503s; the stream stays open (pings go on) and resumes with what
+changed meanwhile once the database is back. The outage is logged once, not at every poll.
+
 Events are dicts ``{"event", "data", "id"}`` (``data`` a JSON text) as ``EventSourceResponse``
 takes them.
 """
@@ -29,6 +34,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+from shared.errors import DatabaseUnavailableError
 from shared.states import TERMINAL
 
 log = logging.getLogger(__name__)
@@ -39,6 +45,24 @@ Event = dict[str, str]
 
 def _event(name: str, data: Any, seq: int) -> Event:
     return {"event": name, "data": json.dumps(data, separators=(",", ":"), default=str), "id": str(seq)}
+
+
+class _Outage:
+    """Whether the stream's last poll failed for want of a database (logged on change only)."""
+
+    def __init__(self, **stream: Any) -> None:
+        self.stream = stream
+        self.down = False
+
+    def failed(self, exc: DatabaseUnavailableError) -> None:
+        if not self.down:
+            log.warning("event stream poll failed; polling on", extra={**self.stream, "error": str(exc)})
+        self.down = True
+
+    def answered(self) -> None:
+        if self.down:
+            log.info("event stream poll answered again", extra=self.stream)
+        self.down = False
 
 
 def changed_documents(
@@ -57,14 +81,22 @@ async def task_events(
     """``task`` events (the task as ``TaskOut`` JSON) for the first snapshot and every change,
     polled every ``interval_s`` seconds; then ``end`` (terminal status) or ``gone`` (deleted).
     The stream also closes after ``max_s`` seconds (an EventSource reconnects and gets the
-    current task first). ``load()`` returns the task or None."""
+    current task first). ``load()`` returns the task or None; a poll that raises
+    ``DatabaseUnavailableError`` is skipped."""
     reason = "max_duration"
     seq = 0
     previous: Snapshot | None = None
     deadline = time.monotonic() + max_s
+    outage = _Outage(stream="task", task_id=task_id)
     try:
         while time.monotonic() < deadline:
-            current = await load()
+            try:
+                current = await load()
+            except DatabaseUnavailableError as exc:
+                outage.failed(exc)
+                await asyncio.sleep(interval_s)
+                continue
+            outage.answered()
             if current is None:
                 reason = "gone"
                 yield _event("gone", {"task_id": task_id}, seq)
@@ -91,14 +123,22 @@ async def kb_events(
     """``document`` events (the document as ``DocumentOut`` JSON) for every document at first
     and for each change, ``removed`` events (``{"document_id"}``) for deleted ones, polled every
     ``interval_s`` seconds until the client leaves or ``max_s`` seconds have passed (an
-    EventSource reconnects and gets every document again). ``load()`` returns ``{document_id: document}``."""
+    EventSource reconnects and gets every document again). ``load()`` returns ``{document_id: document}``;
+    a poll that raises ``DatabaseUnavailableError`` is skipped."""
     seq = 0
     previous: Mapping[int, Snapshot] = {}
     reason = "max_duration"
     deadline = time.monotonic() + max_s
+    outage = _Outage(stream="kb", kb_id=kb_id)
     try:
         while time.monotonic() < deadline:
-            current = await load()
+            try:
+                current = await load()
+            except DatabaseUnavailableError as exc:
+                outage.failed(exc)
+                await asyncio.sleep(interval_s)
+                continue
+            outage.answered()
             updated, removed = changed_documents(previous, current)
             for doc in updated:
                 seq += 1

@@ -1,7 +1,8 @@
 """HTTP routes. Every ``/api/v1`` route authenticates and checks ownership (404 otherwise).
 
 Routes parse the request, call a use case (:mod:`shared.usecases`) or a read query, and shape
-the answer; errors are ``shared.errors`` types, turned into HTTP by ``errors_http``.
+the answer; errors are ``shared.errors`` types, turned into HTTP by ``errors_http``. Queries run
+on :func:`shared.db.connection`: the database down is a 503, never a 500.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sse_starlette import EventSourceResponse
 from knowledge_service import events, schemas, upload
 from knowledge_service.deps import Res, UserId
 from shared import retrieval, usecases
+from shared.db import connection
 from shared.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
 from shared.fencing import Action
 from shared.records import Duplicate, NewContent
@@ -27,7 +29,7 @@ from shared.repo import tasks as tasks_repo
 from shared.repo import users as users_repo
 
 log = logging.getLogger(__name__)
-router = APIRouter(prefix="/api/v1")
+router = APIRouter(prefix="/api/v1", responses=upload.OPENAPI_UNAVAILABLE)
 health = APIRouter()
 
 # One Server-Sent Event as clients (and schemathesis, ST108) parse it: ``event`` name, ``id`` and
@@ -70,13 +72,13 @@ def _document(r: asyncpg.Record) -> schemas.DocumentOut:
 
 
 async def _owned_kb(res: Res, user_id: int, kb_id: Id) -> None:
-    async with res.pool.acquire() as conn:
+    async with connection(res.pool) as conn:
         if not await users_repo.kb_owned(conn, user_id, kb_id):
             raise KnowledgeBaseNotFound()
 
 
 async def _owned_document(res: Res, user_id: int, document_id: Id) -> asyncpg.Record:
-    async with res.pool.acquire() as conn:
+    async with connection(res.pool) as conn:
         row = await documents_repo.document_owned(conn, user_id, document_id)
     if row is None or row["task_id"] is None:
         raise DocumentNotFound()
@@ -84,7 +86,7 @@ async def _owned_document(res: Res, user_id: int, document_id: Id) -> asyncpg.Re
 
 
 async def _document_out(res: Res, user_id: int, document_id: Id) -> schemas.DocumentOut:
-    async with res.pool.acquire() as conn:
+    async with connection(res.pool) as conn:
         row = await documents_repo.get_document(conn, user_id, document_id)
     if row is None:
         raise DocumentNotFound()
@@ -96,7 +98,7 @@ async def _document_out(res: Res, user_id: int, document_id: Id) -> schemas.Docu
 
 @router.post("/knowledge-bases", status_code=201, response_model=schemas.KnowledgeBaseOut)
 async def create_kb(body: schemas.KnowledgeBaseCreate, res: Res, user_id: UserId) -> schemas.KnowledgeBaseOut:
-    async with res.pool.acquire() as conn:
+    async with connection(res.pool) as conn:
         s = res.settings
         row = await users_repo.create_kb(conn, user_id, body.name, s.embedding_model, s.embedding_dim)
     return schemas.KnowledgeBaseOut.model_validate(dict(row.items()))
@@ -104,7 +106,7 @@ async def create_kb(body: schemas.KnowledgeBaseCreate, res: Res, user_id: UserId
 
 @router.get("/knowledge-bases", response_model=schemas.KnowledgeBaseList)
 async def list_kbs(res: Res, user_id: UserId) -> schemas.KnowledgeBaseList:
-    async with res.pool.acquire() as conn:
+    async with connection(res.pool) as conn:
         rows = await users_repo.list_kbs(conn, user_id)
     return schemas.KnowledgeBaseList(items=[schemas.KnowledgeBaseOut.model_validate(dict(r.items())) for r in rows])
 
@@ -117,7 +119,7 @@ async def kb_events(kb_id: Id, res: Res, user_id: UserId) -> EventSourceResponse
     await _owned_kb(res, user_id, kb_id)
 
     async def load() -> dict[int, dict[str, Any]]:
-        async with res.pool.acquire() as conn:
+        async with connection(res.pool) as conn:
             rows = await documents_repo.list_documents(conn, user_id, kb_id)
         return {r["document_id"]: _document(r).model_dump(mode="json") for r in rows}
 
@@ -169,7 +171,7 @@ async def upload_document(
 @router.get("/knowledge-bases/{kb_id}/documents", response_model=schemas.DocumentList)
 async def list_documents(kb_id: Id, res: Res, user_id: UserId) -> schemas.DocumentList:
     await _owned_kb(res, user_id, kb_id)
-    async with res.pool.acquire() as conn:
+    async with connection(res.pool) as conn:
         rows = await documents_repo.list_documents(conn, user_id, kb_id)
     return schemas.DocumentList(items=[_document(r) for r in rows])
 
@@ -192,7 +194,7 @@ async def replace_content(document_id: Id, request: Request, res: Res, user_id: 
     await usecases.check_in_flight(res.deps, user_id)  # new content counts toward the cap
     content = await _receive(request, res, owned["kb_id"])
     msg = await usecases.replace_content(res.deps, owned["task_id"], content)
-    async with res.pool.acquire() as conn:
+    async with connection(res.pool) as conn:
         row = await documents_repo.get_document(conn, user_id, document_id)
     return schemas.UploadAccepted(
         document_id=document_id, task_id=msg.task_id, status=row["status"] if row else "INDEXING",
@@ -238,7 +240,7 @@ async def list_chunks(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> schemas.ChunkPage:
     await _owned_document(res, user_id, document_id)
-    async with res.pool.acquire() as conn:
+    async with connection(res.pool) as conn:
         rows, total = await chunks_repo.list_chunks(conn, document_id, offset, limit)
     return schemas.ChunkPage(items=[schemas.ChunkOut.model_validate(dict(r.items())) for r in rows], total=total)
 
@@ -248,7 +250,7 @@ async def list_chunks(
 
 @router.get("/tasks/{task_id}", response_model=schemas.TaskOut)
 async def get_task(task_id: Id, res: Res, user_id: UserId) -> schemas.TaskOut:
-    async with res.pool.acquire() as conn:
+    async with connection(res.pool) as conn:
         row = await tasks_repo.get_task(conn, user_id, task_id)
     if row is None:
         raise TaskNotFound()
@@ -263,7 +265,7 @@ async def task_events(task_id: Id, res: Res, user_id: UserId) -> EventSourceResp
     await get_task(task_id, res, user_id)  # 404 before the stream starts
 
     async def load() -> dict[str, Any] | None:
-        async with res.pool.acquire() as conn:
+        async with connection(res.pool) as conn:
             row = await tasks_repo.get_task(conn, user_id, task_id)
         return None if row is None else schemas.TaskOut.model_validate(dict(row.items())).model_dump(mode="json")
 

@@ -102,7 +102,12 @@ OPENAPI_ERRORS: dict[int | str, dict[str, Any]] = {
     415: {"description": "type not allowed, or content disagrees with the name (nothing stored)",
           "content": _ERROR_BODY},
     429: {"description": "too many tasks in flight for this user; see Retry-After", "content": _ERROR_BODY},
-    503: {"description": "object storage unavailable", "content": _ERROR_BODY},
+    503: {"description": "object storage or database unavailable (nothing kept; for the database, see Retry-After)",
+          "content": _ERROR_BODY},
+}
+#: What every other ``/api/v1`` route may answer when the database cannot be reached.
+OPENAPI_UNAVAILABLE: dict[int | str, dict[str, Any]] = {
+    503: {"description": "database unavailable; see Retry-After", "content": _ERROR_BODY},
 }
 
 

@@ -1,8 +1,17 @@
-"""PostgreSQL adapter: the asyncpg pool (pgvector codec on every connection) and error mapping."""
+"""PostgreSQL adapter: the asyncpg pool (pgvector codec on every connection) and error mapping.
+
+Every caller reaches the database through :func:`connection` (or :func:`translate_errors` around
+its own ``pool.acquire()``): a connection-level failure (refused, reset, dropped mid-query, pool
+cannot connect in time, server shutting down or out of connection slots) leaves as
+``DatabaseUnavailableError`` (:func:`unavailable`), which the worker retries and the API answers
+with 503. SQL errors, constraint violations and misuse of the driver are bugs or answers, not
+outages: they leave as raised.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -13,19 +22,32 @@ from shared.settings import CommonSettings
 
 # Errors meaning "the database or our connection to it failed", worth a retry.
 _TRANSIENT = (
-    asyncpg.exceptions.PostgresConnectionError,
-    asyncpg.exceptions.ConnectionDoesNotExistError,
-    asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.PostgresConnectionError,  # ConnectionDoesNotExistError, ConnectionFailureError, ...
     asyncpg.exceptions.QueryCanceledError,  # statement_timeout
     asyncpg.exceptions.AdminShutdownError,  # pg_terminate_backend, server shutdown
-    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.CannotConnectNowError,  # starting up, recovery
     asyncpg.exceptions.TooManyConnectionsError,
     asyncpg.exceptions.SerializationError,
     asyncpg.exceptions.DeadlockDetectedError,
-    ConnectionError,
-    OSError,
-    TimeoutError,
+    OSError,  # ConnectionRefusedError, ConnectionResetError, TimeoutError (pool acquire / connect)...
 )
+# A bare InterfaceError is mostly misuse of the driver (another operation in progress, a released
+# connection used, too many arguments): only these messages mean the connection or pool is gone.
+_GONE = re.compile(r"connection is closed|pool is clos(?:ed|ing)")
+
+
+def unavailable(exc: BaseException) -> DatabaseUnavailableError | None:
+    """The ``DatabaseUnavailableError`` that a driver or socket error means, or None when it is
+    not a connection-level failure (SQL error, constraint violation, bad argument: a bug or an
+    answer, raised as is). Pure."""
+    if isinstance(exc, _TRANSIENT):
+        return DatabaseUnavailableError(f"database unavailable: {type(exc).__name__}: {exc}")
+    # asyncpg's argument/config errors (DataError, ClientConfigurationError) are also ValueErrors
+    if (isinstance(exc, asyncpg.exceptions.InterfaceError) and not isinstance(exc, ValueError)
+            and _GONE.search(str(exc))):
+        return DatabaseUnavailableError(f"database unavailable: {type(exc).__name__}: {exc}")
+    return None
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -48,7 +70,7 @@ async def create_pool(settings: CommonSettings, *, max_size: int | None = None, 
     Raises DatabaseUnavailableError when PostgreSQL cannot be reached.
     """
     timeout_ms = str(int(settings.db_statement_timeout_s * 1000))
-    try:
+    async with translate_errors():
         pool = await asyncpg.create_pool(
             settings.database_url,
             min_size=settings.db_pool_min,
@@ -59,16 +81,27 @@ async def create_pool(settings: CommonSettings, *, max_size: int | None = None, 
             command_timeout=settings.db_statement_timeout_s + 5,
             server_settings={"statement_timeout": timeout_ms, "application_name": app_name[:63]},
         )
-    except _TRANSIENT as exc:
-        raise DatabaseUnavailableError(f"database unreachable: {exc}") from exc
     assert pool is not None
     return pool
 
 
 @contextlib.asynccontextmanager
 async def translate_errors() -> AsyncIterator[None]:
-    """Re-raise asyncpg's connection-level failures as DatabaseUnavailableError."""
+    """Re-raise connection-level failures inside the block as DatabaseUnavailableError
+    (:func:`unavailable`); anything else leaves unchanged."""
     try:
         yield
-    except _TRANSIENT as exc:
-        raise DatabaseUnavailableError(f"database error: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        translated = unavailable(exc)
+        if translated is None:
+            raise
+        raise translated from exc
+
+
+@contextlib.asynccontextmanager
+async def connection(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
+    """A pooled connection for the block; a connection-level failure, on acquire or mid-query,
+    leaves as DatabaseUnavailableError. Opening a new connection is bounded by
+    ``DB_CONNECT_TIMEOUT_S``; waiting for a busy pool to free one is not."""
+    async with translate_errors(), pool.acquire() as conn:
+        yield conn

@@ -13,8 +13,8 @@ never here). ``error_code`` is a class attribute, stored in ``index_task.error_c
     │   ├── TaskTimeoutError                timeout               task hard limit hit, or timed out by the scanner
     │   ├── DeliveryLimitError              delivery_limit        the message crashed workers too many times
     │   ├── TransientError                  retry inside the task with backoff, then FAILED
-    │   │   ├── StorageUnavailableError     storage_unavailable   object store unreachable / timed out
-    │   │   ├── DatabaseUnavailableError    database_unavailable  PostgreSQL connection lost / timed out
+    │   │   ├── StorageUnavailableError     storage_unavailable   object store unreachable / timed out (API: 503)
+    │   │   ├── DatabaseUnavailableError    database_unavailable  PostgreSQL unreachable / connection lost (API: 503)
     │   │   ├── BrokerUnavailableError      broker_unavailable    RabbitMQ unreachable / publish not confirmed
     │   │   ├── LockUnavailableError        lock_unavailable      Redis unreachable (document lock)
     │   │   ├── ParserUnavailableError      parser_unavailable    the sandbox child could not start
@@ -159,6 +159,9 @@ class StorageUnavailableError(TransientError):
 
 
 class DatabaseUnavailableError(TransientError):
+    """PostgreSQL cannot be reached or the connection failed (``shared.db.unavailable``): the
+    worker retries, the API answers 503 with ``Retry-After``. Never an SQL error or a bug."""
+
     error_code = "database_unavailable"
 
 

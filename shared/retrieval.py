@@ -29,6 +29,7 @@ from typing import TypeAlias
 import asyncpg
 import numpy as np
 
+from shared.db import connection
 from shared.ranking import RRF_K, canonicalize, collapse, rrf
 
 
@@ -193,7 +194,7 @@ async def _one_list(db: Db, name: str, kb_id: int, text: str, embedding: np.ndar
     """The top ``depth`` of list ``name`` with one chunk per (content hash, chunk index): copies of
     a document (uploaded with ``allow_duplicate``) hold the same chunks and would fill the list."""
     if isinstance(db, asyncpg.Pool):
-        async with db.acquire() as conn:
+        async with connection(db) as conn:
             return await _one_list(conn, name, kb_id, text, embedding, depth, params)
     limit = depth
     for round_ in range(_REFILL_ROUNDS):
@@ -244,11 +245,14 @@ async def rank(
 async def search(
     db: Db, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int, params: SearchParams,
 ) -> list[Hit]:
-    """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section."""
+    """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section.
+
+    Given a pool, a connection-level failure raises ``DatabaseUnavailableError``
+    (:func:`shared.db.connection`); given a connection, the caller translates."""
     ranked = await rank(db, kb_id, mode, text, embedding, top_k, params)
     ids = [cid for cid, _, _ in ranked]
     if isinstance(db, asyncpg.Pool):
-        async with db.acquire() as conn:
+        async with connection(db) as conn:
             rows = await _details(conn, ids)
     else:
         rows = await _details(db, ids)

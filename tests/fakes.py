@@ -160,6 +160,7 @@ class FakeStore:
     ) -> tuple[IndexMessage, OutboxRow] | IssueRefused:
         if self.before_issue is not None:
             await self.before_issue(snap)
+        self._maybe_fail("issue_generation")
         if in_flight_limit is not None and await self.count_in_flight(snap.user_id) >= in_flight_limit:
             return IssueRefused.OVER_CAP
         task = self.tasks.get(snap.task_id)

@@ -11,13 +11,20 @@ from typing import Any
 import pytest
 
 from knowledge_service.events import changed_documents, kb_events, task_events
+from shared.errors import DatabaseUnavailableError
+
+DOWN = DatabaseUnavailableError("database unavailable: ConnectionRefusedError")
 
 
 def _loader(snapshots: list[Any]) -> Any:
+    """Returns the snapshots in turn; an exception in the list is raised instead."""
     it = iter(snapshots)
 
     async def load() -> Any:
-        return next(it)
+        got = next(it)
+        if isinstance(got, Exception):
+            raise got
+        return got
 
     return load
 
@@ -93,3 +100,22 @@ async def test_streams_close_after_their_maximum_duration(caplog: pytest.LogCapt
     assert [e["event"] for e in task_out] == ["task"] and [e["event"] for e in kb_out] == ["document"]
     reasons = [getattr(r, "reason", None) for r in caplog.records if r.message == "event stream closed"]
     assert reasons == ["max_duration", "max_duration"]
+
+
+async def test_polls_the_database_cannot_answer_are_skipped_and_the_stream_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="knowledge_service.events")
+    running = {"task_id": 4, "status": "RUNNING", "progress": 0.5}
+    snaps = [running, DOWN, DOWN, DOWN, {**running, "status": "SUCCESS", "progress": 1.0}]
+    out = [e async for e in task_events(_loader(snaps), interval_s=0, task_id=4)]
+    assert [e["event"] for e in out] == ["task", "task", "end"]
+    assert [json.loads(e["data"]).get("progress") for e in out[:2]] == [0.5, 1.0]
+    messages = [r.message for r in caplog.records]
+    assert messages.count("event stream poll failed; polling on") == 1  # once per outage, not per poll
+    assert messages.count("event stream poll answered again") == 1
+
+    stream = kb_events(_loader([DOWN, {1: {"s": "a"}}, DOWN, {1: {"s": "b"}}]), interval_s=0, kb_id=3)
+    kb_out = [await anext(stream) for _ in range(2)]
+    await stream.aclose()
+    assert [json.loads(e["data"]) for e in kb_out] == [{"s": "a"}, {"s": "b"}]

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from knowledge_service.errors_http import EXCEPTION_HANDLERS, STATUS_FOR, status_for
 from shared.errors import (
+    DatabaseUnavailableError,
     DocumentNotFound,
     EnqueueConflict,
     EnqueueContention,
@@ -56,6 +57,8 @@ CASES: list[tuple[Exception, int, object, dict[str, str]]] = [
     (MissingFileError("file"), 422,
      [{"type": "missing", "loc": ["body", "file"], "msg": "Field required", "input": None}], {"connection": "close"}),
     (StorageUnavailableError("down"), 503, "object storage unavailable", {"connection": "close"}),
+    (DatabaseUnavailableError("database unavailable: ConnectionRefusedError: secret host detail"), 503,
+     "database unavailable", {"retry-after": "5", "connection": "close"}),
 ]
 
 

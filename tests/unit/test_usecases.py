@@ -10,6 +10,7 @@ import pytest
 
 from shared import usecases
 from shared.errors import (
+    DatabaseUnavailableError,
     EnqueueConflict,
     EnqueueContention,
     InFlightLimitExceeded,
@@ -138,6 +139,25 @@ async def test_replace_content_failing_removes_the_new_object() -> None:
     with pytest.raises(TaskNotFound):
         await usecases.replace_content(deps(objects=objects), 42, CONTENT)
     assert objects.removed == ["new-key"]
+
+
+async def test_database_down_after_the_upload_was_stored_removes_its_object() -> None:
+    store = FakeStore()
+    store.fail_next["create_document"] = DatabaseUnavailableError("down")
+    objects = FakeObjectStore({"new-key": b"x"})
+    with pytest.raises(DatabaseUnavailableError):
+        await usecases.create_document(deps(store, objects=objects), user_id=1, kb_id=1, obj=CONTENT)
+    assert objects.removed == ["new-key"] and store.tasks == {}
+
+
+async def test_database_down_while_replacing_content_removes_the_new_object() -> None:
+    store = FakeStore()
+    msg = store.add_document(status=TaskStatus.SUCCESS)
+    store.fail_next["issue_generation"] = DatabaseUnavailableError("down")
+    objects = FakeObjectStore({"new-key": b"x"})
+    with pytest.raises(DatabaseUnavailableError):
+        await usecases.replace_content(deps(store, objects=objects), msg.task_id, CONTENT)
+    assert objects.removed == ["new-key"] and store.tasks[msg.task_id].generation == 1
 
 
 async def test_replace_content_of_a_running_task_fences_it_out() -> None:
