@@ -407,18 +407,28 @@ class IndexHandler:
             log.warning("embedding cache not updated", extra={"error": str(exc)})
 
     async def _embed(self, run: _Run, texts: list[str]) -> Any:
-        """Embed in batches of ``embed_progress_chunks`` (at most ``embedding_batch_size``),
-        reporting EMBEDDING progress (embedded / total) between batches; a (len(texts), dim) matrix."""
+        """Embed in calls of ``embed_progress_chunks`` (at most ``embedding_batch_size``),
+        reporting EMBEDDING progress (embedded / total) between calls; a (len(texts), dim) matrix
+        in input order.
+
+        The texts go longest first across the whole document, as sentence-transformers'
+        ``encode()`` orders one call: each call then pads to similar lengths (a call of 16 texts
+        in document order pads to its longest)."""
         import numpy as np
 
         step = max(1, self._s.embed_chunks)
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        ordered = [texts[i] for i in order]
         await self._report(run, Stage.EMBEDDING, 0.0)
         parts = []
-        for at in range(0, len(texts), step):
-            parts.append(await self._with_retries(self._embedder.embed, texts[at:at + step]))
+        for at in range(0, len(ordered), step):
+            parts.append(await self._with_retries(self._embedder.embed, ordered[at:at + step]))
             await fault_point("embed_batch")
-            await self._report(run, Stage.EMBEDDING, embedded_share(at + step, len(texts)))
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+            await self._report(run, Stage.EMBEDDING, embedded_share(at + step, len(ordered)))
+        done = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        out = np.empty_like(done)
+        out[order] = done
+        return out
 
     async def _report(self, run: _Run, stage: Stage, progress: float = 0.0) -> None:
         """Write the run's stage and progress if the throttle allows it (about once a second).

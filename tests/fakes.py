@@ -8,6 +8,7 @@ simulated with hooks (``before_issue``) that move the task between a read and a 
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ class FakeDocument:
     generation: int = 1
     status: DocumentStatus = DocumentStatus.INDEXING
     chunks: list[Chunk] = field(default_factory=list)
+    embeddings: npt.NDArray[Any] | None = None  # row i: chunk i's vector
     pending: NewContent | None = None  # new content not yet indexed (the served one stays)
 
 
@@ -293,6 +295,7 @@ class FakeStore:
         doc = self.documents[document_id]
         doc.status = DocumentStatus.INDEXED
         doc.chunks = list(chunks)
+        doc.embeddings = embeddings
         return True
 
     async def finish_unsuccessfully(
@@ -401,18 +404,31 @@ class FakeLock:
 
 
 class FakeEmbedder:
-    """Unit vectors of dimension ``dim``; ``error`` is raised instead when set."""
+    """Unit vectors of dimension ``dim``; ``error`` is raised instead when set. ``by_text``: each
+    text's vector depends on the text (so a row out of place shows); else every row is e0."""
 
-    def __init__(self, dim: int = 4, error: Exception | None = None) -> None:
+    def __init__(self, dim: int = 4, error: Exception | None = None, *, by_text: bool = False) -> None:
         self.model_name = "fake"
         self.dim = dim
         self.error = error
+        self.by_text = by_text
         self.calls = 0
+        self.batches: list[list[str]] = []
+
+    def vector(self, text: str) -> npt.NDArray[np.float32]:
+        """The row :meth:`embed` gives ``text`` (with ``by_text``)."""
+        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+        v = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+        out: npt.NDArray[np.float32] = v / np.linalg.norm(v)
+        return out
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         self.calls += 1
+        self.batches.append(list(texts))
         if self.error is not None:
             raise self.error
+        if self.by_text:
+            return np.stack([self.vector(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         out[:, 0] = 1.0
         return out

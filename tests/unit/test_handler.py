@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from shared.errors import (
@@ -255,6 +256,17 @@ async def test_progress_is_reported_per_stage_and_embedding_goes_in_batches() ->
     assert w.store.tasks[w.msg.task_id].progress == [
         ("PARSING", 0.0), ("CHUNKING", 0.0), ("EMBEDDING", 0.0), ("WRITING", 1.0)]
     assert w.embedder.calls == 2  # 3 chunks, at most 2 per call
+
+
+async def test_embedding_goes_longest_first_across_the_document_and_rows_stay_in_chunk_order() -> None:
+    w = World(embed_chunks=2, embedder=FakeEmbedder(by_text=True))
+    assert await w.handle() is Outcome.ACK
+    # as encode() orders one call: each call pads to similar lengths
+    assert w.embedder.batches == [["second paragraph", "first paragraph"], ["third"]]
+    doc = w.store.documents[w.msg.document_id]
+    assert doc.embeddings is not None
+    for chunk, row in zip(doc.chunks, doc.embeddings, strict=True):
+        np.testing.assert_array_equal(row, w.embedder.vector(chunk.content))
 
 
 async def test_a_progress_write_fenced_out_stops_the_run_before_embedding() -> None:
