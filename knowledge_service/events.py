@@ -32,10 +32,12 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from shared.errors import DatabaseUnavailableError
 from shared.states import TERMINAL
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,22 @@ def changed_documents(
     return updated, removed
 
 
+async def _polls(
+    load: Callable[[], Awaitable[T]], outage: _Outage, interval_s: float, deadline: float
+) -> AsyncIterator[T]:
+    """``load()``'s answers, one every ``interval_s`` seconds until ``deadline`` (monotonic);
+    a poll that raises ``DatabaseUnavailableError`` is skipped (and logged once by ``outage``)."""
+    while time.monotonic() < deadline:
+        try:
+            current = await load()
+        except DatabaseUnavailableError as exc:
+            outage.failed(exc)
+        else:
+            outage.answered()
+            yield current
+        await asyncio.sleep(interval_s)
+
+
 async def task_events(
     load: Callable[[], Awaitable[Snapshot | None]], *, interval_s: float, task_id: int, max_s: float = 3600.0
 ) -> AsyncIterator[Event]:
@@ -89,14 +107,7 @@ async def task_events(
     deadline = time.monotonic() + max_s
     outage = _Outage(stream="task", task_id=task_id)
     try:
-        while time.monotonic() < deadline:
-            try:
-                current = await load()
-            except DatabaseUnavailableError as exc:
-                outage.failed(exc)
-                await asyncio.sleep(interval_s)
-                continue
-            outage.answered()
+        async for current in _polls(load, outage, interval_s, deadline):
             if current is None:
                 reason = "gone"
                 yield _event("gone", {"task_id": task_id}, seq)
@@ -109,7 +120,6 @@ async def task_events(
                 reason = "terminal"
                 yield _event("end", {"task_id": task_id, "status": current["status"]}, seq + 1)
                 return
-            await asyncio.sleep(interval_s)
     except BaseException:
         reason = "disconnected"
         raise
@@ -131,14 +141,7 @@ async def kb_events(
     deadline = time.monotonic() + max_s
     outage = _Outage(stream="kb", kb_id=kb_id)
     try:
-        while time.monotonic() < deadline:
-            try:
-                current = await load()
-            except DatabaseUnavailableError as exc:
-                outage.failed(exc)
-                await asyncio.sleep(interval_s)
-                continue
-            outage.answered()
+        async for current in _polls(load, outage, interval_s, deadline):
             updated, removed = changed_documents(previous, current)
             for doc in updated:
                 seq += 1
@@ -147,7 +150,6 @@ async def kb_events(
                 seq += 1
                 yield _event("removed", {"document_id": document_id}, seq)
             previous = current
-            await asyncio.sleep(interval_s)
     except BaseException:
         reason = "disconnected"
         raise
