@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from shared.db import translate_errors
+from shared.db import connection
 from shared.errors import PermanentError, StorageUnavailableError, TransientError
 from shared.repo import objects as objects_repo
 from shared.storage import ObjectStore
@@ -42,7 +42,7 @@ async def remove_released(pool: asyncpg.Pool, store: ObjectStore, *, batch: int 
     Raises TransientError subclasses (database unavailable).
     """
     removed = 0
-    async with translate_errors(), pool.acquire() as conn, conn.transaction():
+    async with connection(pool) as conn, conn.transaction():
         rows = await objects_repo.claim_object_removals(conn, batch)
         if not rows:
             return 0
@@ -106,7 +106,7 @@ async def sweep_orphans(
         start_after = objects[-1][0]
         old = [key for key, modified in objects if modified < cutoff]
         if old:
-            async with translate_errors(), pool.acquire() as conn:
+            async with connection(pool) as conn:
                 orphans = await objects_repo.unreferenced_keys(conn, old)
             for key in orphans:
                 try:

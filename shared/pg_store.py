@@ -13,7 +13,7 @@ import asyncpg
 import numpy.typing as npt
 
 from shared.cleanup import remove_released_quietly
-from shared.db import translate_errors
+from shared.db import connection
 from shared.errors import EnqueueContention
 from shared.fencing import EnqueueDecision, TaskSnapshot
 from shared.messages import IndexMessage
@@ -58,11 +58,11 @@ class PgTaskStore:
         self._dispatch_limit = dispatch_limit
 
     async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await tasks_repo.load_task_snapshot(conn, task_id)
 
     async def count_in_flight(self, user_id: int) -> int:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await tasks_repo.count_in_flight(conn, user_id)
 
     async def create_document(
@@ -80,7 +80,7 @@ class PgTaskStore:
     async def _create_or_find(
         self, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int, dedup: bool
     ) -> tuple[IndexMessage, OutboxRow] | Duplicate | None:
-        async with translate_errors(), self._pool.acquire() as conn, conn.transaction():
+        async with connection(self._pool) as conn, conn.transaction():
             if dedup:  # the read and the user's in-flight lock in one round trip
                 same = await documents_repo.find_same_content(conn, kb_id, content.sha256, lock_user=user_id)
                 if same is not None:
@@ -98,7 +98,7 @@ class PgTaskStore:
         self, snap: TaskSnapshot, decision: EnqueueDecision, content: NewContent | None,
         *, in_flight_limit: int | None,
     ) -> tuple[IndexMessage, OutboxRow] | IssueRefused:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             if in_flight_limit is None:
                 issued = await tasks_repo.try_issue_generation(conn, snap, decision, content, self._dispatch_limit)
             else:
@@ -109,24 +109,24 @@ class PgTaskStore:
         return IssueRefused.LOST_RACE if issued is None else issued
 
     async def mark_published(self, outbox_id: int) -> None:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             await outbox_repo.mark_published(conn, outbox_id)
 
     async def delete_document(self, document_id: int) -> bool:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await documents_repo.delete_document(conn, document_id)
 
     async def drop_pending(self, document_id: int) -> bool:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await documents_repo.drop_pending(conn, document_id)
 
     async def pending_dead_letter(self, dead_letter_id: int) -> _DeadLetter | None:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             row = await dead_letters_repo.pending_dead_letter(conn, dead_letter_id)
         return None if row is None else _DeadLetter(row["task_id"])
 
     async def mark_dead_letter_replayed(self, dead_letter_id: int) -> bool:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await dead_letters_repo.mark_dead_letter_replayed(conn, dead_letter_id)
 
 
@@ -137,62 +137,62 @@ class PgWorkerStore:
         self._pool = pool
 
     async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await tasks_repo.load_task_snapshot(conn, task_id)
 
     async def claim_task(self, task_id: int, generation: int) -> int | None:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await tasks_repo.claim_task(conn, task_id, generation)
 
     async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await tasks_repo.heartbeat(conn, task_id, generation, attempt)
 
     async def report_progress(self, task_id: int, generation: int, attempt: int, stage: str, progress: float) -> bool:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await tasks_repo.report_progress(conn, task_id, generation, attempt, stage, progress)
 
     async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await documents_repo.document_source(conn, document_id)
 
     async def claim_is_current(self, task_id: int, generation: int, attempt: int) -> bool:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await tasks_repo.claim_is_current(conn, task_id, generation, attempt)
 
     async def record_embedding_run(
         self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str,
         *, cache_hits: int = 0, cache_misses: int | None = None,
     ) -> None:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             await runs_repo.record_embedding_run(conn, task_id, document_id, generation, attempt, chunk_count, worker,
                                                cache_hits=cache_hits, cache_misses=cache_misses)
 
     async def cache_lookup(
         self, model: str, revision: str, dim: int, keys: Sequence[bytes]
     ) -> dict[bytes, npt.NDArray[Any]]:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await cache_repo.cache_lookup(conn, model, revision, dim, keys)
 
     async def cache_store(
         self, model: str, revision: str, dim: int, keys: Sequence[bytes], vectors: npt.NDArray[Any]
     ) -> int:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await cache_repo.cache_store(conn, model, revision, dim, keys, vectors)
 
     async def cache_touch(self, model: str, revision: str, keys: Sequence[bytes], min_age_s: float) -> int:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await cache_repo.cache_touch(conn, model, revision, keys, min_age_s)
 
     async def record_skips(self, skips: Sequence[SkipRecord], worker: str) -> None:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             await runs_repo.record_skips(conn, skips, worker)
 
     async def commit_chunks(
         self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
         chunks: Sequence[Chunk], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
     ) -> bool:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await chunks_repo.commit_chunks(
                 conn, task_id=task_id, document_id=document_id, kb_id=kb_id, generation=generation,
                 attempt=attempt, chunks=chunks, embeddings=embeddings, warnings=warnings,
@@ -202,7 +202,7 @@ class PgWorkerStore:
         self, *, task_id: int, document_id: int, generation: int, attempt: int, status: TaskStatus,
         error_code: str, error_message: str, warnings: Sequence[str] = (),
     ) -> bool:
-        async with translate_errors(), self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             return await tasks_repo.finish_unsuccessfully(
                 conn, task_id=task_id, document_id=document_id, generation=generation, attempt=attempt,
                 status=status, error_code=error_code, error_message=error_message, warnings=warnings,

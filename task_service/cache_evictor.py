@@ -12,7 +12,7 @@ import logging
 
 import asyncpg
 
-from shared.db import translate_errors
+from shared.db import connection
 from shared.errors import TransientError
 from shared.repo import cache as cache_repo
 from shared.settings import WorkerSettings
@@ -25,7 +25,7 @@ LOW_WATER = 0.9  # a pass above the bound evicts down to 90 % of it
 async def evict_once(pool: asyncpg.Pool, max_rows: int) -> int | None:
     """One pass: rows deleted, or None when another worker's pass is running.
     Raises ``DatabaseUnavailableError`` (transient)."""
-    async with translate_errors(), pool.acquire() as conn:
+    async with connection(pool) as conn:
         deleted = await cache_repo.cache_evict(conn, max_rows, LOW_WATER)
     if deleted:
         log.info("embedding cache evicted", extra={"rows": deleted, "max_rows": max_rows})

@@ -35,7 +35,7 @@ from aio_pika.abc import AbstractChannel
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from shared import amqp, ops_queries
-from shared.db import translate_errors
+from shared.db import connection
 from shared.errors import TransientError
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def serve(metrics: WorkerMetrics, host: str, port: int) -> Any:
 
 async def sample_once(metrics: WorkerMetrics, pool: asyncpg.Pool, channel: AbstractChannel | None) -> None:
     """Refresh the sampled gauges from PostgreSQL and (if given) the broker."""
-    async with translate_errors(), pool.acquire() as conn:
+    async with connection(pool) as conn:
         sample = await ops_queries.sample(conn)
     metrics.outbox_backlog.set(sample.outbox_backlog)
     for status in ACTIVE_STATUSES:

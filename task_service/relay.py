@@ -18,7 +18,7 @@ import logging
 import asyncpg
 
 from shared import amqp
-from shared.db import translate_errors
+from shared.db import connection
 from shared.errors import BrokerUnavailableError, TransientError
 from shared.repo import outbox as outbox_repo
 from task_service import APP_ID
@@ -33,11 +33,11 @@ async def relay_once(pool: asyncpg.Pool, publisher: amqp.Publisher, *, grace_s: 
     rows: those this pass released, and older ones the inline publish left (``grace_s``).
     Returns how many were published."""
     published = 0
-    async with translate_errors(), pool.acquire() as conn:
+    async with connection(pool) as conn:
         released = await outbox_repo.release_held_outbox(conn, dispatch_limit, batch)
     if released:
         log.info("outbox rows released", extra={"released": len(released)})
-    async with translate_errors(), pool.acquire() as conn, conn.transaction():
+    async with connection(pool) as conn, conn.transaction():
         rows = await outbox_repo.claim_pending_outbox(conn, grace_s, batch, released)
         for row in rows:
             try:

@@ -18,7 +18,7 @@ import asyncpg
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from shared import amqp
-from shared.db import translate_errors
+from shared.db import connection
 from shared.errors import DeliveryLimitError, TaskTimeoutError, TransientError
 from shared.log import bind
 from shared.messages import IndexMessage, InvalidMessageError
@@ -51,7 +51,7 @@ def thresholds(s: WorkerSettings) -> ScanThresholds:
 async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport) -> None:
     """One pass over active tasks older than the smallest threshold."""
     oldest = min(th.heartbeat_timeout, th.hard_limit, th.requeue_after).total_seconds()
-    async with translate_errors(), pool.acquire() as conn:
+    async with connection(pool) as conn:
         rows = await tasks_repo.active_tasks_older_than(conn, oldest, 500)
         for r in rows:
             decision = decide_scan(TaskStatus(r["status"]), r["start_time"], r["update_time"], r["now"], th)
@@ -91,7 +91,7 @@ async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, repor
             msg: IndexMessage | None = IndexMessage.from_json(message.body)
         except InvalidMessageError:
             msg = None
-        async with translate_errors(), pool.acquire() as conn:
+        async with connection(pool) as conn:
             dl_id = await dead_letters_repo.record_dead_letter(
                 conn, message_id=message.message_id, msg=msg, reason=reason, body=message.body,
                 headers={k: v for k, v in (message.headers or {}).items() if k != "x-death"},
