@@ -140,7 +140,7 @@ class TaskTimeoutError(IndexingError):
 
 
 class DeliveryLimitError(IndexingError):
-    """The message was delivered more than ``amqp.DELIVERY_LIMIT`` times without a settle.
+    """The message was delivered more than ``messages.DELIVERY_LIMIT`` times without a settle.
 
     ``error_code`` equals RabbitMQ's own ``x-death`` reason for the same event.
     """
