@@ -21,14 +21,11 @@ import numpy.typing as npt
 
 from shared.domain.errors import BrokerUnavailableError, LockUnavailableError, StorageUnavailableError
 from shared.domain.fencing import EnqueueDecision, StaleThresholds, TaskSnapshot
-from shared.domain.messages import IndexMessage
+from shared.domain.messages import EXCHANGE, ROUTING_KEY, IndexMessage
 from shared.domain.records import Chunk, Duplicate, NewContent, OutboxRow, SkipRecord
 from shared.domain.states import ACTIVE, DocumentStatus, TaskStatus
 from shared.ports import IssueRefused
 from task_service.pipeline.extract import Extraction
-
-EXCHANGE = "rag.index.exchange"
-ROUTING_KEY = "rag.index.document"
 
 #: The settings' defaults (STALE_WAITING_S=600, STALE_RUNNING_S=2700) for tests that decide enqueues.
 STALE = StaleThresholds(queued=timedelta(minutes=10), running=timedelta(minutes=45))
