@@ -22,7 +22,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from bench.report import write_section
-from shared.errors import DependencyMissingError
+from shared.domain.errors import DependencyMissingError
 from tests.fidelity import Sample
 
 FORMATS = ("docx", "html", "md", "txt")

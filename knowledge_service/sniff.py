@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from shared.doc_types import _EXTENSION, ALLOWED_EXTENSIONS, MIME_TYPES, Kind, parser_filename
-from shared.errors import NeedBytesError, UnsupportedContentError
-from shared.text_sniff import stray_nul_limit, strip_stray_nuls, wide_encoding
+from shared.domain.errors import NeedBytesError, UnsupportedContentError
+from shared.domain.text_sniff import stray_nul_limit, strip_stray_nuls, wide_encoding
 
 __all__ = [
     "ALLOWED_EXTENSIONS",

@@ -38,8 +38,9 @@ from starlette.requests import ClientDisconnect, Request
 
 from knowledge_service import sniff
 from knowledge_service.filenames import clean_filename, decode_form_filename
+from shared.adapters.s3 import ObjectStore
 from shared.doc_types import extension
-from shared.errors import (
+from shared.domain.errors import (
     MalformedUploadError,
     MissingFileError,
     NeedBytesError,
@@ -49,7 +50,6 @@ from shared.errors import (
     UploadAbortedError,
     UploadTooLargeError,
 )
-from shared.storage import ObjectStore
 
 if TYPE_CHECKING:
     from python_multipart.multipart import MultipartCallbacks

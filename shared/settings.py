@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.errors import ConfigurationError
+from shared.domain.errors import ConfigurationError
 
 
 class CommonSettings(BaseSettings):
@@ -70,7 +70,7 @@ class CommonSettings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool = True
 
-    # Fair dispatch across users (shared/dispatch.py): K tasks of one user at most are in the
+    # Fair dispatch across users (shared/domain/dispatch.py): K tasks of one user at most are in the
     # broker or running; the rest wait in PostgreSQL (outbox row held) and are released
     # round-robin across users as slots free up. Read by the API (inline release of an upload)
     # and by the worker's relay.

@@ -62,7 +62,7 @@ from typing import IO
 
 from lxml import etree
 
-from shared.errors import CorruptDocumentError, ParseLimitError, UnsupportedTypeError
+from shared.domain.errors import CorruptDocumentError, ParseLimitError, UnsupportedTypeError
 from task_service.pipeline.document import Block, ParsedDocument, section_path
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"

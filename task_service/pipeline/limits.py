@@ -30,7 +30,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shared.errors import ParseLimitError
+from shared.domain.errors import ParseLimitError
 
 if TYPE_CHECKING:
     from shared.settings import WorkerSettings

@@ -34,8 +34,8 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Literal
 
-from shared.errors import NoTextError, UnsupportedTypeError
-from shared.normalize import (
+from shared.domain.errors import NoTextError, UnsupportedTypeError
+from shared.domain.normalize import (
     has_visible_text,
     normalize_text,
     reflow_plain_text,

@@ -20,8 +20,8 @@ from starlette.requests import Request
 
 from knowledge_service import sniff, upload
 from knowledge_service.filenames import clean_filename, decode_form_filename
+from shared.adapters.s3 import ObjectStore
 from shared.doc_types import extension
-from shared.storage import ObjectStore
 
 DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
@@ -298,7 +298,7 @@ class MemoryStore:
                 self.reads.append(len(piece))
                 data += piece
                 if self.fail_after is not None and len(data) > self.fail_after:
-                    from shared.errors import StorageUnavailableError
+                    from shared.domain.errors import StorageUnavailableError
 
                     raise StorageUnavailableError("put: storage went away")
         except upload.UploadAbortedError:
@@ -461,7 +461,7 @@ async def test_malformed_requests(body: bytes, kw: dict[str, Any], error: type[E
 
 
 async def test_storage_failure_mid_stream_surfaces_and_leaves_nothing() -> None:
-    from shared.errors import StorageUnavailableError
+    from shared.domain.errors import StorageUnavailableError
 
     store = MemoryStore(fail_after=10)
     with pytest.raises(StorageUnavailableError):

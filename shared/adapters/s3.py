@@ -1,0 +1,169 @@
+"""Object storage adapter (the ``minio`` SDK against any S3 server); errors mapped to shared.domain.errors.
+
+The SDK is synchronous: every call runs in a worker thread so the event loop (and the AMQP
+heartbeats it serves) never blocks on storage I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from datetime import datetime
+from typing import BinaryIO
+
+import urllib3
+from minio import Minio
+from minio.error import MinioException, S3Error
+
+from shared.domain.errors import ObjectMissingError, StorageUnavailableError
+from shared.settings import CommonSettings
+
+
+def _translate(exc: Exception, what: str) -> Exception:
+    if isinstance(exc, S3Error) and exc.code in ("NoSuchKey", "NoSuchObject"):
+        return ObjectMissingError(f"{what}: object not found in storage")
+    return StorageUnavailableError(f"{what}: storage unavailable: {type(exc).__name__}: {exc}")
+
+
+#: Kept-alive connections to the S3 server (concurrent calls beyond it open and drop one each).
+POOL_CONNECTIONS = 64
+_MIN_PART = 5 * 1024 * 1024  # S3's smallest multipart part; below it put_object sends one PUT
+_ERRORS = (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError)
+
+
+class ObjectStore:
+    """One bucket of an S3 server."""
+
+    def __init__(self, settings: CommonSettings) -> None:
+        timeout = settings.s3_timeout_s
+        http = urllib3.PoolManager(
+            timeout=urllib3.Timeout(connect=min(5.0, timeout), read=timeout),
+            retries=urllib3.Retry(total=1, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
+            maxsize=POOL_CONNECTIONS,
+        )
+        self._client = Minio(
+            settings.s3_endpoint,
+            access_key=settings.s3_access_key.get_secret_value(),
+            secret_key=settings.s3_secret_key.get_secret_value(),
+            secure=settings.s3_secure,
+            http_client=http,
+        )
+        self.bucket = settings.s3_bucket
+
+    async def ensure_bucket(self) -> None:
+        """Create the bucket if missing. Raises StorageUnavailableError."""
+
+        def _do() -> None:
+            if not self._client.bucket_exists(self.bucket):
+                try:
+                    self._client.make_bucket(self.bucket)
+                except S3Error as exc:
+                    if exc.code not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                        raise
+
+        try:
+            await asyncio.to_thread(_do)
+        except _ERRORS as exc:
+            raise _translate(exc, "ensure bucket") from exc
+
+    async def put(self, key: str, stream: BinaryIO, length: int, part_size: int) -> None:
+        """Store ``length`` bytes (``-1``: unknown, multipart with ``part_size`` bytes per part)."""
+        try:
+            await asyncio.to_thread(
+                self._client.put_object, self.bucket, key, stream, length, part_size=part_size
+            )
+        except _ERRORS as exc:
+            raise _translate(exc, f"put {key}") from exc
+
+    async def get(self, key: str) -> bytes:
+        """The whole object. Raises StorageUnavailableError or ObjectMissingError."""
+        return await self._read(key, 0, 0, f"get {key}")
+
+    async def remove(self, key: str) -> None:
+        try:
+            await asyncio.to_thread(self._client.remove_object, self.bucket, key)
+        except _ERRORS as exc:
+            raise _translate(exc, f"remove {key}") from exc
+
+    async def exists(self, key: str) -> bool:
+        try:
+            await asyncio.to_thread(self._client.stat_object, self.bucket, key)
+            return True
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NoSuchObject"):
+                return False
+            raise _translate(exc, f"stat {key}") from exc
+        except _ERRORS as exc:
+            raise _translate(exc, f"stat {key}") from exc
+
+    def put_stream_blocking(self, key: str, stream: BinaryIO, part_size: int, content_type: str) -> None:
+        """Store a stream of unknown length (BLOCKING: call it from a thread of its own).
+
+        Multipart upload in ``part_size`` parts, one at a time (``num_parallel_uploads=1``: the
+        SDK's parallel mode queues parts without bound, so a slow store would buffer the body).
+        At most one part is in memory. An exception raised by ``stream.read`` aborts the
+        multipart upload (nothing is left) and propagates unchanged; storage errors raise
+        StorageUnavailableError.
+        """
+        try:
+            self._client.put_object(self.bucket, key, stream, -1, content_type=content_type,
+                                    part_size=part_size, num_parallel_uploads=1)
+        except _ERRORS as exc:
+            raise _translate(exc, f"put {key}") from exc
+
+    def put_bytes_blocking(self, key: str, data: bytes, content_type: str) -> None:
+        """Store ``data`` with one PUT request (BLOCKING: call it from a thread). Raises
+        StorageUnavailableError."""
+        try:
+            self._client.put_object(self.bucket, key, io.BytesIO(data), len(data), content_type=content_type,
+                                    part_size=max(_MIN_PART, len(data)))
+        except _ERRORS as exc:
+            raise _translate(exc, f"put {key}") from exc
+
+    async def get_range(self, key: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of an object from ``offset`` (fewer at its end). Raises
+        StorageUnavailableError or ObjectMissingError."""
+        return await self._read(key, offset, length, f"get {key} [{offset}:+{length}]")
+
+    async def _read(self, key: str, offset: int, length: int, what: str) -> bytes:
+        """``length`` 0 = to the end."""
+
+        def _do() -> bytes:
+            resp = self._client.get_object(self.bucket, key, offset=offset, length=length)
+            try:
+                return resp.read()
+            finally:
+                resp.close()
+                resp.release_conn()
+
+        try:
+            return await asyncio.to_thread(_do)
+        except _ERRORS as exc:
+            raise _translate(exc, what) from exc
+
+    async def list_page(self, prefix: str, start_after: str | None, limit: int) -> list[tuple[str, datetime]]:
+        """Up to ``limit`` objects under ``prefix`` after ``start_after`` in key order, as
+        ``(key, last_modified)`` (timezone-aware). Raises StorageUnavailableError."""
+
+        def _do() -> list[tuple[str, datetime]]:
+            out: list[tuple[str, datetime]] = []
+            for o in self._client.list_objects(self.bucket, prefix=prefix, recursive=True,
+                                               start_after=start_after or None):
+                if o.object_name is None or o.last_modified is None or o.is_dir:
+                    continue
+                out.append((o.object_name, o.last_modified))
+                if len(out) >= limit:
+                    break
+            return out
+
+        try:
+            return await asyncio.to_thread(_do)
+        except _ERRORS as exc:
+            raise _translate(exc, f"list {prefix}") from exc
+
+    async def ping(self) -> None:
+        """Raises StorageUnavailableError unless the bucket answers."""
+        try:
+            await asyncio.to_thread(self._client.bucket_exists, self.bucket)
+        except _ERRORS as exc:
+            raise _translate(exc, "ping") from exc
