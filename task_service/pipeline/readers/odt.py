@@ -52,7 +52,8 @@ _DC = "{http://purl.org/dc/elements/1.1/}"
 
 _SKIPPED = frozenset(_TEXT + t for t in (
     "tracked-changes", "table-of-content", "illustration-index", "table-index", "object-index", "user-index",
-    "alphabetical-index", "bibliography", "sequence-decls", "variable-decls", "user-field-decls", "dde-connection-decls",
+    "alphabetical-index", "bibliography", "sequence-decls", "variable-decls", "user-field-decls",
+    "dde-connection-decls",
     "note-citation", "change", "change-start", "change-end", "soft-page-break", "bookmark", "bookmark-start",
     "bookmark-end",
 )) | {_OFFICE + "forms", _OFFICE + "annotation-end", _TABLE + "table-columns", _TABLE + "table-column",
@@ -142,7 +143,8 @@ class _Walker:
 
     def paragraph(self, el: etree._Element, *, heading: bool = False, label: str = "") -> None:
         outer = self.blocks
-        self.blocks = after = []
+        after: list[Block] = []
+        self.blocks = after
         parts = [label + " "] if label else []
         self.inline(el, parts)
         self.blocks = outer
@@ -187,7 +189,8 @@ class _Walker:
     def _collect(self, el: etree._Element) -> list[Block]:
         """The blocks of ``el``'s children, walked as nested content, returned instead of emitted."""
         outer = self.blocks
-        self.blocks = inner = []
+        inner: list[Block] = []
+        self.blocks = inner
         self.nested += 1
         self.container(el)
         self.nested -= 1
@@ -210,7 +213,8 @@ class _Walker:
 
     def _collect_one(self, el: etree._Element) -> list[Block]:
         outer = self.blocks
-        self.blocks = inner = []
+        inner: list[Block] = []
+        self.blocks = inner
         self.nested += 1
         self.block(el)
         self.nested -= 1

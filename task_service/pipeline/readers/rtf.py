@@ -228,7 +228,7 @@ def _control(reader: _Reader, word: bytes, arg: bytes | None, data: bytes, pos: 
     value = int(arg) if arg is not None else None
     if word == b"bin":
         return pos + max(value or 0, 0)
-    if starred and word not in _KEPT_STARRED or word in _SKIP_DESTINATIONS:
+    if (starred and word not in _KEPT_STARRED) or word in _SKIP_DESTINATIONS:
         if word == b"fonttbl":
             reader.state = replace(reader.state, font_table=True, skip=False)
         else:
@@ -261,25 +261,30 @@ def _format(reader: _Reader, word: bytes, value: int | None) -> None:
         reader.end_cell()
     elif word in (b"row", b"nestrow"):
         reader.end_row()
-    elif word == b"uc" and value is not None:
+    elif word in _CHARSET_WORDS or word == b"ansicpg":
+        codec = _CHARSET_WORDS.get(word) or _codec(f"cp{value}")
+        reader.ansi = codec or reader.ansi
+        reader.state = replace(reader.state, codec=reader.ansi)
+    elif value is not None:
+        _valued(reader, word, value)
+    elif word == b"deleted":
+        reader.state = replace(reader.state, deleted=True)
+    elif word == b"pard":
+        reader.outline = None
+    elif word == b"plain":
+        reader.state = replace(reader.state, deleted=False)
+
+
+def _valued(reader: _Reader, word: bytes, value: int) -> None:
+    if word == b"uc":
         reader.state = replace(reader.state, uc=max(value, 0))
-    elif word in _CHARSET_WORDS:
-        reader.ansi = _CHARSET_WORDS[word]
-        reader.state = replace(reader.state, codec=reader.ansi)
-    elif word == b"ansicpg" and value is not None:
-        reader.ansi = _codec(f"cp{value}") or reader.ansi
-        reader.state = replace(reader.state, codec=reader.ansi)
-    elif word == b"f" and value is not None:
+    elif word == b"f":
         reader._decode_pending()
         reader.state = replace(reader.state, codec=reader.fonts.get(value, reader.ansi))
     elif word == b"deleted":
         reader.state = replace(reader.state, deleted=value != 0)
-    elif word == b"pard":
-        reader.outline = None
-    elif word == b"outlinelevel" and value is not None:
+    elif word == b"outlinelevel":
         reader.outline = value + 1 if 0 <= value < 9 else None
-    elif word == b"plain":
-        reader.state = replace(reader.state, deleted=False)
 
 
 def _font_table(reader: _Reader, word: bytes, value: int | None) -> None:

@@ -62,13 +62,24 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
 
 def _parse(data: bytes) -> tuple[etree._Element, list[str]]:
     try:
-        return parse_xml(data, "XML", "document", internal_entities=True), []
+        return _parse_entities(data), []
     except CorruptDocumentError as exc:
         if "encoding" not in str(exc).lower() and "utf-8" not in str(exc).lower():
             raise
     decoded = decode(data)  # undeclared legacy bytes: decode, then parse the text as UTF-8
     text = _XML_DECL.sub("", decoded.text, count=1)
-    return parse_xml(text.encode("utf-8"), "XML", "document", internal_entities=True), list(decoded.warnings)
+    return _parse_entities(text.encode("utf-8")), list(decoded.warnings)
+
+
+def _parse_entities(data: bytes) -> etree._Element:
+    """Internal entities expanded; an external entity (never fetched) makes libxml2 call it undefined:
+    then the document is parsed again with no entity expanded (references counted in a warning)."""
+    try:
+        return parse_xml(data, "XML", "document", internal_entities=True)
+    except CorruptDocumentError as exc:
+        if "not defined" not in str(exc):
+            raise
+    return parse_xml(data, "XML", "document")
 
 
 @dataclass
