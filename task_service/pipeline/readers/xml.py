@@ -108,7 +108,8 @@ class _Walker:
         self.entities += sum(1 for child in el if child.tag is etree.Entity)
         attrs = _text_attributes(el)
         if not kids:
-            self._leaf(name, el.text or "", attrs, path, group)
+            tails = "".join(" " + (child.tail or "") for child in el if child.tag is etree.Entity)
+            self._leaf(name, (el.text or "") + tails, attrs, path, group)
         elif _has_own_text(el):
             self.flush(group, path)
             self._count()
