@@ -25,6 +25,7 @@ def odfpy(data: bytes) -> str:
     return "\n\n".join(teletype.extractText(p) for p in paragraphs)
 
 
+RUNS = {"odfpy": 2}
 CANDIDATES: dict[str, Callable[[bytes], str]] = {"ours": _ours(reader.read), "odfpy": odfpy}
 
 

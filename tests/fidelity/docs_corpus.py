@@ -285,16 +285,24 @@ def _sentence(i: int) -> str:
     return " ".join(_WORDS[(i * 7 + k) % len(_WORDS)] for k in range(14)) + f" item{i}."
 
 
+def _inflated(data: bytes) -> int:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return sum(info.file_size for info in archive.infolist())
+
+
 def big_sample(kind: str, smoke: bool) -> Sample:
-    """A multi-MB document of ``kind`` (a few hundred KB with ``smoke``); ``size`` is its byte length."""
+    """A multi-MB document of ``kind`` (a few hundred KB with ``smoke``); ``size`` is its byte length,
+    for EPUB and ODT the inflated size of the package's parts (the generated text compresses 20-30:1)."""
     n = 300 if smoke else 6_000
     if kind == "epub":
         chapters = [(f"c{c}.xhtml", f"Chapter {c}", "".join(f"<p>{_sentence(c * 1000 + i)} <b>bold</b></p>"
                                                             for i in range(n // 10))) for c in range(20)]
-        return Sample("epub-big", "big.epub", epub(chapters), ())
+        data = epub(chapters)
+        return Sample("epub-big", "big.epub", data, (), measured_bytes=_inflated(data))
     if kind == "odt":
         odt_body = "".join(f'<text:p>{_sentence(i)}<text:s/><text:span>span</text:span></text:p>' for i in range(n * 2))
-        return Sample("odt-big", "big.odt", odt(odt_body), ())
+        data = odt(odt_body)
+        return Sample("odt-big", "big.odt", data, (), measured_bytes=_inflated(data))
     if kind == "rtf":
         body = b"".join(b"\\pard " + _sentence(i).encode() + b" {\\b bold} caf\\'e9\\par\n" for i in range(n * 2))
         return Sample("rtf-big", "big.rtf", b"{\\rtf1\\ansi\\ansicpg1252" + body + b"}", ())

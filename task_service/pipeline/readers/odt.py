@@ -1,9 +1,10 @@
 """ODT (OpenDocument text, and flat ``.fodt``) → blocks: our walker over ``content.xml`` (lxml).
 
-Why our own walker: measured with ``python -m bench.parsers odt`` (``bench/RESULTS.md``) against
-odfpy's ``teletype.extractText`` over the paragraphs, which glues words around ``text:s``-less
-constructs, reads tracked deletions and loses frames/notes context (figures in the module
-``bench/parser_candidates/odt.py`` and RESULTS.md).
+Why our own walker: measured with ``python -m bench.parsers epub odt rtf jsondoc xml`` (32 markers
+of ``tests/fidelity/docs_corpus.py``; MB/s of inflated package XML on a 1.7 MB generated document,
+2 shared cores, medians of 5): ours 32/32, 0 leaked, 8.1 MB/s; odfpy (``teletype.extractText`` of
+every ``text:p``/``text:h``) 30/32 (no headers/footers), leaks a tracked deletion and the
+annotation's author, 1.0 MB/s.
 
 Walked (OASIS OpenDocument 1.3, part 3, §5-§6, §9-§10):
 
