@@ -191,3 +191,6 @@ class WorkerSettings(CommonSettings):
     docx_max_inflate_ratio: float = Field(100.0, gt=1, description="DOCX (ZIP) inflate ratio, per entry and overall")
     pdf_max_pages: int = Field(2_000, ge=1, description="PDF pages")
     pdf_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text extracted from one PDF")
+    # JSON / JSONL / XML readers
+    structured_max_depth: int = Field(200, ge=1, le=10_000, description="JSON/XML nesting levels read")
+    structured_max_values: int = Field(2_000_000, ge=1, description="JSON leaf values / XML text nodes per document")

@@ -23,6 +23,7 @@ never here). ``error_code`` is a class attribute, stored in ``index_task.error_c
     │   ├── PermanentError                  FAILED at once, never retried
     │   │   ├── UnsupportedTypeError        unsupported_type
     │   │   ├── PdfEncryptedError           pdf_encrypted
+    │   │   ├── EncryptedDocumentError      encrypted             password / DRM protected (Office, ODF, EPUB)
     │   │   ├── CorruptDocumentError        corrupt_document
     │   │   ├── NoTextError                 no_text               zero chunks after parsing
     │   │   ├── UndecodableTextError        undecodable_text
@@ -75,6 +76,7 @@ __all__ = [
     "EmbeddingRejectedError",
     "EmbeddingTimeoutError",
     "EmbeddingUnavailableError",
+    "EncryptedDocumentError",
     "EnqueueConflict",
     "EnqueueContention",
     "ExtractionCancelled",
@@ -201,6 +203,13 @@ class UnsupportedTypeError(PermanentError):
 
 class PdfEncryptedError(PermanentError):
     error_code = "pdf_encrypted"
+
+
+class EncryptedDocumentError(PermanentError):
+    """The document's content is encrypted (a password-protected Office/ODF file, a DRM-protected
+    EPUB): nothing can be read without the key."""
+
+    error_code = "encrypted"
 
 
 class CorruptDocumentError(PermanentError):

@@ -48,6 +48,10 @@ class ParseLimits:
     docx_max_ratio: float = 100.0
     pdf_max_pages: int = 2_000
     pdf_max_text_chars: int = 50_000_000
+    # JSON / JSONL / XML readers (readers/jsondoc.py, readers/xml.py): STRUCTURED_MAX_DEPTH,
+    # STRUCTURED_MAX_VALUES (nesting levels; leaf values or text nodes per document)
+    structured_max_depth: int = 200
+    structured_max_values: int = 2_000_000
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ParseLimits:
@@ -57,6 +61,8 @@ class ParseLimits:
             docx_max_ratio=s.docx_max_inflate_ratio,
             pdf_max_pages=s.pdf_max_pages,
             pdf_max_text_chars=s.pdf_max_text_chars,
+            structured_max_depth=s.structured_max_depth,
+            structured_max_values=s.structured_max_values,
         )
 
 
