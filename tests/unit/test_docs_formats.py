@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from shared.errors import CorruptDocumentError, EncryptedDocumentError, ParseLimitError
-from shared.normalize import normalize_text
+from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError, ParseLimitError
+from shared.domain.normalize import normalize_text
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
 from task_service.pipeline.readers import epub, jsondoc, odt, rtf, xml

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 from lxml import etree
 
-from shared.errors import CorruptDocumentError, ParseLimitError
+from shared.domain.errors import CorruptDocumentError, ParseLimitError
 
 ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, NotImplementedError, RuntimeError, EOFError,
               OSError, ValueError)

@@ -33,8 +33,8 @@ from urllib.parse import unquote
 
 from lxml import etree
 
-from shared.errors import CorruptDocumentError, EncryptedDocumentError
-from shared.normalize import sanitize
+from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError
+from shared.domain.normalize import sanitize
 from task_service.pipeline.decode import decode, sniff_html_charset
 from task_service.pipeline.document import SECTION_SEPARATOR, Block, ParsedDocument
 from task_service.pipeline.html import extract_html

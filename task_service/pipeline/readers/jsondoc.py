@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from shared.errors import CorruptDocumentError, ParseLimitError
+from shared.domain.errors import CorruptDocumentError, ParseLimitError
 from task_service.pipeline.decode import decode
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
-from shared.errors import CorruptDocumentError, EncryptedDocumentError
+from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError
 from task_service.pipeline.document import Block, ParsedDocument, section_path
 from task_service.pipeline.limits import ParseLimits, check_zip_limits
 from task_service.pipeline.readers._xmlzip import open_zip, parse_xml, read_member

@@ -31,7 +31,7 @@ import codecs
 import re
 from dataclasses import dataclass, field, replace
 
-from shared.errors import CorruptDocumentError, ParseLimitError
+from shared.domain.errors import CorruptDocumentError, ParseLimitError
 from task_service.pipeline.document import Block, ParsedDocument, section_path
 from task_service.pipeline.limits import ParseLimits
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
-from shared.errors import CorruptDocumentError, ParseLimitError
+from shared.domain.errors import CorruptDocumentError, ParseLimitError
 from task_service.pipeline.decode import decode
 from task_service.pipeline.document import Block, ParsedDocument, section_path
 from task_service.pipeline.limits import ParseLimits
