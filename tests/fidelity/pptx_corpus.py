@@ -186,9 +186,9 @@ def _chart_slide(prs: Any) -> None:
 
     slide = prs.slides.add_slide(prs.slide_layouts[5])
     slide.shapes.title.text = "Charts"
-    data = CategoryChartData()
+    data = CategoryChartData()  # type: ignore[no-untyped-call]
     data.categories = ["Q1", "Q2"]
-    data.add_series("SERIESMARK", (1.0, 2.0))
+    data.add_series("SERIESMARK", (1.0, 2.0))  # type: ignore[no-untyped-call]
     chart = slide.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(2), Inches(6), Inches(4),
                                    data).chart
     chart.has_title = True

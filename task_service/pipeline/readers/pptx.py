@@ -4,8 +4,12 @@ never read, let alone run.
 
 Why our own walker: measured with ``python -m bench.parsers pptx`` (markers of
 ``tests/fidelity/pptx_corpus.py``; MB/s of the big sample's slide XML, 2 shared cores, same
-run): see ``bench/RESULTS.md`` and the table in the module docstring of
-``bench/parser_candidates/pptx.py``.
+run; MB/s of slide + notes XML of a 300-slide deck, median of 5): ours 34/34 markers, 4.3 MB/s;
+a python-pptx walker (every shape recursively, tables, chart titles, alt text, notes) 29/34 (no
+``mc:AlternateContent`` shapes, Office math, SmartArt, chart series names, layout text),
+1.4 MB/s; markitdown 0.1.9 29/34 (no title-only alt text, ``mc:AlternateContent``, math,
+SmartArt, layout text), 0.37 MB/s; unstructured's ``partition_pptx`` not measured (its
+``pptx`` extra is not installed; it reads through python-pptx as well).
 
 What is read (ECMA-376 Part 1, §19 PresentationML, §20 DrawingML), slide by slide in the order of
 ``p:sldIdLst`` (hidden slides included, their section marked "(hidden slide)", no warning):
