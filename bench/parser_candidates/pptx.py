@@ -55,7 +55,8 @@ def _shapes(shapes: Any) -> Iterator[str]:
 def markitdown(data: bytes) -> str:
     from markitdown import MarkItDown, StreamInfo
 
-    result = MarkItDown(enable_plugins=False).convert_stream(io.BytesIO(data), stream_info=StreamInfo(extension=".pptx"))
+    converter = MarkItDown(enable_plugins=False)
+    result = converter.convert_stream(io.BytesIO(data), stream_info=StreamInfo(extension=".pptx"))
     return str(result.text_content)
 
 
