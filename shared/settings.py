@@ -191,3 +191,7 @@ class WorkerSettings(CommonSettings):
     docx_max_inflate_ratio: float = Field(100.0, gt=1, description="DOCX (ZIP) inflate ratio, per entry and overall")
     pdf_max_pages: int = Field(2_000, ge=1, description="PDF pages")
     pdf_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text extracted from one PDF")
+    # E-mail (.eml/.msg) readers (task_service/pipeline/readers/mail.py).
+    mail_max_depth: int = Field(3, ge=0, description="nested messages read (attached mail); deeper: a warning")
+    mail_max_nesting: int = Field(50, ge=1, description="MIME parts / embedded messages nesting; deeper: parse_limit")
+    mail_max_header_chars: int = Field(100_000, ge=1, description="characters kept of one e-mail header value")

@@ -48,6 +48,10 @@ class ParseLimits:
     docx_max_ratio: float = 100.0
     pdf_max_pages: int = 2_000
     pdf_max_text_chars: int = 50_000_000
+    # e-mail (.eml/.msg, readers/mail.py): MAIL_MAX_DEPTH, MAIL_MAX_NESTING, MAIL_MAX_HEADER_CHARS
+    mail_max_depth: int = 3
+    mail_max_nesting: int = 50
+    mail_max_header_chars: int = 100_000
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ParseLimits:
@@ -57,6 +61,9 @@ class ParseLimits:
             docx_max_ratio=s.docx_max_inflate_ratio,
             pdf_max_pages=s.pdf_max_pages,
             pdf_max_text_chars=s.pdf_max_text_chars,
+            mail_max_depth=s.mail_max_depth,
+            mail_max_nesting=s.mail_max_nesting,
+            mail_max_header_chars=s.mail_max_header_chars,
         )
 
 
