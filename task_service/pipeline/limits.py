@@ -52,6 +52,10 @@ class ParseLimits:
     # STRUCTURED_MAX_VALUES (nesting levels; leaf values or text nodes per document)
     structured_max_depth: int = 200
     structured_max_values: int = 2_000_000
+    # e-mail (.eml/.msg, readers/mail.py): MAIL_MAX_DEPTH, MAIL_MAX_NESTING, MAIL_MAX_HEADER_CHARS
+    mail_max_depth: int = 3
+    mail_max_nesting: int = 50
+    mail_max_header_chars: int = 100_000
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ParseLimits:
@@ -63,6 +67,9 @@ class ParseLimits:
             pdf_max_text_chars=s.pdf_max_text_chars,
             structured_max_depth=s.structured_max_depth,
             structured_max_values=s.structured_max_values,
+            mail_max_depth=s.mail_max_depth,
+            mail_max_nesting=s.mail_max_nesting,
+            mail_max_header_chars=s.mail_max_header_chars,
         )
 
 

@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from shared.errors import CorruptDocumentError, ParseLimitError
+from shared.domain.errors import CorruptDocumentError, ParseLimitError
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS
 from task_service.pipeline.readers.odp import read, read_with_images

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.errors import CorruptDocumentError, ParseLimitError, UnsupportedTypeError
+from shared.domain.errors import CorruptDocumentError, ParseLimitError, UnsupportedTypeError
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS
 from task_service.pipeline.readers.pptx import read, read_with_images

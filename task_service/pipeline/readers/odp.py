@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from lxml import etree
 
-from shared.errors import CorruptDocumentError
+from shared.domain.errors import CorruptDocumentError
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits, check_zip_limits
 from task_service.pipeline.readers.ooxml import IMAGE_HEAD_BYTES, Package, SkippedImage, image_pixels

@@ -31,7 +31,7 @@ from typing import IO
 
 from lxml import etree
 
-from shared.errors import CorruptDocumentError, ParseLimitError
+from shared.domain.errors import CorruptDocumentError, ParseLimitError
 
 MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"

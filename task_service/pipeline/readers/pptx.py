@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
-from shared.errors import CorruptDocumentError, UnsupportedTypeError
+from shared.domain.errors import CorruptDocumentError, UnsupportedTypeError
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits, check_zip_limits
 from task_service.pipeline.readers.ooxml import (
