@@ -23,6 +23,7 @@ never here). ``error_code`` is a class attribute, stored in ``index_task.error_c
     │   ├── PermanentError                  FAILED at once, never retried
     │   │   ├── UnsupportedTypeError        unsupported_type
     │   │   ├── PdfEncryptedError           pdf_encrypted
+    │   │   ├── EncryptedDocumentError      encrypted             password-protected Office file
     │   │   ├── CorruptDocumentError        corrupt_document
     │   │   ├── NoTextError                 no_text               zero chunks after parsing
     │   │   ├── UndecodableTextError        undecodable_text
@@ -75,6 +76,7 @@ __all__ = [
     "EmbeddingRejectedError",
     "EmbeddingTimeoutError",
     "EmbeddingUnavailableError",
+    "EncryptedDocumentError",
     "EnqueueConflict",
     "EnqueueContention",
     "ExtractionCancelled",
@@ -201,6 +203,13 @@ class UnsupportedTypeError(PermanentError):
 
 class PdfEncryptedError(PermanentError):
     error_code = "pdf_encrypted"
+
+
+class EncryptedDocumentError(PermanentError):
+    """A password-protected Office file (an OLE container holding EncryptionInfo, or a legacy
+    .doc/.xls/.ppt with its encryption flag set): its text cannot be read without the password."""
+
+    error_code = "encrypted"
 
 
 class CorruptDocumentError(PermanentError):
