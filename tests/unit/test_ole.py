@@ -188,3 +188,17 @@ def test_writer_rejects_bad_names() -> None:
         write_cfb({"x" * 32: b""})
     with pytest.raises(ValueError):
         write_cfb({"a": b"1", "a/b": b"2"})
+
+
+def test_worker_reader_raises_the_refusal() -> None:
+    from task_service.pipeline.limits import ParseLimits
+    from task_service.pipeline.readers import ole as reader
+
+    with pytest.raises(EncryptedDocumentError, match="password-protected"):
+        reader.read(write_cfb({"EncryptionInfo": b"\0" * 8, "EncryptedPackage": b"\0" * 8}), ParseLimits())
+    with pytest.raises(UnsupportedTypeError, match=r"save it as \.xlsx"):
+        reader.read(write_cfb({"Workbook": workbook(BOF, EOF_)}), ParseLimits())
+    with pytest.raises(UnsupportedTypeError, match=r"\.msg"):
+        reader.read(write_cfb({"__substg1.0_0037001F": b"S\0"}), ParseLimits())
+    with pytest.raises(CorruptDocumentError):
+        reader.read(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1garbage", ParseLimits())
