@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import re
 import shutil
 import statistics
@@ -106,12 +107,15 @@ machine. Also by hand: the 50-page .doc still converts under `prlimit --as` of 1
 of `soffice.bin` itself (not through the `soffice` script) 217 MB. A password-protected DOCX made by
 msoffcrypto-tool is classified `encrypted_ooxml`.
 
-**Decision: refuse.** Install (~40 s) and memory (~210 MB, fits 2 GiB and even 512 MiB) and offline use are
-fine, but a warm conversion costs 1.0–2.6 s per file whatever its size (process start and LibreOffice's
-import/export; per page it falls to 0.04–0.05 s at 50 pages), i.e. the prior's limit of < 2 s per small
-file is not met reliably (1-page .doc 2.05 s, 1-sheet .xls 2.11 s median), before our own parse of the
-converted file; and it adds 325 MB and a large C++ attack surface (the whole .doc/.xls/.ppt import
-filters) inside the sandbox child. `shared/domain/ole.py` names the format to save as instead."""
+**Decision: refuse.** Install (~40 s), memory (~210 MB: fits 2 GiB, even 512 MiB) and offline use are fine,
+but a warm conversion costs a LibreOffice process start plus import/export per file whatever its size:
+1.0–2.6 s per file on a quiet machine (first run, load ≈ 2: 1-page .doc 2.05 s, 1-sheet .xls 2.11 s, 1-slide
+.ppt 1.02 s median; 50 pages 1.9–2.6 s, 0.04–0.05 s per page), and 5–15 s per file when the two cores are
+shared (the table above, if its load is high). The prior's bar (< 2 s per small file, warm) is not met
+reliably, and that is ~500× our own parse of the converted DOCX (~10 MB/s, `bench.parsers`: ~4 ms for
+these files). It would also put 325 MB and LibreOffice's whole .doc/.xls/.ppt import code (C++) inside
+the sandbox child. So `shared/domain/ole.py` recognises the file and the refusal names the format to
+save as."""
 
 
 def soffice(args: list[str], profile: Path, wrap: tuple[str, ...] = ()) -> tuple[float, float, bool]:
@@ -206,6 +210,7 @@ def main(argv: list[str]) -> None:
     if shutil.which("soffice") is None:
         print("bench.legacy: soffice not installed (apt-get install libreoffice-*-nogui); skipped")
         return
+    load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-legacy-") as tmp:
         work = Path(tmp)
         files = legacy_files(work, work / "gen-profile")
@@ -216,7 +221,8 @@ def main(argv: list[str]) -> None:
     md = (f"## Legacy binary formats (`python -m bench.legacy`)\n\n{version()}, Debian's "
           "libreoffice-{writer,calc,impress}-nogui. One `soffice --headless --convert-to` process per file "
           "(as a sandbox child would run it); cold = a new user profile, warm = profile already made. Pages = "
-          "pages (.doc, hard page breaks), sheets of 41 rows (.xls), slides (.ppt).\n\n"
+          "pages (.doc, hard page breaks), sheets of 41 rows (.xls), slides (.ppt). 1-minute load average "
+          f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (2 cores).\n\n"
           + table(rows, a.runs) + "\n\n" + INSTALL_NOTE)
     print(md)
     if not a.no_write:

@@ -36,7 +36,7 @@ import olefile
 
 from shared.errors import CorruptDocumentError, EncryptedDocumentError, PermanentError, UnsupportedTypeError
 
-__all__ = ["OLE_MAGIC", "OleKind", "classify_ole", "is_ole", "refusal"]
+__all__ = ["OLE_MAGIC", "OleKind", "classify_ole", "is_ole", "legacy_message", "refusal"]
 
 OleKind = Literal["doc", "xls", "ppt", "msg", "encrypted_ooxml", "encrypted", "unknown_ole"]
 _Base = Literal["doc", "xls", "ppt", "msg", "encrypted_ooxml", "unknown_ole"]
@@ -99,7 +99,21 @@ def refusal(data: bytes) -> PermanentError | None:
             f"this {one} is password-protected, and {what} are not supported: open it in {app} or "
             f"LibreOffice, remove the password and save it as {ext}"
         )
-    return UnsupportedTypeError(f"{what} are not supported: open it in {app} or LibreOffice and save it as {ext}")
+    return UnsupportedTypeError(_not_supported(what, one, app, ext))
+
+
+def legacy_message(ext: str) -> str | None:
+    """The refusal for a file *named* .doc/.xls/.ppt (``ext`` without the dot, any case), else None.
+
+    For the upload API, which types by name and head before the whole file is stored.
+    """
+    entry = _SAVE_AS.get(ext.lower().lstrip("."))
+    return None if entry is None else _not_supported(*entry)
+
+
+def _not_supported(what: str, one: str, app: str, ext: str) -> str:
+    del one
+    return f"{what} are not supported: open it in {app} or LibreOffice and save it as {ext}"
 
 
 def _inspect(data: bytes) -> tuple[_Base, bool]:

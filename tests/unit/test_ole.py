@@ -8,7 +8,7 @@ import struct
 import olefile
 import pytest
 
-from shared.domain.ole import classify_ole, is_ole, refusal
+from shared.domain.ole import classify_ole, is_ole, legacy_message, refusal
 from shared.errors import CorruptDocumentError, EncryptedDocumentError, UnsupportedTypeError
 from tests.fidelity.cfb_writer import write_cfb
 
@@ -202,3 +202,13 @@ def test_worker_reader_raises_the_refusal() -> None:
         reader.read(write_cfb({"__substg1.0_0037001F": b"S\0"}), ParseLimits())
     with pytest.raises(CorruptDocumentError):
         reader.read(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1garbage", ParseLimits())
+
+
+def test_legacy_message_by_name() -> None:
+    assert legacy_message("DOC") == (
+        "Word 97-2003 documents (.doc) are not supported: open it in Word or LibreOffice and save it as .docx"
+    )
+    assert legacy_message(".xls") is not None and "save it as .xlsx" in str(legacy_message(".xls"))
+    assert "save it as .pptx" in str(legacy_message("ppt"))
+    assert legacy_message("docx") is None
+    assert str(refusal(write_cfb({"WordDocument": fib()}))) == legacy_message("doc")
