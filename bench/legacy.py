@@ -110,8 +110,8 @@ msoffcrypto-tool is classified `encrypted_ooxml`.
 **Decision: refuse.** Install (~40 s), memory (~210 MB: fits 2 GiB, even 512 MiB) and offline use are fine,
 but a warm conversion costs a LibreOffice process start plus import/export per file whatever its size:
 1.0–2.6 s per file on a quiet machine (first run, load ≈ 2: 1-page .doc 2.05 s, 1-sheet .xls 2.11 s, 1-slide
-.ppt 1.02 s median; 50 pages 1.9–2.6 s, 0.04–0.05 s per page), and 5–15 s per file when the two cores are
-shared (the table above, if its load is high). The prior's bar (< 2 s per small file, warm) is not met
+.ppt 1.02 s median; 50 pages 1.9–2.6 s, 0.04–0.05 s per page), 2.3–4.0 s with the cores shared (load ≈ 8–10,
+the table above), 4–15 s in a run beside a unit-test session. The prior's bar (< 2 s per small file, warm) is not met
 reliably, and that is ~500× our own parse of the converted DOCX (~10 MB/s, `bench.parsers`: ~4 ms for
 these files). It would also put 325 MB and LibreOffice's whole .doc/.xls/.ppt import code (C++) inside
 the sandbox child. So `shared/domain/ole.py` recognises the file and the refusal names the format to
