@@ -8,8 +8,8 @@ import struct
 import olefile
 import pytest
 
-from shared.domain.ole import classify_ole, is_ole, legacy_message, refusal
 from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError, UnsupportedTypeError
+from shared.domain.ole import classify_ole, is_ole, legacy_message, refusal
 from tests.fidelity.cfb_writer import write_cfb
 
 BIG = 5000  # over the 4,096-byte mini-stream cutoff: the stream lives in regular sectors

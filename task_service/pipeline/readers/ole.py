@@ -8,8 +8,8 @@ An Outlook ``.msg`` is also an OLE file; it is the e-mail reader's, so here it i
 
 from __future__ import annotations
 
-from shared.domain.ole import refusal
 from shared.domain.errors import UnsupportedTypeError
+from shared.domain.ole import refusal
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import ParseLimits
 
