@@ -355,8 +355,15 @@ class _Packer:
         return [self._chunk(i, a, b, n) for i, (a, b, n) in enumerate(self.spans)]
 
     def _chunk(self, index: int, a: int, b: int, count: int) -> Chunk:
-        block = self.blocks[int(np.searchsorted(self.block_start, a, side="right")) - 1]
-        return Chunk(index, self.text[a:b], count, block.page, block.section)
+        """Chunk of ``text[a:b]``: ``page`` of the block holding its first character, ``section`` of
+        its first body (non-heading) block, so "# Guide / ## Install / ### Linux / body" in one
+        chunk is "Guide > Install > Linux"; a chunk of headings only takes its first block's."""
+        first, last = np.searchsorted(self.block_start, [a, b - 1], side="right") - 1
+        # content_before[j + 1] > content_before[first] ⇔ a body block lies in [first, j]
+        body = int(np.searchsorted(self.content_before, self.content_before[first] + 1, side="left")) - 1
+        block = self.blocks[first]
+        section = self.blocks[body].section if body <= last else block.section
+        return Chunk(index, self.text[a:b], count, block.page, section)
 
     # ------------------------------------------------------------------ tokens and levels
 
