@@ -304,7 +304,7 @@ def test_a_chunk_starting_in_a_body_block_keeps_that_section() -> None:
         Block("Install", "Guide > Install"),
         Block("Run it.", "Guide > Install"),
     ))
-    assert [c.section for c in chunker(10, 0).chunk(doc)][0] == "Guide"
+    assert chunker(10, 0).chunk(doc)[0].section == "Guide"
 
 
 def test_long_sections_never_share_a_chunk() -> None:
