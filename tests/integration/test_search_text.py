@@ -9,9 +9,11 @@ import uuid
 import asyncpg
 import numpy as np
 import pytest
+from pgvector.asyncpg import register_vector
 
 from knowledge_service.schemas import SearchRequest
 from knowledge_service.search.retrieval import Mode, SearchParams, keyword_ranking, search
+from shared.adapters.postgres.migrate import migrate
 from shared.adapters.postgres.repo import users as users_repo
 from task_service.pipeline.parse import parse_text
 
@@ -100,7 +102,8 @@ async def test_keyword_finds_a_word_inside_a_run(db: asyncpg.Connection, script:
 
 async def test_cjk_and_latin_keyword_search_still_work(db: asyncpg.Connection) -> None:
     kb = await _kb(db)
-    ids = await _doc(db, kb, ["人人生而自由，在尊严和权利上一律平等。", "すべての人間は、生まれながらにして自由である。",
+    ids = await _doc(db, kb, ["人人生而自由，在尊严和权利上一律平等。",
+                              "すべての人間は、生まれながらにして自由である。",
                               "error code XK-4471 means the pump lost pressure", "Le café crème était délicieux"])
     p = SearchParams()
     for query, want in (("尊严", ids[0]), ("人", ids[0]), ("人間", ids[1]), ("4471", ids[2]), ("cafe creme", ids[3])):
@@ -117,3 +120,34 @@ async def test_words_split_by_invisible_characters_are_found_by_the_visible_word
     for typed in ("invisible", "marker", "wordjoiner", "mark\u200ber"):
         query = SearchRequest(query=typed).query
         assert [cid for cid, _ in await keyword_ranking(db, kb, query, 5, SearchParams())] == [ids[0]], typed
+
+
+# ---------------------------------------------------------------- the migration recomputes old rows
+
+ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+async def test_migration_0013_recomputes_the_keyword_index_of_existing_chunks() -> None:
+    name = f"rag_mig_{uuid.uuid4().hex[:12]}"
+    dsn = f"postgresql://postgres@127.0.0.1:5432/{name}"
+    try:
+        await migrate(dsn, target=11)
+        conn = await asyncpg.connect(dsn)
+        await register_vector(conn)
+        try:
+            kb = await _kb(conn)
+            ids = await _doc(conn, kb, [_RUNS["thai"][0], _RUNS["hangul"][0]])
+            assert await keyword_ranking(conn, kb, "ทุเรียน", 5, SearchParams()) == []  # before: one token per run
+            assert await migrate(dsn) == [13]
+            assert [c for c, _ in await keyword_ranking(conn, kb, "ทุเรียน", 5, SearchParams())] == [ids[0]]
+            assert [c for c, _ in await keyword_ranking(conn, kb, "서울", 5, SearchParams())] == [ids[1]]
+            assert await conn.fetchval(  # the GIN index is back
+                "SELECT count(*) FROM pg_indexes WHERE indexname = 'document_chunk_content_tsv_idx'") == 1
+        finally:
+            await conn.close()
+    finally:
+        admin = await asyncpg.connect(ADMIN_DSN)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
