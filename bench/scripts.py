@@ -5,7 +5,7 @@ A generated set per script: background chunks of everyday words written as the s
 sentences; Korean: nouns and verbs with their particles attached, spaces between phrases;
 Chinese, Japanese: no spaces; English: spaces), and target nouns each planted inside a run of
 exactly 3 chunks. Query = the target alone; recall@5 = share of its 3 chunks in the top 5 of
-``knowledge_service.search.retrieval.keyword_ranking`` (the SQL the API runs). Words were
+``knowledge_service.search.retrieval.rank`` in keyword mode (what the API runs). Words were
 written by hand from common vocabulary, so a substring of one word inside another
 ("ร้านอาหาร" holds "อาหาร", "부산" holds "산") happens as in real text.
 
@@ -37,7 +37,7 @@ from pathlib import Path
 import asyncpg
 import numpy as np
 
-from knowledge_service.search.retrieval import SearchParams, keyword_ranking
+from knowledge_service.search.retrieval import Mode, SearchParams, rank
 
 SQL = Path(__file__).resolve().parents[1] / "sql"
 _HANGUL_PARTICLES = (("은", "는"), ("이", "가"), ("을", "를"), ("과", "와"), ("으로", "로"), ("에서", "에서"),
@@ -274,10 +274,9 @@ async def measure(conn: asyncpg.Connection, cand: Candidate, sets: dict[str, tup
         found = []
         for target, rows in truth.items():
             q0 = time.perf_counter()
-            async with conn.transaction():
-                got = await keyword_ranking(conn, kb, seg(target), 5, params)
+            got = await rank(conn, kb, Mode.KEYWORD, seg(target), None, 5, params)
             times.append((time.perf_counter() - q0) * 1000)
-            found.append(len({ids[r] for r in rows} & {cid for cid, _ in got}) / len(rows))
+            found.append(len({ids[r] for r in rows} & {cid for cid, _, _ in got}) / len(rows))
         out.recall[name] = statistics.mean(found)
         await conn.execute("DELETE FROM document_info WHERE kb_id = $1", kb)
     out.query_p50_ms = statistics.median(times)
