@@ -41,7 +41,8 @@ from bench import scripts
 from knowledge_service.search.retrieval import _EXACT, _HNSW, Mode, SearchParams, rank
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "corpus"
+# RAG_CORPUS: another corpus folder (absolute, or relative to the checkout's parent; a worktree: /work/shared/corpus)
+CORPUS = ROOT.parent.joinpath(os.environ.get("RAG_CORPUS", "shared/corpus"))
 CACHE = ROOT / ".data" / "bench-cache"
 DIM = 384
 ADMIN_DSN = os.environ.get("BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
