@@ -126,7 +126,7 @@ def kb_sizes(total: int) -> list[int]:
 
 
 async def load(conn: asyncpg.Connection, size: Size, rng: np.random.Generator) -> Table:
-    words = corpus_words(size.max_corpus_file)
+    words = corpus_words(FULL.max_corpus_file)  # the novel in every size: its vocabulary sets keyword costs
     texts = chunk_texts(words, size.chunks, rng)
     planted: dict[str, int] = {}
     for i, row in enumerate(rng.choice(size.chunks, size.tokens, replace=False)):
