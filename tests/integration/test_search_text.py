@@ -4,7 +4,9 @@ attached particles, and words whose document text held invisible characters."""
 
 from __future__ import annotations
 
+import re
 import uuid
+from pathlib import Path
 
 import asyncpg
 import numpy as np
@@ -125,6 +127,7 @@ async def test_words_split_by_invisible_characters_are_found_by_the_visible_word
 # ---------------------------------------------------------------- the migration recomputes old rows
 
 ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+_SQL_0006 = Path(__file__).resolve().parents[2] / "sql" / "0006_keyword_search.sql"
 
 
 async def test_migration_0013_recomputes_the_keyword_index_of_existing_chunks() -> None:
@@ -151,3 +154,19 @@ async def test_migration_0013_recomputes_the_keyword_index_of_existing_chunks() 
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
+
+
+async def test_text_without_these_scripts_is_indexed_exactly_as_before(db: asyncpg.Connection) -> None:
+    """No change for Latin, Cyrillic, Greek, Arabic... text: sql/0013's rag_search_text gives what
+    0006's gave (so their tsvectors, and keyword results, are the same)."""
+    old = _SQL_0006.read_text()
+    body = re.search(r"CREATE FUNCTION rag_search_text\(t text\).*?;[ \t]*$", old, re.S | re.M)
+    assert body is not None
+    texts = ["error code XK-4471 means the pump lost pressure", "Le café crème était délicieux à Paris",
+             "Война и мир — роман Льва Толстого.", "Όλοι οι άνθρωποι γεννιούνται ελεύθεροι", "مرحبا بالعالم",
+             "INV-2019-100042 and PN-0042AB, a-1 b-2 --3", "", "emoji 👨‍👩‍👧 and tabs\tand\nlines"]
+    async with db.transaction():
+        await db.execute(body.group(0).replace("CREATE FUNCTION rag_search_text", "CREATE FUNCTION pg_temp.old_text"))
+        rows = await db.fetch("SELECT t, rag_search_text(t) AS new, pg_temp.old_text(t) AS old"
+                              " FROM unnest($1::text[]) t", texts)
+    assert [(r["t"], r["new"]) for r in rows] == [(r["t"], r["old"]) for r in rows]
