@@ -247,7 +247,10 @@ def _paragraphs(iterator: Any, level: Any) -> Iterable[str]:
     from tesserocr import iterate_level
 
     for item in iterate_level(iterator, level):
-        text = tidy(item.GetUTF8Text(level) or "")
+        try:
+            text = tidy(item.GetUTF8Text(level) or "")
+        except RuntimeError:  # tesserocr: "No text returned" for an empty element
+            continue
         if text:
             yield text
 
