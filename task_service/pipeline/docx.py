@@ -137,7 +137,7 @@ def extract_docx(data: bytes, limits: ParseLimits | None = None) -> ParsedDocume
 
 
 def _ocr_images(package: _Package, main: str, walker: _Walker, limits: ParseLimits) -> tuple[str, ...]:
-    """OCR the main story's images (in document order, each part once); they leave the walker's
+    """OCR the main story's images (in document order, once per reference); they leave the walker's
     "images ignored" count, and ``ocr_embedded_images``' warnings say what became of them."""
     from task_service.pipeline.ocr import ocr_embedded_images
 
@@ -145,7 +145,7 @@ def _ocr_images(package: _Package, main: str, walker: _Walker, limits: ParseLimi
     refs = [] if root is None else [
         node.get(_R + "embed") or node.get(_R + "id") or "" for node in root.iter(_A + "blip", _V + "imagedata")
     ]
-    parts = [p for p in dict.fromkeys(package.target(main, rid) for rid in refs if rid) if p is not None]
+    parts = [p for p in (package.target(main, rid) for rid in refs if rid) if p is not None]
     if not parts:
         return ()
     walker.counts["image"] = max(walker.counts["image"] - len(refs), 0)

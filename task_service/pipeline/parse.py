@@ -124,7 +124,8 @@ def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIM
 
 def _read(kind: DocumentKind, data: bytes, limits: ParseLimits) -> ParsedDocument:
     if kind == "pdf":
-        return extract_pdf(data, max_pages=limits.pdf_max_pages, max_text_chars=limits.pdf_max_text_chars, limits=limits)
+        return extract_pdf(data, max_pages=limits.pdf_max_pages, max_text_chars=limits.pdf_max_text_chars,
+                           limits=limits)
     if kind == "docx":
         check_zip_limits(data, limits)
         return extract_docx(data, limits)

@@ -100,7 +100,6 @@ def test_the_handed_half_scanned_pdf_keeps_both_markers() -> None:
 
 
 def test_a_scan_pasted_into_a_docx_is_ocred_and_icons_are_counted() -> None:
-    from tests.fidelity.docx_corpus import __name__ as _  # noqa: F401  (python-docx is a dev dependency)
     import docx
 
     document = docx.Document()
