@@ -56,6 +56,13 @@ class ParseLimits:
     mail_max_depth: int = 3
     mail_max_nesting: int = 50
     mail_max_header_chars: int = 100_000
+    # OCR (issue 22; ocr.py, readers/image.py, pdf.py): settings OCR_LANGUAGES, OCR_TESSDATA_DIR, OCR_DPI,
+    # OCR_MAX_PAGES, IMAGE_MAX_PIXELS. 100 pages at ≈0.5-1 s each fit PARSE_CPU_LIMIT_S (bench/ocr.py).
+    ocr_languages: str = "eng+deu+chi_sim"
+    ocr_tessdata_dir: str = "/usr/share/tesseract-ocr/5/tessdata"
+    ocr_dpi: int = 200
+    ocr_max_pages: int = 100
+    image_max_pixels: int = 50_000_000  # A4 at 600 dpi is 35 Mpx; 20,000 × 20,000 px (400 Mpx) is refused
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ParseLimits:
@@ -70,6 +77,11 @@ class ParseLimits:
             mail_max_depth=s.mail_max_depth,
             mail_max_nesting=s.mail_max_nesting,
             mail_max_header_chars=s.mail_max_header_chars,
+            ocr_languages=s.ocr_languages,
+            ocr_tessdata_dir=s.ocr_tessdata_dir,
+            ocr_dpi=s.ocr_dpi,
+            ocr_max_pages=s.ocr_max_pages,
+            image_max_pixels=s.image_max_pixels,
         )
 
 

@@ -124,10 +124,11 @@ def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIM
 
 def _read(kind: DocumentKind, data: bytes, limits: ParseLimits) -> ParsedDocument:
     if kind == "pdf":
-        return extract_pdf(data, max_pages=limits.pdf_max_pages, max_text_chars=limits.pdf_max_text_chars)
+        return extract_pdf(data, max_pages=limits.pdf_max_pages, max_text_chars=limits.pdf_max_text_chars,
+                           limits=limits)
     if kind == "docx":
         check_zip_limits(data, limits)
-        return extract_docx(data)
+        return extract_docx(data, limits)
     if kind == "html":
         decoded = decode(data, declared=sniff_html_charset(data))
         return _with_warnings(extract_html(sanitize(decoded.text)), decoded.warnings)
