@@ -25,7 +25,7 @@ from bench.report import write_section
 from shared.errors import DependencyMissingError
 from tests.fidelity import Sample
 
-FORMATS = ("docx", "html", "md", "txt")
+FORMATS = ("docx", "html", "md", "txt", "xlsx", "ods", "csv")
 RUNS = 5
 
 

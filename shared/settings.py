@@ -191,3 +191,7 @@ class WorkerSettings(CommonSettings):
     docx_max_inflate_ratio: float = Field(100.0, gt=1, description="DOCX (ZIP) inflate ratio, per entry and overall")
     pdf_max_pages: int = Field(2_000, ge=1, description="PDF pages")
     pdf_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text extracted from one PDF")
+    # tables (XLSX, ODS, CSV/TSV read as rows)
+    table_max_cells: int = Field(5_000_000, ge=1, description="cells of a sheet's used range / a CSV")
+    table_max_columns: int = Field(16_384, ge=1, description="columns of one sheet or CSV")
+    table_max_row_chars: int = Field(1_000_000, ge=1, description="characters of one table row or CSV line")

@@ -48,6 +48,13 @@ class ParseLimits:
     docx_max_ratio: float = 100.0
     pdf_max_pages: int = 2_000
     pdf_max_text_chars: int = 50_000_000
+    # Tables (XLSX/XLSM, ODS, CSV/TSV; readers/tables.py). Bounds time and memory of a sheet read
+    # as rows: cells of the used range per document (TABLE_MAX_CELLS), columns of a sheet
+    # (TABLE_MAX_COLUMNS; Excel's own limit is 16,384) and characters of one row / CSV line
+    # (TABLE_MAX_ROW_CHARS).
+    table_max_cells: int = 5_000_000
+    table_max_columns: int = 16_384
+    table_max_row_chars: int = 1_000_000
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ParseLimits:
@@ -57,6 +64,9 @@ class ParseLimits:
             docx_max_ratio=s.docx_max_inflate_ratio,
             pdf_max_pages=s.pdf_max_pages,
             pdf_max_text_chars=s.pdf_max_text_chars,
+            table_max_cells=s.table_max_cells,
+            table_max_columns=s.table_max_columns,
+            table_max_row_chars=s.table_max_row_chars,
         )
 
 
