@@ -63,6 +63,13 @@ class ParseLimits:
     ocr_dpi: int = 200
     ocr_max_pages: int = 100
     image_max_pixels: int = 50_000_000  # A4 at 600 dpi is 35 Mpx; 20,000 × 20,000 px (400 Mpx) is refused
+    # Tables (XLSX/XLSM, ODS, CSV/TSV; readers/tables.py). Bounds time and memory of a sheet read
+    # as rows: cells of the used range per document (TABLE_MAX_CELLS), columns of a sheet
+    # (TABLE_MAX_COLUMNS; Excel's own limit is 16,384) and characters of one row / CSV line
+    # (TABLE_MAX_ROW_CHARS).
+    table_max_cells: int = 5_000_000
+    table_max_columns: int = 16_384
+    table_max_row_chars: int = 1_000_000
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ParseLimits:
@@ -82,6 +89,9 @@ class ParseLimits:
             ocr_dpi=s.ocr_dpi,
             ocr_max_pages=s.ocr_max_pages,
             image_max_pixels=s.image_max_pixels,
+            table_max_cells=s.table_max_cells,
+            table_max_columns=s.table_max_columns,
+            table_max_row_chars=s.table_max_row_chars,
         )
 
 
