@@ -64,6 +64,19 @@ def test_no_header_when_the_first_row_looks_like_data() -> None:
         "Column 1: 12 | Column 2: Paris | Column 3: 3.5", "Column 1: 14 | Column 2: Oslo | Column 3: 4.5"]
 
 
+@pytest.mark.parametrize(("data", "first"), [
+    (b"Name,Note\nAlice,Likes cranes.\nBob,Prefers trams.\n", "Name: Alice | Note: Likes cranes."),
+    (b"city,country\nParis,France\nBerlin,Germany\n", "city: Paris | country: France"),
+])
+def test_a_table_of_text_columns_has_its_first_row_as_header(data: bytes, first: str) -> None:
+    assert csv.read(data, DEFAULT_LIMITS).blocks[0].text == first
+
+
+def test_a_first_row_repeated_in_its_columns_is_data() -> None:
+    document = csv.read(b"open,yes\nopen,no\nclosed,yes\n", DEFAULT_LIMITS)
+    assert document.blocks[0].text == "Column 1: open | Column 2: yes"
+
+
 def test_title_rows_above_the_header_are_plain_text() -> None:
     grid = [{0: tables.Cell("Quarterly prices")}, {0: tables.Cell("Item"), 1: tables.Cell("Price")},
             {0: tables.Cell("Bolt"), 1: tables.Cell("3", "number")}]

@@ -8,9 +8,9 @@ their row's text.
 
 Header detection (not assumed): among the first ``HEADER_SCAN_ROWS`` non-empty rows, the first one
 whose cells are short distinct texts (≤ ``MAX_HEADER_CHARS``) naming at least two columns and
-every column used by half of the ``BODY_SAMPLE_ROWS`` rows below, and whose columns vote for it
-(``_header_votes``: a column whose body is mostly numbers, dates or booleans while its header is
-text votes for; a header that repeats in its own column's
+every column used by half of the ``BODY_SAMPLE_ROWS`` rows below, and whose columns do not vote
+against it (the first such row) or vote for it (a later one) (``_header_votes``: a column whose
+body is mostly numbers, dates or booleans while its header is text votes for; a header that repeats in its own column's
 body votes against; a header without digits over a body that mostly has digits or ``@`` votes for)
 — the type-profile rule of ``csv.Sniffer.has_header``. Rows above the header (titles, notes) are
 kept as plain text; without a header, columns are named by the reader ("Column A" in a
@@ -130,11 +130,19 @@ def table_blocks(rows: Iterable[Row], section: str | None, name: Callable[[int],
 
 
 def find_header(grid: Sequence[Row]) -> int | None:
-    """Index in ``grid`` (non-empty rows) of the header row, or ``None`` (module docstring)."""
+    """Index in ``grid`` (non-empty rows) of the header row, or ``None`` (module docstring).
+
+    The first header-like row is the header unless its columns vote against it (a table of text
+    columns, "Name | Note", has one, as pandas and most exports assume); a later header-like row
+    (below title rows) needs its columns' votes for it."""
+    first = True
     for at, row in enumerate(grid[:HEADER_SCAN_ROWS]):
         body = grid[at + 1:at + 1 + BODY_SAMPLE_ROWS]
-        if body and _header_like(row, body) and _header_votes(row, body) > 0:
+        if not body or not _header_like(row, body):
+            continue
+        if _header_votes(row, body) > (-1 if first else 0):
             return at
+        first = False
     return None
 
 
