@@ -22,7 +22,7 @@ from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from shared import embedding_cache
-from shared.doc_types import parser_filename
+from shared.domain.formats import parser_filename
 from shared.embedding.vectors import empty_matrix
 from shared.errors import (
     FencedOut,
