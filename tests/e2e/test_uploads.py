@@ -12,7 +12,7 @@ import httpx
 import pytest
 from minio import Minio
 
-from knowledge_service.filenames import clean_filename
+from knowledge_service.upload.filenames import clean_filename
 from shared.settings import KnowledgeSettings
 from tests.e2e.conftest import WorkerFactory
 from tests.support import Api, child_env, free_port, poll, sql, start
