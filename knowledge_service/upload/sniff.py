@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import BinaryIO, cast
 
 from shared.domain import containers
 from shared.domain.formats import ACCEPTED, FORMATS, Container, Format, by_extension, by_kind, hint
@@ -246,7 +247,7 @@ def identify_package(verdict: Verdict, size: int, pieces: list[tuple[int, bytes]
     Office file) and ``NeedBytesError(offset, length)`` when the directory lies outside
     ``pieces`` (fetch that range and call again).
     """
-    file = containers.SparseFile(size, pieces)
+    file = cast(BinaryIO, containers.SparseFile(size, pieces))
     head = pieces[0][1]
     if containers.is_zip(head):
         fmt = _zip(verdict, head, containers.zip_names(file))

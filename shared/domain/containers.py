@@ -144,9 +144,10 @@ class _Cfb:
             raise ValueError(f"OLE2 sector shift {shift}")
         self._size = 1 << shift
         self._per = self._size // 4
-        self.dir_start, = struct.unpack_from("<I", header, 0x30)
-        self._difat_next, self._difat_left = struct.unpack_from("<II", header, 0x44)
-        self._difat = list(struct.unpack_from("<109I", header, 0x4C))
+        self.dir_start: int = struct.unpack_from("<I", header, 0x30)[0]
+        self._difat_next: int = struct.unpack_from("<I", header, 0x44)[0]
+        self._difat_left: int = struct.unpack_from("<I", header, 0x48)[0]
+        self._difat: list[int] = list(struct.unpack_from("<109I", header, 0x4C))
 
     def _read(self, offset: int, length: int) -> bytes:
         self._file.seek(offset)
@@ -171,8 +172,8 @@ class _Cfb:
         fat = self._fat_location(number // self._per)
         if fat >= _END_OF_CHAIN:
             raise ValueError("OLE2 FAT sector missing")
-        entry, = struct.unpack_from("<I", self.sector(fat), 4 * (number % self._per))
-        return int(entry)
+        entry: int = struct.unpack_from("<I", self.sector(fat), 4 * (number % self._per))[0]
+        return entry
 
 
 def _entry_names(sector: bytes) -> list[str]:

@@ -3,8 +3,8 @@ the ZIP limits before (``parse.py``: every ZIP-based format)."""
 
 from __future__ import annotations
 
-from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.document import ParsedDocument
+from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.limits import ParseLimits
 
 
