@@ -97,7 +97,7 @@ def zip_mimetype(head: bytes) -> str | None:
     OpenDocument and EPUB require; None otherwise. Reads only the first local header."""
     if not head.startswith(b"PK\x03\x04") or len(head) < 30:
         return None
-    method, size, name_len, extra_len = struct.unpack_from("<H10xI4xHH", head, 8)
+    method, size, name_len, extra_len = struct.unpack_from("<H8xI4xHH", head, 8)  # APPNOTE 4.3.7
     start = 30 + name_len + extra_len
     if method != 0 or head[30:30 + name_len] != b"mimetype" or not 0 < size <= 200:
         return None

@@ -187,7 +187,7 @@ ENCRYPTED_OLE_STREAMS = ("EncryptionInfo", "EncryptedPackage")
 
 _BY_KIND = {f.kind: f for f in FORMATS}
 _BY_EXTENSION = {ext: f for f in FORMATS for ext in f.extensions}
-_BY_MIME = {mime: f for f in FORMATS for mime in f.mimes}
+_BY_MIME = {mime.lower(): f for f in FORMATS for mime in f.mimes}
 
 
 def by_kind(kind: str) -> Format:
