@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, cast
 
 from shared.domain import containers
-from shared.domain.formats import ACCEPTED, FORMATS, Container, Format, by_extension, by_kind, hint
+from shared.domain.formats import ACCEPTED, FORMATS, Container, Format, by_extension, by_kind, hint, is_extension
 from shared.errors import NeedBytesError, UnsupportedContentError
 from shared.text_sniff import stray_nul_limit, strip_stray_nuls, wide_encoding
 
@@ -74,7 +74,6 @@ _BINARY_MAGIC = (
     b"\xca\xfe\xba\xbe", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe",
     b"\x00asm", b"SQLite format 3\x00",
 )
-_EXTENSION_LIKE = re.compile(r"[a-z0-9]{0,9}[a-z][a-z0-9]{0,9}")
 _PACKAGES = (Container.ZIP, Container.ZIP_MIMETYPE)
 ENCRYPTED_MESSAGE = ("the file is password-protected (an encrypted Office document): remove the password "
                      "and upload it again")
@@ -108,7 +107,7 @@ def name_extension(ext: str) -> Format | None:
     that is not one). Raises :class:`UnsupportedContentError` for an extension outside the
     registry."""
     fmt = by_extension(ext)
-    if fmt is None and _EXTENSION_LIKE.fullmatch(ext):
+    if fmt is None and is_extension(ext):
         raise UnsupportedContentError(f"file type .{ext} is not allowed; allowed: {hint()}")
     return fmt
 

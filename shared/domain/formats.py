@@ -30,6 +30,7 @@ the answer can say what to do ("save it as .docx") instead of "not allowed".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -48,7 +49,9 @@ __all__ = [
     "by_mime",
     "extension",
     "hint",
+    "is_extension",
     "markdown_table",
+    "skip_reason",
     "parser_filename",
 ]
 
@@ -219,6 +222,25 @@ def extension(name: str) -> str:
     """The lower-case extension of a file name (``PurePosixPath`` suffix after ``\\`` → ``/``),
     without the dot; ``""`` if none. The API and the worker both use this rule."""
     return PurePosixPath(name.replace("\\", "/")).suffix.lower().lstrip(".")
+
+
+#: A suffix that looks like an extension (``Dr. Smith``, ``v1.2``, ``report.pdf `` have none).
+_EXTENSION_LIKE = re.compile(r"[a-z0-9]{0,9}[a-z][a-z0-9]{0,9}")
+
+
+def is_extension(ext: str) -> bool:
+    """Whether ``ext`` (from :func:`extension`) is an extension at all (else: typed by content)."""
+    return bool(_EXTENSION_LIKE.fullmatch(ext))
+
+
+def skip_reason(name: str) -> str | None:
+    """Why a file of a folder is not worth sending (its extension is not an accepted format's),
+    or None: an accepted extension, or none at all (the API types it by content)."""
+    ext = extension(name)
+    fmt = by_extension(ext)
+    if fmt is None:
+        return f".{ext} is not a supported type" if is_extension(ext) else None
+    return fmt.refusal
 
 
 def parser_filename(filename: str, content_type: str | None) -> str:

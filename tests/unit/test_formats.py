@@ -361,3 +361,18 @@ def test_nested_packages_are_bounded() -> None:
     check_zip_limits(sample(by_kind("docx")), ParseLimits(zip_max_depth=1), depth=1)
     with pytest.raises(ParseLimitError, match="ZIP_MAX_DEPTH"):
         check_zip_limits(sample(by_kind("docx")), ParseLimits(zip_max_depth=1), depth=2)
+
+
+def test_registry_modules_are_pure() -> None:
+    """``shared/domain/`` imports the standard library and ``shared.domain`` / ``shared.errors`` only."""
+    import ast
+    import sys
+
+    for path in (ROOT / "shared/domain").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+            for name in names:
+                top = name.split(".")[0]
+                assert top in sys.stdlib_module_names or name.startswith(("shared.domain", "shared.errors")) \
+                    or top == "__future__", f"{path.name} imports {name}"
