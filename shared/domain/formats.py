@@ -51,8 +51,8 @@ __all__ = [
     "hint",
     "is_extension",
     "markdown_table",
-    "skip_reason",
     "parser_filename",
+    "skip_reason",
 ]
 
 READERS = "task_service.pipeline.readers"

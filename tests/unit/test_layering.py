@@ -17,7 +17,7 @@ IO_LIBRARIES = {"asyncpg", "aio_pika", "aiormq", "redis", "minio", "httpx", "fas
                 "pgvector", "boto3", "socket", "urllib"}
 #: pure modules of shared/: states, decisions, wire schema, errors, ports and use cases
 DOMAIN = {"states", "fencing", "scan_policy", "retry_policy", "messages", "errors", "records", "ports",
-          "usecases", "ranking", "normalize", "doc_types", "text_sniff", "log", "faults"}
+          "usecases", "ranking", "normalize", "text_sniff", "log", "faults"}
 
 
 def imports(path: Path) -> set[str]:
