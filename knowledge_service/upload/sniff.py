@@ -264,7 +264,8 @@ def _zip(verdict: Verdict, head: bytes, names: list[str] | None) -> Format:
         return fmt
     if verdict.named is not None:
         named = by_kind(verdict.named)
-        raise UnsupportedContentError(f"the content is a ZIP archive without {named.marker}, not a {named.label}")
+        raise UnsupportedContentError(f"the content is a ZIP archive without {named.marker}, not a "
+                                      f"{named.extensions[0].upper()} ({named.label})")
     packages = ", ".join(f.kind for f in ACCEPTED if f.zip_based)
     raise UnsupportedContentError(f"the content is a ZIP archive that is none of: {packages}")
 

@@ -225,7 +225,7 @@ def test_password_protected_docx_at_dispatch_is_encrypted() -> None:
     ("a.pptx", zip_with(["word/document.xml"]), "the name says PowerPoint presentation but the content is Word"),
     ("a.odt", zip_with(["content.xml"], mimetype=f"{formats.by_kind('ods').mime}"),
      "the name says .odt (OpenDocument text) but the content is OpenDocument spreadsheet"),
-    ("a.xlsx", zip_with(["content.xml"]), "a ZIP archive without xl/workbook.xml, not a Excel workbook"),
+    ("a.xlsx", zip_with(["content.xml"]), "a ZIP archive without xl/workbook.xml, not a XLSX (Excel workbook)"),
     ("a.msg", zip_with(["word/document.xml"]), "not an OLE2 (Outlook) file"),
     ("a.msg", cfb(["Random"]), "an OLE2 compound file that is none of: .msg, .doc, .xls, .ppt"),
     ("a.docx", cfb(["x"], loop=True), "not a readable OLE2 compound file"),
