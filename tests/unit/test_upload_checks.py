@@ -265,7 +265,7 @@ def _package(data: bytes, name: str = "x.docx", tail: int | None = None) -> snif
 def test_docx_directory_check() -> None:
     assert _package(DOCX).kind == "docx"
     assert _package(DOCX, "no-extension").kind == "docx"
-    with pytest.raises(sniff.UnsupportedContentError, match=r"without word/document\.xml, not a DOCX \(Word document\)"):
+    with pytest.raises(sniff.UnsupportedContentError, match=r"without word/document\.xml, not a DOCX \(Word"):
         _package(_zip(["mimetype-not-first", "content.xml"]))
     with pytest.raises(sniff.UnsupportedContentError, match="a ZIP archive that is none of: docx, pptx, xlsx"):
         _package(_zip(["content.xml"]), "no-extension")
