@@ -35,7 +35,7 @@ COPY task_service/ task_service/
 COPY sql/ sql/
 COPY samples/ samples/
 # The project itself (dependencies are already there). The code also runs from /app
-# (PYTHONPATH below): shared/migrate.py finds the migrations in sql/ next to the source tree,
+# (PYTHONPATH below): shared/adapters/postgres/migrate.py finds the migrations in sql/ next to the source tree,
 # and sql/ is not part of the installed package.
 RUN pip install --no-deps . \
     && rm -rf build ./*.egg-info

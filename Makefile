@@ -27,7 +27,7 @@ services-down:
 	scripts/services.sh down
 
 migrate: services
-	$(BIN)/python -m shared.migrate
+	$(BIN)/python -m shared.adapters.postgres.migrate
 
 demo: migrate
 	scripts/demo.sh

@@ -36,7 +36,7 @@ RAW_QUEUE = "bench.raw"
 
 async def seed(dsn: str) -> list[bytes]:
     """The documents and tasks; one message body per document (generation 1)."""
-    from shared.messages import IndexMessage
+    from shared.domain.messages import IndexMessage
 
     conn = await asyncpg.connect(dsn)
     try:
@@ -61,7 +61,7 @@ async def seed(dsn: str) -> list[bytes]:
 
 async def publish(url: str, queue: str, bodies: list[bytes], n: int) -> None:
     """``n`` persistent messages, cycling through ``bodies``, with confirms (pipelined)."""
-    from shared import amqp
+    from shared.domain import messages
 
     conn = await aio_pika.connect(url)
     try:
@@ -70,7 +70,7 @@ async def publish(url: str, queue: str, bodies: list[bytes], n: int) -> None:
             await ch.declare_queue(RAW_QUEUE, durable=True, arguments={"x-queue-type": "quorum"})
             exchange, key = ch.default_exchange, RAW_QUEUE
         else:
-            exchange, key = await ch.get_exchange(amqp.EXCHANGE), amqp.ROUTING_KEY
+            exchange, key = await ch.get_exchange(messages.EXCHANGE), messages.ROUTING_KEY
         for start in range(0, n, 500):
             await asyncio.gather(*(
                 exchange.publish(aio_pika.Message(bodies[i % len(bodies)], content_type="application/json",

@@ -3,7 +3,7 @@
 ``python -m bench.fake_embeddings --port N [--latency-ms 200] [--dim 384]`` serves
 ``POST /v1/embeddings``: after ``latency-ms`` (asyncio sleep: requests overlap freely) it answers
 ``{"data": [{"index": i, "embedding": [...]}]}`` with a deterministic unit vector per input text
-(seeded by its SHA-256), as ``shared.embedding.openai_compat`` expects.
+(seeded by its SHA-256), as ``shared.adapters.embedding.openai_compat`` expects.
 """
 
 from __future__ import annotations

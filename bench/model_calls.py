@@ -146,7 +146,7 @@ class Scenarios:
 
     async def duplicate_message(self) -> None:
         """The finished generation's message, published again."""
-        from shared.messages import IndexMessage
+        from shared.domain.messages import IndexMessage
 
         b = self.b
         user_id = int(await b.stack.fetchval("SELECT user_id FROM index_task WHERE id = $1", self.doc["task_id"]))

@@ -28,7 +28,7 @@ def _t(fn, *a):  # type: ignore[no-untyped-def]
 
 def main() -> None:
     os.environ.setdefault("DO_NOT_TRACK", "1")
-    from shared.embedding import build_embedder
+    from shared.adapters.embedding import build_embedder
     from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
     from task_service.pipeline.parse import ensure_parsers_ready, parse_text
 

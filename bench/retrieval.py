@@ -1,8 +1,8 @@
 """Retrieval benchmark (issue 9): recall and latency of vector, keyword and hybrid search.
 
 ``python -m bench.retrieval [--smoke] [--runs N] [--chunks N]`` creates its own database
-(``rag_bench_retrieval_<pid>``, migrated with shared.migrate, dropped at the end) and measures,
-through ``shared.retrieval`` (the SQL the API runs):
+(``rag_bench_retrieval_<pid>``, migrated with shared.adapters.postgres.migrate, dropped at the end) and measures,
+through ``knowledge_service.search.retrieval`` (the SQL the API runs):
 
 1. a table of ``--chunks`` chunks (default 100,000) in KBs of skewed sizes: real text (windows
    of the corpus novel) with synthetic embeddings (clustered unit vectors: embedding 100k texts
@@ -35,7 +35,7 @@ import asyncpg
 import numpy as np
 from pgvector.asyncpg import register_vector
 
-from shared.retrieval import _EXACT, _HNSW, Mode, SearchParams, rank
+from knowledge_service.search.retrieval import _EXACT, _HNSW, Mode, SearchParams, rank
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -295,8 +295,8 @@ async def identifier_bench(conn: asyncpg.Pool, t: Table, params: SearchParams,
 async def corpus_chunks(max_file: int) -> tuple[list[tuple[str, list[str]]], np.ndarray]:
     """``[(file, chunk texts)]`` of every corpus file the worker indexes, and their MiniLM vectors
     (cached by content hash)."""
-    from shared.embedding import build_embedder
-    from shared.errors import PermanentError
+    from shared.adapters.embedding import build_embedder
+    from shared.domain.errors import PermanentError
     from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
     from task_service.pipeline.parse import parse_text
 
@@ -327,7 +327,7 @@ async def corpus_chunks(max_file: int) -> tuple[list[tuple[str, list[str]]], np.
 
 async def self_retrieval(conn: asyncpg.Connection, size: Size, params: SearchParams,
                          rng: np.random.Generator) -> tuple[int, int, dict[str, float]]:
-    from shared.embedding import build_embedder
+    from shared.adapters.embedding import build_embedder
 
     docs, vecs = await corpus_chunks(size.max_corpus_file)
     user = await conn.fetchval("SELECT id FROM app_user LIMIT 1")
@@ -373,8 +373,8 @@ def report(size: Size, vec: list[VectorRow], modes: dict[str, tuple[float, Timin
     lines = [
         f"`python -m bench.retrieval`: {size.chunks:,} chunks in {len(SHARES)} KBs (skewed: "
         f"{', '.join(str(n) for n in kb_sizes(size.chunks))}), corpus text, synthetic clustered 384-d vectors; "
-        f"loaded + indexed in {load_s:.0f} s. Latency = SQL of `shared.retrieval.rank` (no embedding; modes through a "
-        "2-connection pool as the API: hybrid runs both lists at once), ms, "
+        f"loaded + indexed in {load_s:.0f} s. Latency = SQL of `knowledge_service.search.retrieval.rank` "
+        "(no embedding; modes through a 2-connection pool as the API: hybrid runs both lists at once), ms, "
         f"median over {runs} runs (min–max of the run values).",
         "",
         "**Vector search per KB size** (recall@10 against exact numpy search)",
@@ -407,7 +407,7 @@ def report(size: Size, vec: list[VectorRow], modes: dict[str, tuple[float, Timin
 
 
 async def run(size: Size, runs: int, params: SearchParams, seed: int, keep: bool = False) -> str:
-    from shared.migrate import migrate
+    from shared.adapters.postgres.migrate import migrate
 
     db = f"rag_bench_retrieval_{os.getpid()}"
     dsn = ADMIN_DSN.rsplit("/", 1)[0] + f"/{db}"

@@ -141,7 +141,7 @@ class Stack:
             await admin.execute(f'CREATE DATABASE "{self.db}"')
         finally:
             await admin.close()
-        from shared.migrate import migrate
+        from shared.adapters.postgres.migrate import migrate
 
         await migrate(self.dsn)
         async with httpx.AsyncClient(base_url=MGMT, auth=MGMT_AUTH, timeout=30) as c:
@@ -259,7 +259,7 @@ class Stack:
 
     async def publish(self, body: bytes, name: str = "bench-publish") -> None:
         """One confirmed publish of ``body`` to the index exchange, on a connection called ``name``."""
-        from shared.amqp import Publisher, connect
+        from shared.adapters.rabbitmq import Publisher, connect
 
         conn = await connect(self.env["AMQP_URL"], name=name, heartbeat_s=30, robust=False)
         try:
@@ -292,7 +292,7 @@ class Stack:
     async def create_user(self, name: str = "bench") -> tuple[int, str]:
         """(user id, bearer token), written straight to the database as the CLI does."""
         from knowledge_service.deps import token_digest
-        from shared.repo import users as users_repo
+        from shared.adapters.postgres.repo import users as users_repo
 
         conn = await asyncpg.connect(self.dsn)
         try:

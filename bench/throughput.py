@@ -91,7 +91,7 @@ def raw_encode(path: Path, batch_size: int) -> None:
     os.environ["HF_HUB_OFFLINE"] = os.environ["TRANSFORMERS_OFFLINE"] = "1"
     from sentence_transformers import SentenceTransformer
 
-    from shared.embedding.models import minilm_model_dir
+    from shared.adapters.embedding.models import minilm_model_dir
 
     texts = json.loads(path.read_text(encoding="utf-8"))
     model = SentenceTransformer(str(minilm_model_dir()), device="cpu", local_files_only=True)

@@ -9,7 +9,7 @@ clients, each uploading one file after the other), measures per request:
 - **parts**: the same work done raw at the same concurrency, from this process: one object PUT
   of the same bytes (minio SDK, a single request), one PostgreSQL transaction with the same
   inserts (``documents_repo.create_document_with_task``), one publish with publisher confirm
-  (``shared.amqp.Publisher``), timed back to back.
+  (``shared.adapters.rabbitmq.Publisher``), timed back to back.
 
 No worker runs (messages wait in the queue). Latency p50 and p99 per run; the figure is the
 median over ``--runs`` runs (min–max), and the ratio API p50 / parts p50 is computed within each
@@ -130,10 +130,10 @@ class Parts:
         self.user_id, self.kb_id, self.data = user_id, kb_id, data
 
     async def __call__(self, i: int) -> float:
-        from shared.amqp import Publisher
-        from shared.db import translate_errors
-        from shared.repo import documents as documents_repo
-        from shared.storage import ObjectStore
+        from shared.adapters.postgres.pool import translate_errors
+        from shared.adapters.postgres.repo import documents as documents_repo
+        from shared.adapters.rabbitmq import Publisher
+        from shared.adapters.s3 import ObjectStore
 
         store, publisher = self.store, self.publisher
         assert isinstance(store, ObjectStore) and isinstance(publisher, Publisher)
@@ -158,10 +158,10 @@ async def _settle_tasks(pool: object) -> None:
 
 
 async def run(plan: Plan) -> str:
-    from shared import amqp
-    from shared.db import create_pool
+    from shared.adapters import rabbitmq
+    from shared.adapters.postgres.pool import create_pool
+    from shared.adapters.s3 import ObjectStore
     from shared.settings import KnowledgeSettings
-    from shared.storage import ObjectStore
 
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(64))
     cells: dict[tuple[int, int], Cell] = {}
@@ -172,9 +172,9 @@ async def run(plan: Plan) -> str:
         settings = KnowledgeSettings()
         store = ObjectStore(settings)
         pool = await create_pool(settings, app_name="bench-parts")
-        conn = await amqp.connect(settings.amqp_url.get_secret_value(), name="bench-parts", heartbeat_s=30,
+        conn = await rabbitmq.connect(settings.amqp_url.get_secret_value(), name="bench-parts", heartbeat_s=30,
                                   robust=False)
-        publisher = await amqp.Publisher.open(conn, 30)
+        publisher = await rabbitmq.Publisher.open(conn, 30)
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120,
                                      limits=limits) as http:

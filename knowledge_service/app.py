@@ -18,15 +18,16 @@ from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
 from knowledge_service.metrics import router as metrics_router
 from knowledge_service.routes import health, router
-from shared import amqp, usecases
+from shared import usecases
+from shared.adapters import rabbitmq
+from shared.adapters.embedding.configured import embedder_from_settings
+from shared.adapters.postgres.migrate import migrate
+from shared.adapters.postgres.pool import create_pool
+from shared.adapters.s3 import POOL_CONNECTIONS as STORAGE_THREADS
+from shared.adapters.s3 import ObjectStore
 from shared.bootstrap import usecase_deps
-from shared.db import create_pool
-from shared.embedding.configured import embedder_from_settings
-from shared.errors import BrokerUnavailableError
-from shared.migrate import migrate
+from shared.domain.errors import BrokerUnavailableError
 from shared.settings import KnowledgeSettings
-from shared.storage import POOL_CONNECTIONS as STORAGE_THREADS
-from shared.storage import ObjectStore
 
 log = logging.getLogger("knowledge_service")
 
@@ -56,14 +57,14 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
         connection = None
         publisher = None
         try:
-            connection = await amqp.connect(
+            connection = await rabbitmq.connect(
                 settings.amqp_url.get_secret_value(), name="knowledge_service", heartbeat_s=settings.amqp_heartbeat_s,
                 robust=True,
             )
             channel = await connection.channel()
-            await amqp.declare_topology(channel, delay_ms=settings.delay_ms)
+            await rabbitmq.declare_topology(channel, delay_ms=settings.delay_ms)
             await channel.close()
-            publisher = await amqp.Publisher.open(connection, settings.amqp_publish_timeout_s,
+            publisher = await rabbitmq.Publisher.open(connection, settings.amqp_publish_timeout_s,
                                                   app_id="knowledge_service",
                                                   on_failure=metrics.publish_failures.labels("api").inc)
         except BrokerUnavailableError as exc:

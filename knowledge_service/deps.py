@@ -13,12 +13,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from knowledge_service.metrics import ApiMetrics
 from shared import usecases
-from shared.amqp import Publisher
-from shared.db import connection
-from shared.embedding import Embedder
-from shared.repo import users as users_repo
+from shared.adapters.embedding import Embedder
+from shared.adapters.postgres.pool import connection
+from shared.adapters.postgres.repo import users as users_repo
+from shared.adapters.rabbitmq import Publisher
+from shared.adapters.s3 import ObjectStore
 from shared.settings import KnowledgeSettings
-from shared.storage import ObjectStore
 
 
 @dataclass

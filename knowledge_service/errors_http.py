@@ -1,6 +1,6 @@
 """HTTP error responses: the one table from domain errors to status codes, and the 422 fix.
 
-Use cases raise :mod:`shared.errors` ``ServiceError`` subclasses; :data:`EXCEPTION_HANDLERS`
+Use cases raise :mod:`shared.domain.errors` ``ServiceError`` subclasses; :data:`EXCEPTION_HANDLERS`
 turns them into ``{"detail": ...}`` answers (:data:`STATUS_FOR`; a 415 also carries
 ``"error_code"``: ``unsupported_type`` or ``encrypted``), and an unavailable dependency
 (``StorageUnavailableError``, ``DatabaseUnavailableError``) into a 503, never a 500. Nothing else
@@ -24,7 +24,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from shared.errors import (
+from shared.domain.errors import (
     DatabaseUnavailableError,
     EnqueueConflict,
     EnqueueContention,
@@ -119,7 +119,7 @@ async def storage_unavailable(request: Request, exc: Exception) -> JSONResponse:
 
 async def database_unavailable(request: Request, exc: Exception) -> JSONResponse:
     """503 with ``Retry-After`` when PostgreSQL cannot be reached or the connection dropped
-    (``shared.db`` translates the driver's errors). The connection is closed: an upload's body
+    (``shared.adapters.postgres.pool`` translates the driver's errors). The connection is closed: an upload's body
     may not have been read."""
     log.error("database unavailable", extra={"error": str(exc), "path": request.url.path})
     return _error(503, "database unavailable",

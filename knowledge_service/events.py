@@ -34,8 +34,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from shared.errors import DatabaseUnavailableError
-from shared.states import TERMINAL
+from shared.domain.errors import DatabaseUnavailableError
+from shared.domain.states import TERMINAL
 
 T = TypeVar("T")
 

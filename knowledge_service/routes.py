@@ -1,8 +1,8 @@
 """HTTP routes. Every ``/api/v1`` route authenticates and checks ownership (404 otherwise).
 
 Routes parse the request, call a use case (:mod:`shared.usecases`) or a read query, and shape
-the answer; errors are ``shared.errors`` types, turned into HTTP by ``errors_http``. Queries run
-on :func:`shared.db.connection`: the database down is a 503, never a 500.
+the answer; errors are ``shared.domain.errors`` types, turned into HTTP by ``errors_http``. Queries run
+on :func:`shared.adapters.postgres.pool.connection`: the database down is a 503, never a 500.
 """
 
 from __future__ import annotations
@@ -18,16 +18,17 @@ from sse_starlette import EventSourceResponse
 
 from knowledge_service import events, schemas, upload
 from knowledge_service.deps import Res, UserId
-from shared import retrieval, usecases
-from shared.db import connection
+from knowledge_service.search import retrieval
+from shared import usecases
+from shared.adapters.postgres.pool import connection
+from shared.adapters.postgres.repo import chunks as chunks_repo
+from shared.adapters.postgres.repo import documents as documents_repo
+from shared.adapters.postgres.repo import tasks as tasks_repo
+from shared.adapters.postgres.repo import users as users_repo
 from shared.domain import formats
-from shared.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
-from shared.fencing import Action
-from shared.records import Duplicate, NewContent
-from shared.repo import chunks as chunks_repo
-from shared.repo import documents as documents_repo
-from shared.repo import tasks as tasks_repo
-from shared.repo import users as users_repo
+from shared.domain.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
+from shared.domain.fencing import Action
+from shared.domain.records import Duplicate, NewContent
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/v1", responses=upload.OPENAPI_UNAVAILABLE)
@@ -311,7 +312,7 @@ async def retry_task(
 
 @router.post("/knowledge-bases/{kb_id}/search", response_model=schemas.SearchResponse)
 async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: UserId) -> schemas.SearchResponse:
-    """Vector, keyword or hybrid (default) search; scores per mode in :mod:`shared.retrieval`."""
+    """Vector, keyword or hybrid (default) search; scores per mode in :mod:`knowledge_service.search.retrieval`."""
     s = res.settings
     if body.top_k > s.search_max_top_k:
         raise HTTPException(422, [{  # FastAPI's validation-error shape

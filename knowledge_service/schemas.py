@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shared.normalize import has_model_token, normalize_text
+from shared.domain.normalize import has_model_token, normalize_text
 
 
 class _Strict(BaseModel):

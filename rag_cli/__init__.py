@@ -30,7 +30,7 @@ from rich.table import Table
 
 from rag_cli import admin
 from rag_cli.client import ApiClient, ApiError, TooManyRequests, UploadRun, collect_files, split_supported
-from shared.errors import TransientError
+from shared.domain.errors import TransientError
 from shared.settings import KnowledgeSettings
 
 T = TypeVar("T")

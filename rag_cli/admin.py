@@ -13,10 +13,10 @@ from typing import Any
 import asyncpg
 
 from knowledge_service.deps import token_digest
-from shared import ops_queries
-from shared.migrate import migrate
-from shared.repo import users as users_repo
-from shared.scan_policy import ScanThresholds
+from shared.adapters.postgres.migrate import migrate
+from shared.adapters.postgres.repo import ops as ops_repo
+from shared.adapters.postgres.repo import users as users_repo
+from shared.domain.scan_policy import ScanThresholds
 from shared.settings import KnowledgeSettings, WorkerSettings
 
 
@@ -36,7 +36,7 @@ async def create_user(dsn: str, name: str) -> dict[str, Any]:
     try:
         token = new_token()
         async with conn.transaction():
-            user_id = await ops_queries.user_id_by_name(conn, name)
+            user_id = await ops_repo.user_id_by_name(conn, name)
             if user_id is None:
                 user_id = await users_repo.create_user(conn, name)
             await users_repo.create_token(conn, user_id, token_digest(token))
@@ -49,7 +49,7 @@ async def create_token(dsn: str, user: str) -> dict[str, Any]:
     """A new token for an existing user: ``{"user_id", "token_id", "token"}``; NotFoundError."""
     conn = await asyncpg.connect(dsn)
     try:
-        user_id = await ops_queries.user_id_by_name(conn, user)
+        user_id = await ops_repo.user_id_by_name(conn, user)
         if user_id is None:
             raise NotFoundError(f"no user named {user!r}")
         token = new_token()
@@ -63,7 +63,7 @@ async def list_tokens(dsn: str, user: str | None) -> list[dict[str, Any]]:
     """``[{"id", "user", "fingerprint", "create_time", "revoked_at"}]`` (never the secret)."""
     conn = await asyncpg.connect(dsn)
     try:
-        return [dict(r.items()) for r in await ops_queries.list_tokens(conn, user)]
+        return [dict(r.items()) for r in await ops_repo.list_tokens(conn, user)]
     finally:
         await conn.close()
 
@@ -75,7 +75,7 @@ async def revoke_token(dsn: str, token: str | None = None, token_id: int | None 
         if token is not None:
             return await users_repo.revoke_token(conn, token_digest(token))
         assert token_id is not None
-        return await ops_queries.revoke_token_id(conn, token_id)
+        return await ops_repo.revoke_token_id(conn, token_id)
     finally:
         await conn.close()
 
@@ -84,7 +84,7 @@ async def create_kb(settings: KnowledgeSettings, user: str, name: str) -> dict[s
     """A knowledge base owned by ``user``: ``{"kb_id", "name", ...}``; NotFoundError."""
     conn = await asyncpg.connect(settings.database_url)
     try:
-        user_id = await ops_queries.user_id_by_name(conn, user)
+        user_id = await ops_repo.user_id_by_name(conn, user)
         if user_id is None:
             raise NotFoundError(f"no user named {user!r}")
         row = await users_repo.create_kb(conn, user_id, name, settings.embedding_model, settings.embedding_dim)
@@ -97,7 +97,7 @@ async def requeue_stuck(waiting_after_s: float | None, running_after_s: float | 
     """One recovery pass now (``task_service.scanner.scan_once``) with optional thresholds,
     then one outbox relay pass so re-published messages leave at once:
     ``{"timed_out": [task ids], "republished": [...], "dead_lettered": [...], "published": n}``."""
-    from shared.amqp import Publisher
+    from shared.adapters.rabbitmq import Publisher
     from task_service import APP_ID
     from task_service.oneshot import one_shot
     from task_service.relay import relay_once

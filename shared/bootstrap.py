@@ -8,11 +8,11 @@ from datetime import timedelta
 import asyncpg
 
 from shared import usecases
-from shared.fencing import StaleThresholds
-from shared.pg_store import PgReleasedObjects, PgTaskStore
+from shared.adapters.postgres.pg_store import PgReleasedObjects, PgTaskStore
+from shared.adapters.s3 import ObjectStore
+from shared.domain.fencing import StaleThresholds
 from shared.ports import Publisher
 from shared.settings import CommonSettings
-from shared.storage import ObjectStore
 
 
 def enqueue_limits(settings: CommonSettings) -> usecases.Limits:

@@ -23,7 +23,7 @@ import os
 import signal
 from functools import cache
 
-from shared.errors import StorageUnavailableError
+from shared.domain.errors import StorageUnavailableError
 
 
 @cache

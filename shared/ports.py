@@ -1,8 +1,8 @@
 """Ports: what the use cases and the worker's handler need from the outside world (pure).
 
-``typing.Protocol`` only, so the core imports no I/O library. Adapters: :class:`shared.pg_store.
-PgTaskStore` (PostgreSQL), ``shared.amqp.Publisher`` (RabbitMQ), ``shared.storage.ObjectStore``
-(S3), ``shared.locks.DocumentLock`` (Redis), ``shared.embedding`` (the model). In-memory fakes of
+``typing.Protocol`` only, so the core imports no I/O library. Adapters: :class:`shared.adapters.postgres.pg_store.
+PgTaskStore` (PostgreSQL), ``shared.adapters.rabbitmq.Publisher`` (RabbitMQ), ``shared.adapters.s3.ObjectStore``
+(S3), ``shared.adapters.redis_lock.DocumentLock`` (Redis), ``shared.adapters.embedding`` (the model). In-memory fakes of
 each live in ``tests/fakes.py``.
 """
 
@@ -15,10 +15,10 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from shared.fencing import EnqueueDecision, TaskSnapshot
-from shared.messages import IndexMessage
-from shared.records import Chunk, Duplicate, NewContent, OutboxRow, SkipRecord
-from shared.states import TaskStatus
+from shared.domain.fencing import EnqueueDecision, TaskSnapshot
+from shared.domain.messages import IndexMessage
+from shared.domain.records import Chunk, Duplicate, NewContent, OutboxRow, SkipRecord
+from shared.domain.states import TaskStatus
 
 __all__ = [
     "DeadLetter",
@@ -100,7 +100,7 @@ class TaskStore(Protocol):
 
 
 class Publisher(Protocol):
-    """Confirmed publish (``shared.amqp.Publisher``); raises ``BrokerUnavailableError``."""
+    """Confirmed publish (``shared.adapters.rabbitmq.Publisher``); raises ``BrokerUnavailableError``."""
 
     async def publish(
         self, body: bytes, *, exchange: str = ..., routing_key: str = ..., message_id: str | None = None,
@@ -137,7 +137,7 @@ Tap = Callable[[bytes], None]
 
 
 class ObjectWriter(Protocol):
-    """What the upload path needs from the object store (``shared.storage.ObjectStore``);
+    """What the upload path needs from the object store (``shared.adapters.s3.ObjectStore``);
     raises ``StorageUnavailableError`` / ``ObjectMissingError``."""
 
     def put_stream(self, key: str, *, content_type: str, part_size: int, tap: Tap) -> ObjectStream:
@@ -157,7 +157,7 @@ class ObjectWriter(Protocol):
 
 
 class Embedder(Protocol):
-    """Texts → L2-normalized float32 matrix (one row per text), as ``shared.embedding.Embedder``.
+    """Texts → L2-normalized float32 matrix (one row per text), as ``shared.adapters.embedding.Embedder``.
     Raises ``EmbeddingUnavailableError`` / ``EmbeddingTimeoutError`` / a ``PermanentError``.
     ``model_name`` and ``dim`` name the embedding cache's namespace."""
 
@@ -168,7 +168,7 @@ class Embedder(Protocol):
 
 
 class DocumentLock(Protocol):
-    """The per-document lock (``shared.locks.DocumentLock``)."""
+    """The per-document lock (``shared.adapters.redis_lock.DocumentLock``)."""
 
     async def acquire(self) -> bool:
         """Try once; False if held. Raises ``LockUnavailableError``."""
@@ -183,7 +183,7 @@ class DocumentLock(Protocol):
 
 class ReleasedObjects(Protocol):
     """Removes, after a commit, the objects committed transactions released (``object_removal``);
-    best effort: what fails stays queued for the sweep (``shared.cleanup``). Never raises."""
+    best effort: what fails stays queued for the sweep (``task_service.cleanup``). Never raises."""
 
     async def remove_released(self) -> None: ...
 
@@ -195,7 +195,7 @@ class ObjectReader(Protocol):
 
 
 class WorkerStore(Protocol):
-    """The worker's side of the task/document aggregate (``shared.pg_store.PgWorkerStore``).
+    """The worker's side of the task/document aggregate (``shared.adapters.postgres.pg_store.PgWorkerStore``).
     Every write is fenced on ``(generation, attempt)`` in the database; False / None means
     "fenced out / not claimable". Raises ``DatabaseUnavailableError``."""
 
@@ -208,7 +208,7 @@ class WorkerStore(Protocol):
     async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool: ...
 
     async def report_progress(self, task_id: int, generation: int, attempt: int, stage: str, progress: float) -> bool:
-        """The run's stage (``shared.progress.Stage`` value) and progress (0..1); also a heartbeat."""
+        """The run's stage (``task_service.progress.Stage`` value) and progress (0..1); also a heartbeat."""
         ...
 
     async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:

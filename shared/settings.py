@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.errors import ConfigurationError
+from shared.domain.errors import ConfigurationError
 
 
 class CommonSettings(BaseSettings):
@@ -70,7 +70,7 @@ class CommonSettings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool = True
 
-    # Fair dispatch across users (shared/dispatch.py): K tasks of one user at most are in the
+    # Fair dispatch across users (shared/domain/dispatch.py): K tasks of one user at most are in the
     # broker or running; the rest wait in PostgreSQL (outbox row held) and are released
     # round-robin across users as slots free up. Read by the API (inline release of an upload)
     # and by the worker's relay.
@@ -198,3 +198,10 @@ class WorkerSettings(CommonSettings):
     zip_max_depth: int = Field(3, ge=0, description="packages nested in packages (attachments, embedded files)")
     pdf_max_pages: int = Field(2_000, ge=1, description="PDF pages")
     pdf_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text extracted from one PDF")
+    # JSON / JSONL / XML readers
+    structured_max_depth: int = Field(200, ge=1, le=10_000, description="JSON/XML nesting levels read")
+    structured_max_values: int = Field(2_000_000, ge=1, description="JSON leaf values / XML text nodes per document")
+    # E-mail (.eml/.msg) readers (task_service/pipeline/readers/mail.py).
+    mail_max_depth: int = Field(3, ge=0, description="nested messages read (attached mail); deeper: a warning")
+    mail_max_nesting: int = Field(50, ge=1, description="MIME parts / embedded messages nesting; deeper: parse_limit")
+    mail_max_header_chars: int = Field(100_000, ge=1, description="characters kept of one e-mail header value")

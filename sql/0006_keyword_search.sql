@@ -8,7 +8,7 @@
 --     phrase match of the whole query is rewarded at query time;
 --   * a hyphen in front of a digit inside an identifier becomes a space: the parser reads
 --     "XK-4471" as 'xk' and the signed integer '-4471', so "4471" alone would not match.
--- Queries use the same function and configuration (shared/retrieval.py).
+-- Queries use the same function and configuration (knowledge_service/search/retrieval.py).
 CREATE EXTENSION IF NOT EXISTS unaccent;
 
 CREATE TEXT SEARCH CONFIGURATION rag_simple (COPY = pg_catalog.simple);

@@ -28,16 +28,16 @@ import typer
 from aio_pika.abc import AbstractConnection
 from prometheus_client import CollectorRegistry
 
-from shared import amqp
-from shared.db import create_pool
-from shared.embedding.configured import embedder_from_settings
-from shared.errors import ConfigurationError
-from shared.locks import DocumentLock
+from shared.adapters import rabbitmq
+from shared.adapters.embedding.configured import embedder_from_settings
+from shared.adapters.postgres.migrate import migrate
+from shared.adapters.postgres.pg_store import PgReleasedObjects, PgWorkerStore
+from shared.adapters.postgres.pool import create_pool
+from shared.adapters.redis_lock import DocumentLock
+from shared.adapters.s3 import ObjectStore
+from shared.domain.errors import ConfigurationError
 from shared.log import configure
-from shared.migrate import migrate
-from shared.pg_store import PgReleasedObjects, PgWorkerStore
 from shared.settings import WorkerSettings
-from shared.storage import ObjectStore
 from task_service import APP_ID
 from task_service.cache_evictor import evict_forever
 from task_service.consumer import Consumer
@@ -136,7 +136,7 @@ async def _start_background(conn: AbstractConnection, pool: asyncpg.Pool, settin
                             sample: bool) -> list[asyncio.Task[None]]:
     """The outbox relay, the recovery scanner and (when metrics are served) the gauge sampler,
     each on its own channel of ``conn``."""
-    publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID,
+    publisher = await rabbitmq.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID,
                                           on_failure=metrics.publish_failures.labels("relay").inc)
     tasks = [asyncio.create_task(
         relay_forever(pool, publisher, interval_s=settings.relay_interval_s,

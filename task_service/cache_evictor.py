@@ -12,9 +12,9 @@ import logging
 
 import asyncpg
 
-from shared.db import connection
-from shared.errors import TransientError
-from shared.repo import cache as cache_repo
+from shared.adapters.postgres.pool import connection
+from shared.adapters.postgres.repo import cache as cache_repo
+from shared.domain.errors import TransientError
 from shared.settings import WorkerSettings
 from task_service.oneshot import one_shot
 

@@ -23,10 +23,11 @@ from typing import Any
 
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
-from shared import amqp
-from shared.errors import BrokerUnavailableError, DeliveryLimitError
+from shared.adapters import rabbitmq
+from shared.domain import messages
+from shared.domain.errors import BrokerUnavailableError, DeliveryLimitError
+from shared.domain.messages import IndexMessage, InvalidMessageError
 from shared.log import bind
-from shared.messages import IndexMessage, InvalidMessageError
 from shared.settings import WorkerSettings
 from task_service import APP_ID
 from task_service.handler import IndexHandler, Outcome
@@ -34,8 +35,8 @@ from task_service.handler import IndexHandler, Outcome
 log = logging.getLogger(__name__)
 
 DELAY_HEADER = "x-rag-delay-attempts"
-CARRIED_HEADER = amqp.CARRIED_HEADER
-DEAD_REASON_HEADER = amqp.DEAD_REASON_HEADER
+CARRIED_HEADER = messages.CARRIED_HEADER
+DEAD_REASON_HEADER = messages.DEAD_REASON_HEADER
 
 OnConnected = Callable[[AbstractConnection], Awaitable[None]]
 
@@ -97,7 +98,7 @@ class Consumer:
             backoff = min(backoff * 2, 30.0)
 
     async def _session(self, stop: asyncio.Event, on_connected: OnConnected | None) -> None:
-        conn = await amqp.connect(
+        conn = await rabbitmq.connect(
             self._s.amqp_url.get_secret_value(), name=self._name, heartbeat_s=self._s.amqp_heartbeat_s, robust=False
         )
         closed = asyncio.Event()
@@ -106,8 +107,8 @@ class Consumer:
             channel = await conn.channel()
             channel.close_callbacks.add(lambda *_: closed.set())
             await channel.set_qos(prefetch_count=self._s.prefetch)
-            _, queue = await amqp.declare_topology(channel, delay_ms=self._delay_ms)
-            publisher = await amqp.Publisher.open(conn, self._s.amqp_publish_timeout_s, app_id=APP_ID,
+            _, queue = await rabbitmq.declare_topology(channel, delay_ms=self._delay_ms)
+            publisher = await rabbitmq.Publisher.open(conn, self._s.amqp_publish_timeout_s, app_id=APP_ID,
                                                   on_failure=self._metrics.publish_failures.labels("consumer").inc)
 
             async def on_message(message: AbstractIncomingMessage) -> None:
@@ -122,7 +123,7 @@ class Consumer:
             if on_connected is not None:
                 await on_connected(conn)
             self.connected.set()
-            log.info("consuming", extra={"queue": amqp.QUEUE, "prefetch": self._s.prefetch})
+            log.info("consuming", extra={"queue": messages.QUEUE, "prefetch": self._s.prefetch})
             stopper = asyncio.ensure_future(stop.wait())
             closer = asyncio.ensure_future(closed.wait())
             try:
@@ -155,14 +156,14 @@ class Consumer:
             log.warning("abandoning in-flight deliveries", extra={"count": len(tasks)})
             await asyncio.wait(tasks, timeout=timeout_s)
 
-    async def _process(self, message: AbstractIncomingMessage, publisher: amqp.Publisher) -> None:
+    async def _process(self, message: AbstractIncomingMessage, publisher: rabbitmq.Publisher) -> None:
         """Settle one delivery; its log lines carry the message's task_id, document_id, generation."""
         with bind(**log_fields(message.body)):
             await self._process_bound(message, publisher)
 
-    async def _process_bound(self, message: AbstractIncomingMessage, publisher: amqp.Publisher) -> None:
+    async def _process_bound(self, message: AbstractIncomingMessage, publisher: rabbitmq.Publisher) -> None:
         attempts = delay_attempts(message)
-        if failed_deliveries(message) > amqp.DELIVERY_LIMIT:
+        if failed_deliveries(message) > messages.DELIVERY_LIMIT:
             self._metrics.deliveries.labels("dead_letter").inc()
             await self._dead_letter(message, publisher, DeliveryLimitError.error_code)
             return
@@ -181,7 +182,7 @@ class Consumer:
         else:
             await self._delay(message, publisher, attempts)
 
-    async def _dead_letter(self, message: AbstractIncomingMessage, publisher: amqp.Publisher, reason: str) -> None:
+    async def _dead_letter(self, message: AbstractIncomingMessage, publisher: rabbitmq.Publisher, reason: str) -> None:
         """Our own dead-lettering, for limits the broker cannot see (counts carried in headers)."""
         log.error("delivery limit reached across re-publishes; dead-lettering",
                   extra={"failed_deliveries": failed_deliveries(message)})
@@ -190,7 +191,7 @@ class Consumer:
         else:
             await _settle(message.reject(requeue=False))  # the broker dead-letters it (reason: rejected)
 
-    async def _delay(self, message: AbstractIncomingMessage, publisher: amqp.Publisher, attempts: int) -> None:
+    async def _delay(self, message: AbstractIncomingMessage, publisher: rabbitmq.Publisher, attempts: int) -> None:
         headers: dict[str, Any] = dict(message.headers or {})
         headers[DELAY_HEADER] = attempts + 1
         headers[CARRIED_HEADER] = failed_deliveries(message)
@@ -198,7 +199,7 @@ class Consumer:
         headers.pop("x-delivery-count", None)
         try:
             await publisher.publish(
-                message.body, exchange="", routing_key=amqp.delay_queue_name(self._delay_ms), headers=headers
+                message.body, exchange="", routing_key=messages.delay_queue_name(self._delay_ms), headers=headers
             )
         except BrokerUnavailableError:
             log.warning("delay re-publish failed; returning delivery to the queue")
@@ -216,11 +217,11 @@ def log_fields(body: bytes) -> dict[str, int]:
     return {"task_id": msg.task_id, "document_id": msg.document_id, "generation": msg.generation}
 
 
-async def _dead_letter_copy(message: AbstractIncomingMessage, publisher: amqp.Publisher, reason: str) -> bool:
+async def _dead_letter_copy(message: AbstractIncomingMessage, publisher: rabbitmq.Publisher, reason: str) -> bool:
     headers: dict[str, Any] = {**(message.headers or {}), DEAD_REASON_HEADER: reason,
                                CARRIED_HEADER: failed_deliveries(message)}
     try:
-        await publisher.publish(message.body, exchange=amqp.DLX, routing_key=amqp.ROUTING_KEY, headers=headers)
+        await publisher.publish(message.body, exchange=messages.DLX, routing_key=messages.ROUTING_KEY, headers=headers)
     except BrokerUnavailableError:
         return False
     return True

@@ -15,13 +15,14 @@ import sys
 
 import asyncpg
 
-from shared import amqp, usecases
+from shared import usecases
+from shared.adapters import rabbitmq
+from shared.adapters.postgres.pool import create_pool
+from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
+from shared.adapters.s3 import ObjectStore
 from shared.bootstrap import usecase_deps
-from shared.db import create_pool
-from shared.errors import BrokerUnavailableError, InFlightLimitExceeded
-from shared.repo import dead_letters as dead_letters_repo
+from shared.domain.errors import BrokerUnavailableError, InFlightLimitExceeded
 from shared.settings import WorkerSettings
-from shared.storage import ObjectStore
 from task_service import APP_ID
 
 log = logging.getLogger(__name__)
@@ -43,9 +44,9 @@ async def replay(settings: WorkerSettings, dead_letter_id: int) -> dict[str, obj
     publisher = None
     try:
         try:
-            broker = await amqp.connect(settings.amqp_url.get_secret_value(), name="task_service.dlq",
+            broker = await rabbitmq.connect(settings.amqp_url.get_secret_value(), name="task_service.dlq",
                                         heartbeat_s=settings.amqp_heartbeat_s, robust=False)
-            publisher = await amqp.Publisher.open(broker, settings.amqp_publish_timeout_s, app_id=APP_ID)
+            publisher = await rabbitmq.Publisher.open(broker, settings.amqp_publish_timeout_s, app_id=APP_ID)
         except BrokerUnavailableError as exc:  # the outbox relay publishes it later
             log.warning("broker unavailable; the replayed message stays in the outbox", extra={"error": str(exc)})
         deps = usecase_deps(settings, pool, ObjectStore(settings), publisher)

@@ -21,10 +21,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
-from shared import embedding_cache
-from shared.domain.formats import parser_filename
-from shared.embedding.vectors import empty_matrix
-from shared.errors import (
+from shared.adapters.embedding.vectors import empty_matrix
+from shared.domain.errors import (
     FencedOut,
     IndexingError,
     InternalError,
@@ -34,19 +32,21 @@ from shared.errors import (
     TaskTimeoutError,
     TransientError,
 )
+from shared.domain.fencing import Claim, Reject, SettledTasks, Skip, SkipReason, decide_claim
+from shared.domain.formats import parser_filename
+from shared.domain.messages import IndexMessage, InvalidMessageError
+from shared.domain.records import SkipRecord
+from shared.domain.retry_policy import transient_retrying
+from shared.domain.states import TaskStatus
 from shared.faults import fault_point
-from shared.fencing import Claim, Reject, SettledTasks, Skip, SkipReason, decide_claim
 from shared.log import bind
-from shared.messages import IndexMessage, InvalidMessageError
 from shared.ports import DocumentLock, Embedder, ObjectReader, ReleasedObjects, WorkerStore
-from shared.progress import ProgressThrottle, Stage, embedded_share
-from shared.records import SkipRecord
-from shared.retry_policy import transient_retrying
 from shared.settings import WorkerSettings
-from shared.states import TaskStatus
+from task_service import embedding_cache
 from task_service.lease import run_with_lease
 from task_service.metrics import WorkerMetrics
 from task_service.pipeline.extract import Extraction, StageCallback
+from task_service.progress import ProgressThrottle, Stage, embedded_share
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -236,7 +236,7 @@ class IndexHandler:
         its generation moved on, the task is gone) is acked without taking the document lock:
         a skip writes nothing but its record, so the lock would save no work. What a snapshot
         proved for good (an older generation, a terminal task) answers later duplicates without
-        reading the database again (:class:`~shared.fencing.SettledTasks`). DELAY when the database
+        reading the database again (:class:`~shared.domain.fencing.SettledTasks`). DELAY when the database
         is unreachable. None: take the lock and decide again (claimable or rejectable)."""
         known = self._settled.skip(msg)
         if known is not None:

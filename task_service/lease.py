@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from shared.errors import FencedOut, TransientError
+from shared.domain.errors import FencedOut, TransientError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

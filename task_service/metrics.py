@@ -34,16 +34,18 @@ import asyncpg
 from aio_pika.abc import AbstractChannel
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from shared import amqp, ops_queries
-from shared.db import connection
-from shared.errors import TransientError
+from shared.adapters import rabbitmq
+from shared.adapters.postgres.pool import connection
+from shared.adapters.postgres.repo import ops as ops_repo
+from shared.domain import messages
+from shared.domain.errors import TransientError
 
 log = logging.getLogger(__name__)
 
 STAGES = ("download", "parse", "chunk", "embed", "write")
 ACTIVE_STATUSES = ("WAITING", "RETRYING", "RUNNING")
 #: Seconds: from a 10 ms parse to a 25 min task (TASK_HARD_LIMIT_S).
-_SAMPLE_ERRORS: tuple[type[BaseException], ...] = (TransientError, *amqp.BROKER_ERRORS)
+_SAMPLE_ERRORS: tuple[type[BaseException], ...] = (TransientError, *rabbitmq.BROKER_ERRORS)
 STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1500)
 
 
@@ -118,7 +120,7 @@ def serve(metrics: WorkerMetrics, host: str, port: int) -> Any:
 async def sample_once(metrics: WorkerMetrics, pool: asyncpg.Pool, channel: AbstractChannel | None) -> None:
     """Refresh the sampled gauges from PostgreSQL and (if given) the broker."""
     async with connection(pool) as conn:
-        sample = await ops_queries.sample(conn)
+        sample = await ops_repo.sample(conn)
     metrics.outbox_backlog.set(sample.outbox_backlog)
     for status in ACTIVE_STATUSES:
         count, age = sample.active.get(status, (0, 0.0))
@@ -126,11 +128,11 @@ async def sample_once(metrics: WorkerMetrics, pool: asyncpg.Pool, channel: Abstr
         metrics.tasks_oldest_age.labels(status).set(age)
     in_dlq = 0
     if channel is not None and not channel.is_closed:
-        for name in (amqp.QUEUE, amqp.DLQ):
+        for name in (messages.QUEUE, messages.DLQ):
             queue = await channel.declare_queue(name, passive=True)
             ready = queue.declaration_result.message_count or 0
             metrics.queue_messages.labels(name).set(ready)
-            if name == amqp.DLQ:
+            if name == messages.DLQ:
                 in_dlq = ready
     metrics.dlq_depth.set(sample.dead_letters_pending + in_dlq)
 

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
-from shared import amqp
-from shared.db import create_pool
+from shared.adapters import rabbitmq
+from shared.adapters.postgres.pool import create_pool
 from shared.log import configure
 from shared.settings import WorkerSettings
 
@@ -22,11 +22,11 @@ async def one_shot(name: str) -> AsyncIterator[OneShot]:
     settings = WorkerSettings()
     configure(settings.log_level, json_lines=settings.log_json)
     pool = await create_pool(settings, max_size=2, app_name=name)
-    conn = await amqp.connect(settings.amqp_url.get_secret_value(), name=name,
+    conn = await rabbitmq.connect(settings.amqp_url.get_secret_value(), name=name,
                               heartbeat_s=settings.amqp_heartbeat_s, robust=False)
     try:
         channel = await conn.channel()
-        await amqp.declare_topology(channel, delay_ms=settings.delay_ms)
+        await rabbitmq.declare_topology(channel, delay_ms=settings.delay_ms)
         yield settings, pool, conn, channel
     finally:
         await conn.close()

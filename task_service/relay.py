@@ -17,17 +17,17 @@ import logging
 
 import asyncpg
 
-from shared import amqp
-from shared.db import connection
-from shared.errors import BrokerUnavailableError, TransientError
-from shared.repo import outbox as outbox_repo
+from shared.adapters import rabbitmq
+from shared.adapters.postgres.pool import connection
+from shared.adapters.postgres.repo import outbox as outbox_repo
+from shared.domain.errors import BrokerUnavailableError, TransientError
 from task_service import APP_ID
 from task_service.oneshot import one_shot
 
 log = logging.getLogger(__name__)
 
 
-async def relay_once(pool: asyncpg.Pool, publisher: amqp.Publisher, *, grace_s: float, dispatch_limit: int,
+async def relay_once(pool: asyncpg.Pool, publisher: rabbitmq.Publisher, *, grace_s: float, dispatch_limit: int,
                      batch: int = 100) -> int:
     """Release held rows (``dispatch_limit`` = K per user), then publish one batch of released
     rows: those this pass released, and older ones the inline publish left (``grace_s``).
@@ -54,7 +54,7 @@ async def relay_once(pool: asyncpg.Pool, publisher: amqp.Publisher, *, grace_s: 
     return published
 
 
-async def relay_forever(pool: asyncpg.Pool, publisher: amqp.Publisher, *, interval_s: float, grace_s: float,
+async def relay_forever(pool: asyncpg.Pool, publisher: rabbitmq.Publisher, *, interval_s: float, grace_s: float,
                         dispatch_limit: int, stop: asyncio.Event, wake: asyncio.Event | None = None) -> None:
     """Run :func:`relay_once` every ``interval_s`` seconds, and at once when ``wake`` is set
     (then cleared), until ``stop`` is set or the channel dies. A full batch runs again at once."""
@@ -83,7 +83,7 @@ async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, timeout_s: float) 
 
 async def _main_once() -> int:
     async with one_shot("task_service.relay") as (settings, pool, conn, _):
-        publisher = await amqp.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID)
+        publisher = await rabbitmq.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID)
         total = 0
         while n := await relay_once(pool, publisher, grace_s=0.0, dispatch_limit=settings.dispatch_limit,
                                     batch=10_000):

@@ -17,16 +17,16 @@ from typing import Any
 import asyncpg
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
-from shared import amqp
-from shared.db import connection
-from shared.errors import DeliveryLimitError, TaskTimeoutError, TransientError
+from shared.adapters.postgres.pool import connection
+from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
+from shared.adapters.postgres.repo import tasks as tasks_repo
+from shared.domain import messages
+from shared.domain.errors import DeliveryLimitError, TaskTimeoutError, TransientError
+from shared.domain.messages import IndexMessage, InvalidMessageError
+from shared.domain.scan_policy import ScanAction, ScanThresholds, decide_scan
+from shared.domain.states import TaskStatus
 from shared.log import bind
-from shared.messages import IndexMessage, InvalidMessageError
-from shared.repo import dead_letters as dead_letters_repo
-from shared.repo import tasks as tasks_repo
-from shared.scan_policy import ScanAction, ScanThresholds, decide_scan
 from shared.settings import WorkerSettings
-from shared.states import TaskStatus
 from task_service.metrics import WorkerMetrics
 from task_service.oneshot import one_shot
 
@@ -75,8 +75,8 @@ def _death_reason(message: AbstractIncomingMessage) -> str:
     """Why the message was dead-lettered: our own header (limits counted across re-publishes),
     else the broker's ``x-death`` reason (``rejected``, ``delivery_limit``, ``expired``, ...)."""
     headers = message.headers or {}
-    if headers.get(amqp.DEAD_REASON_HEADER):
-        return str(headers[amqp.DEAD_REASON_HEADER])
+    if headers.get(messages.DEAD_REASON_HEADER):
+        return str(headers[messages.DEAD_REASON_HEADER])
     deaths: Any = headers.get("x-death") or []
     return str(deaths[0].get("reason", "unknown")) if deaths else "unknown"
 
@@ -84,7 +84,7 @@ def _death_reason(message: AbstractIncomingMessage) -> str:
 async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, report: ScanReport) -> None:
     """Move every message of ``rag.index.dlq`` into ``dead_letter``; a delivery-limit death fails
     its task (``delivery_limit``). Acked only after the row is committed."""
-    queue = await channel.get_queue(amqp.DLQ, ensure=False)
+    queue = await channel.get_queue(messages.DLQ, ensure=False)
     while (message := await queue.get(no_ack=False, fail=False, timeout=10)) is not None:
         reason = _death_reason(message)
         try:
@@ -97,7 +97,7 @@ async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, repor
                 headers={k: v for k, v in (message.headers or {}).items() if k != "x-death"},
             )
             if msg is not None and reason == DeliveryLimitError.error_code:
-                text = (f"message dead-lettered after more than {amqp.DELIVERY_LIMIT} failed deliveries "
+                text = (f"message dead-lettered after more than {messages.DELIVERY_LIMIT} failed deliveries "
                         "(a worker crashed or was killed on it each time)")
                 code = DeliveryLimitError.error_code
                 if await tasks_repo.fail_dead_lettered(conn, msg.task_id, msg.generation, code, text):

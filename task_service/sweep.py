@@ -1,4 +1,4 @@
-"""Periodic orphan-object sweep (see :mod:`shared.cleanup`): runs every
+"""Periodic orphan-object sweep (see :mod:`task_service.cleanup`): runs every
 ``ORPHAN_SWEEP_INTERVAL_S`` inside each worker (removals are idempotent and the queue is claimed
 with SKIP LOCKED, so concurrent sweeps are safe); ``python -m task_service.sweep --once`` runs one.
 """
@@ -11,12 +11,12 @@ import logging
 
 import asyncpg
 
-from shared.cleanup import sweep_orphans
-from shared.db import create_pool
-from shared.errors import TransientError
+from shared.adapters.postgres.pool import create_pool
+from shared.adapters.s3 import ObjectStore
+from shared.domain.errors import TransientError
 from shared.log import configure
 from shared.settings import WorkerSettings
-from shared.storage import ObjectStore
+from task_service.cleanup import sweep_orphans
 
 log = logging.getLogger(__name__)
 

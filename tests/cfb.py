@@ -1,6 +1,7 @@
-"""A minimal OLE2 compound file (MS-CFB) writer for tests: a header, one FAT sector and the
-directory, holding empty storages/streams with the given names (enough for the container
-sniffing, which reads only the directory). olefile cannot write; no fixture file needed."""
+"""A raw OLE2 compound file (MS-CFB) for directory edge cases ``tests/fidelity/cfb_writer.py``
+does not write (version 4 files with 4096-byte sectors; a directory chain that loops): a header,
+one FAT sector and the directory, holding empty streams/storages with the given names (enough
+for the container sniffing, which reads only the directory)."""
 
 from __future__ import annotations
 

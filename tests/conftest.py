@@ -88,7 +88,7 @@ def services_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     asyncio.run(_recreate_database())
     _recreate_vhost()
     sync_redis.Redis.from_url(overrides["REDIS_URL"]).flushdb()  # this session's own DB (claimed)
-    from shared.migrate import migrate
+    from shared.adapters.postgres.migrate import migrate
 
     asyncio.run(migrate(overrides["DATABASE_URL"]))
     yield dict(overrides)

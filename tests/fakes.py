@@ -19,16 +19,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shared.errors import BrokerUnavailableError, LockUnavailableError, StorageUnavailableError
-from shared.fencing import EnqueueDecision, StaleThresholds, TaskSnapshot
-from shared.messages import IndexMessage
+from shared.domain.errors import BrokerUnavailableError, LockUnavailableError, StorageUnavailableError
+from shared.domain.fencing import EnqueueDecision, StaleThresholds, TaskSnapshot
+from shared.domain.messages import EXCHANGE, ROUTING_KEY, IndexMessage
+from shared.domain.records import Chunk, Duplicate, NewContent, OutboxRow, SkipRecord
+from shared.domain.states import ACTIVE, DocumentStatus, TaskStatus
 from shared.ports import IssueRefused
-from shared.records import Chunk, Duplicate, NewContent, OutboxRow, SkipRecord
-from shared.states import ACTIVE, DocumentStatus, TaskStatus
 from task_service.pipeline.extract import Extraction
-
-EXCHANGE = "rag.index.exchange"
-ROUTING_KEY = "rag.index.document"
 
 #: The settings' defaults (STALE_WAITING_S=600, STALE_RUNNING_S=2700) for tests that decide enqueues.
 STALE = StaleThresholds(queued=timedelta(minutes=10), running=timedelta(minutes=45))
@@ -454,7 +451,7 @@ class FakeLock:
         return True
 
     async def renew(self) -> None:
-        from shared.errors import LockLostError
+        from shared.domain.errors import LockLostError
 
         if self._id in self._locks.lost:
             raise LockLostError(f"lock of document {self._id} lost (fake)")

@@ -22,7 +22,7 @@ RUNS = {"unstructured": 1}
 
 
 def _decoded(data: bytes) -> str:
-    from shared.normalize import sanitize
+    from shared.domain.normalize import sanitize
     from task_service.pipeline.decode import decode_text
 
     return sanitize(decode_text(data))

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any, Literal
 
-from shared.errors import CorruptDocumentError, DependencyMissingError
+from shared.domain.errors import CorruptDocumentError, DependencyMissingError
 
 MarkupKind = Literal["docx", "html", "md"]
 

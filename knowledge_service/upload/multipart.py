@@ -23,7 +23,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from knowledge_service.upload.filenames import clean_filename, decode_form_filename
 from knowledge_service.upload.sink import FileSink, ReceivedFile, too_large
-from shared.errors import MalformedUploadError, MissingFileError, UnsupportedUploadError, UploadTooLargeError
+from shared.domain.errors import MalformedUploadError, MissingFileError, UnsupportedUploadError, UploadTooLargeError
 from shared.ports import ObjectWriter
 
 if TYPE_CHECKING:

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 
 from knowledge_service.upload import sniff
 from shared.domain.containers import MAX_DIRECTORY_BYTES
-from shared.domain.formats import extension
-from shared.errors import (
+from shared.domain.errors import (
     NeedBytesError,
     StorageUnavailableError,
     UnsupportedContentError,
     UnsupportedUploadError,
     UploadTooLargeError,
 )
+from shared.domain.formats import extension
 from shared.ports import ObjectStream, ObjectWriter
 
 log = logging.getLogger(__name__)

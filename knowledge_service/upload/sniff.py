@@ -41,9 +41,19 @@ from dataclasses import dataclass
 from typing import BinaryIO, cast
 
 from shared.domain import containers
-from shared.domain.formats import ACCEPTED, FORMATS, Container, Format, by_extension, by_kind, hint, is_extension
-from shared.errors import NeedBytesError, UnsupportedContentError
-from shared.text_sniff import stray_nul_limit, strip_stray_nuls, wide_encoding
+from shared.domain.errors import NeedBytesError, UnsupportedContentError
+from shared.domain.formats import (
+    ACCEPTED,
+    ENCRYPTED_MESSAGE,
+    FORMATS,
+    Container,
+    Format,
+    by_extension,
+    by_kind,
+    hint,
+    is_extension,
+)
+from shared.domain.text_sniff import stray_nul_limit, strip_stray_nuls, wide_encoding
 
 __all__ = [
     "HEAD_BYTES",
@@ -75,8 +85,6 @@ _BINARY_MAGIC = (
     b"\x00asm", b"SQLite format 3\x00",
 )
 _PACKAGES = (Container.ZIP, Container.ZIP_MIMETYPE)
-ENCRYPTED_MESSAGE = ("the file is password-protected (an encrypted Office document): remove the password "
-                     "and upload it again")
 
 
 @dataclass(frozen=True)

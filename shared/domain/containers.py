@@ -22,8 +22,8 @@ import struct
 import zipfile
 from typing import BinaryIO, Literal
 
+from shared.domain.errors import NeedBytesError
 from shared.domain.formats import ENCRYPTED_OLE_STREAMS, FORMATS, Container, Format
-from shared.errors import NeedBytesError
 
 __all__ = [
     "MAX_DIRECTORY_BYTES",
@@ -210,10 +210,12 @@ def ole_format(names: list[str]) -> Format | Encrypted | None:
     """``"encrypted"`` for a password-protected OOXML package (MS-OFFCRYPTO: the streams
     ``EncryptionInfo`` and ``EncryptedPackage``), else the OLE-based format (accepted or
     refused) one of whose streams starts with its marker; None if none."""
-    if all(stream in names for stream in ENCRYPTED_OLE_STREAMS):
+    if all(any(n.lower() == stream.lower() for n in names) for stream in ENCRYPTED_OLE_STREAMS):
         return "encrypted"
+    lowered = [name.lower() for name in names]  # CFB names compare case-insensitively ([MS-CFB] 2.6.4)
     for fmt in FORMATS:
-        if fmt.container is Container.OLE and any(name.startswith(fmt.marker) for name in names):
+        if fmt.container is Container.OLE and any(
+                name.startswith(marker.lower()) for marker in fmt.markers for name in lowered):
             return fmt
     return None
 

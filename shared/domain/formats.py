@@ -25,7 +25,8 @@ How the bytes are recognised (:class:`Container`):
 
 A ZIP-based format (:attr:`Format.zip_based`) is read only after the ZIP-bomb and nesting
 limits (``ZIP_MAX_*``) pass. A refused format (:attr:`Format.refusal`) is recognised so that
-the answer can say what to do ("save it as .docx") instead of "not allowed".
+the answer can say what to do ("save it as .docx") instead of "not allowed"; its reader
+(``readers/ole.py``) only raises that refusal, or ``encrypted`` for a password-protected file.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pathlib import PurePosixPath
 
 __all__ = [
     "ACCEPTED",
+    "ENCRYPTED_MESSAGE",
     "ENCRYPTED_OLE_STREAMS",
     "FORMATS",
     "Container",
@@ -100,6 +102,7 @@ class Format:
     reader: str = ""
     mime_aliases: tuple[str, ...] = ()
     marker: str = ""
+    alt_markers: tuple[str, ...] = ()
     text_pattern: str = ""
     pattern_required: bool = False
     magic: tuple[Magic, ...] = ()
@@ -115,6 +118,10 @@ class Format:
         return self.container in (Container.ZIP, Container.ZIP_MIMETYPE)
 
     @property
+    def markers(self) -> tuple[str, ...]:
+        return (self.marker, *self.alt_markers) if self.marker else ()
+
+    @property
     def mimes(self) -> tuple[str, ...]:
         return (self.mime, *self.mime_aliases)
 
@@ -123,9 +130,13 @@ def _reader(name: str) -> str:
     return f"{READERS}.{name}"
 
 
-def _legacy(kind: str, label: str, stream: str, ext: str, mime: str, save_as: str) -> Format:
-    return Format(kind, label, (ext,), mime, Container.OLE, marker=stream,
-                  refusal=f"{label} (.{ext}) is not supported; save it as .{save_as}")
+def _legacy(kind: str, label: str, plural: str, app: str, streams: tuple[str, ...], mime: str, save_as: str) -> Format:
+    """A legacy Office binary format: recognised (OLE2 stream names), refused with what to do.
+    Refused rather than converted: bench/RESULTS.md, "legacy" (LibreOffice headless: ~2 s and
+    ~210 MB per file before our own parse)."""
+    return Format(kind, label, (kind,), mime, Container.OLE, _reader("ole"), marker=streams[0],
+                  alt_markers=streams[1:], refusal=f"{plural} (.{kind}) are not supported: open it in {app} or "
+                                                   f"LibreOffice and save it as .{save_as}")
 
 
 _OOXML = "application/vnd.openxmlformats-officedocument"
@@ -168,7 +179,7 @@ FORMATS: tuple[Format, ...] = (
     Format("csv", "CSV / TSV table", ("csv", "tsv"), "text/csv", Container.TEXT, _reader("csv"),
            mime_aliases=("text/tab-separated-values",)),
     Format("json", "JSON / JSON Lines", ("json", "jsonl", "ndjson"), "application/json", Container.TEXT,
-           _reader("json"), mime_aliases=("application/x-ndjson", "application/jsonl")),
+           _reader("jsondoc"), mime_aliases=("application/x-ndjson", "application/jsonl")),
     Format("xml", "XML", ("xml",), "application/xml", Container.TEXT, _reader("xml"),
            mime_aliases=("text/xml",), text_pattern=r"<\?xml"),
     Format("rtf", "Rich Text Format", ("rtf",), "application/rtf", Container.TEXT, _reader("rtf"),
@@ -176,17 +187,23 @@ FORMATS: tuple[Format, ...] = (
     Format("eml", "E-mail message", ("eml",), "message/rfc822", Container.TEXT, _reader("eml"),
            text_pattern=_RFC822),
     Format("msg", "Outlook message", ("msg",), "application/vnd.ms-outlook", Container.OLE, _reader("msg"),
-           marker="__substg1.0_"),
+           marker="__substg1.0_", alt_markers=("__properties_version1.0",)),
     Format("image", "Image (OCR)", ("png", "jpg", "jpeg", "tif", "tiff", "webp", "bmp"), "image/png",
            Container.IMAGE, _reader("image"), mime_aliases=("image/jpeg", "image/tiff", "image/webp", "image/bmp"),
            magic=_IMAGE_MAGIC),
-    _legacy("doc", "Word 97-2003", "WordDocument", "doc", "application/msword", "docx"),
-    _legacy("xls", "Excel 97-2003", "Workbook", "xls", "application/vnd.ms-excel", "xlsx"),
-    _legacy("ppt", "PowerPoint 97-2003", "PowerPoint Document", "ppt", "application/vnd.ms-powerpoint", "pptx"),
+    _legacy("doc", "Word 97-2003 document", "Word 97-2003 documents", "Word", ("WordDocument",),
+            "application/msword", "docx"),
+    _legacy("xls", "Excel 97-2003 workbook", "Excel 97-2003 workbooks", "Excel", ("Workbook", "Book"),
+            "application/vnd.ms-excel", "xlsx"),
+    _legacy("ppt", "PowerPoint 97-2003 presentation", "PowerPoint 97-2003 presentations", "PowerPoint",
+            ("PowerPoint Document",), "application/vnd.ms-powerpoint", "pptx"),
 )
 ACCEPTED: tuple[Format, ...] = tuple(f for f in FORMATS if f.accepted)
 #: Streams of an OLE file that wraps a password-protected OOXML package (MS-OFFCRYPTO §2.3.4).
 ENCRYPTED_OLE_STREAMS = ("EncryptionInfo", "EncryptedPackage")
+#: What a password-protected Office file gets (``encrypted``), at upload and in the worker.
+ENCRYPTED_MESSAGE = ("the file is password-protected (an encrypted Word, Excel or PowerPoint file): open it, remove "
+                     "the password (File > Info > Protect > Encrypt with Password, empty) and upload it again")
 
 _BY_KIND = {f.kind: f for f in FORMATS}
 _BY_EXTENSION = {ext: f for f in FORMATS for ext in f.extensions}
@@ -264,7 +281,7 @@ def _cells(f: Format) -> Iterable[str]:
         Container.PDF: "`%PDF-` in the first 1 KiB",
         Container.ZIP: f"ZIP with `{f.marker}`",
         Container.ZIP_MIMETYPE: f"ZIP, `mimetype` = `{f.marker}`",
-        Container.OLE: f"OLE2 with `{f.marker}` stream",
+        Container.OLE: "OLE2 with a " + " or ".join(f"`{m}`" for m in f.markers) + " stream",
         Container.TEXT: _text_rule(f),
         Container.IMAGE: "PNG, JPEG, TIFF, WebP, BMP magic",
     }[f.container]

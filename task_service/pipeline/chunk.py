@@ -57,9 +57,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
-from shared.embedding.models import MINILM_REQUIREMENT, minilm_model_dir
-from shared.errors import DependencyMissingError
-from shared.records import Chunk
+from shared.adapters.embedding.models import MINILM_REQUIREMENT, minilm_model_dir
+from shared.domain.errors import DependencyMissingError
+from shared.domain.records import Chunk
 from task_service.pipeline.document import SECTION_SEPARATOR, Block, ParsedDocument
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Bytes → str for text-like documents (txt, html, md) without mojibake, with what was guessed.
 
 Order: byte-order mark (UTF-8/16/32) → UTF-16/32 without a BOM, recognised by its NUL pattern
-(``shared.text_sniff.wide_encoding``) → NUL bytes that are not UTF-16/32 are stray: removed and
+(``shared.domain.text_sniff.wide_encoding``) → NUL bytes that are not UTF-16/32 are stray: removed and
 reported → strict UTF-8 → the charset an HTML document declares → "mostly UTF-8" (a few stray
 bytes in otherwise UTF-8 text become U+FFFD instead of failing the whole document) →
 ``charset-normalizer`` detection, with a preference for windows-1252 among Latin code pages.
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import charset_normalizer
 
-from shared.errors import UndecodableTextError
-from shared.text_sniff import (
+from shared.domain.errors import UndecodableTextError
+from shared.domain.text_sniff import (
     MAX_IMPLAUSIBLE_SHARE,
     WIDE_SAMPLE_BYTES,
     implausible_share,

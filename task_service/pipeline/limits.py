@@ -34,7 +34,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shared.errors import ParseLimitError
+from shared.domain.errors import ParseLimitError
 
 if TYPE_CHECKING:
     from shared.settings import WorkerSettings
@@ -53,6 +53,14 @@ class ParseLimits:
     zip_max_depth: int = 3
     pdf_max_pages: int = 2_000
     pdf_max_text_chars: int = 50_000_000
+    # JSON / JSONL / XML readers (readers/jsondoc.py, readers/xml.py): STRUCTURED_MAX_DEPTH,
+    # STRUCTURED_MAX_VALUES (nesting levels; leaf values or text nodes per document)
+    structured_max_depth: int = 200
+    structured_max_values: int = 2_000_000
+    # e-mail (.eml/.msg, readers/mail.py): MAIL_MAX_DEPTH, MAIL_MAX_NESTING, MAIL_MAX_HEADER_CHARS
+    mail_max_depth: int = 3
+    mail_max_nesting: int = 50
+    mail_max_header_chars: int = 100_000
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ParseLimits:
@@ -63,6 +71,11 @@ class ParseLimits:
             zip_max_depth=s.zip_max_depth,
             pdf_max_pages=s.pdf_max_pages,
             pdf_max_text_chars=s.pdf_max_text_chars,
+            structured_max_depth=s.structured_max_depth,
+            structured_max_values=s.structured_max_values,
+            mail_max_depth=s.mail_max_depth,
+            mail_max_nesting=s.mail_max_nesting,
+            mail_max_header_chars=s.mail_max_header_chars,
         )
 
 

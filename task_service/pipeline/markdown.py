@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from shared.errors import DependencyMissingError
+from shared.domain.errors import DependencyMissingError
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.html import DATA_URI, extract_html
 

@@ -2,8 +2,9 @@
 
 The extension names a format of the registry (``shared.domain.formats``), whose entry names its
 reader module by dotted path (``task_service.pipeline.readers.<name>``, exposing
-``read(data, limits) -> ParsedDocument``). A format whose reader module does not exist (yet),
-a refused format (``.doc``) and an unknown extension are ``UnsupportedTypeError``. For every
+``read(data, limits) -> ParsedDocument``). A format whose reader module does not exist (yet) and
+an unknown extension are ``UnsupportedTypeError``; a refused format's reader (``readers/ole.py``)
+raises its refusal (``unsupported_type`` naming the format to save as, or ``encrypted``). For every
 ZIP-based format the ZIP-bomb limits are checked before its reader opens the package; an OLE2
 file where a ZIP package is expected is a password-protected Office file (``encrypted``), a
 legacy one (refused with the format to save as) or corrupt.
@@ -40,20 +41,13 @@ package, PDF page count and text size) are checked here (``limits.py``), whereve
 from __future__ import annotations
 
 import importlib
-import io
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.domain import containers, formats
+from shared.domain import formats, ole
+from shared.domain.errors import CorruptDocumentError, DependencyMissingError, NoTextError, UnsupportedTypeError
 from shared.domain.formats import Format
-from shared.errors import (
-    CorruptDocumentError,
-    DependencyMissingError,
-    EncryptedDocumentError,
-    NoTextError,
-    UnsupportedTypeError,
-)
-from shared.normalize import has_visible_text, normalize_text
+from shared.domain.normalize import has_visible_text, normalize_text
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
 
@@ -90,7 +84,7 @@ def ensure_parsers_ready() -> None:
     """Import every reader module that exists and parse a tiny document of each text kind once
     (tens of milliseconds; no network). Raises ``DependencyMissingError`` when a reader's
     library (selectolax, pyromark, lxml, pypdfium2...) is not installed."""
-    for fmt in formats.ACCEPTED:
+    for fmt in formats.FORMATS:
         try:
             reader_for(fmt)
         except UnsupportedTypeError:
@@ -100,13 +94,12 @@ def ensure_parsers_ready() -> None:
 
 
 def reader_for(fmt: Format) -> Reader:
-    """The reader module the registry names for ``fmt``, imported.
+    """The reader module the registry names for ``fmt``, imported (a refused format's reader
+    only raises its refusal).
 
-    Raises ``UnsupportedTypeError`` for a refused format or one whose reader module does not
-    exist, ``DependencyMissingError`` when the module imports a library that is not installed.
+    Raises ``UnsupportedTypeError`` for a format whose reader module does not exist,
+    ``DependencyMissingError`` when the module imports a library that is not installed.
     """
-    if fmt.refusal is not None:
-        raise UnsupportedTypeError(fmt.refusal)
     try:
         module = importlib.import_module(fmt.reader)
     except ModuleNotFoundError as exc:
@@ -117,14 +110,13 @@ def reader_for(fmt: Format) -> Reader:
 
 
 def document_kind(filename: str) -> str:
-    """Map a file name to its document kind by extension (case-insensitive).
+    """Map a file name to its document kind by extension (case-insensitive); a refused kind
+    (``doc``) too: its reader raises the refusal.
 
-    Raises ``UnsupportedTypeError`` for a refused format, any other extension or none.
+    Raises ``UnsupportedTypeError`` for any other extension or none.
     """
     suffix = formats.extension(filename)
     fmt = formats.by_extension(suffix)
-    if fmt is not None and fmt.refusal is not None:
-        raise UnsupportedTypeError(fmt.refusal)
     if fmt is None:
         shown = f".{suffix}" if suffix else "no extension"
         raise UnsupportedTypeError(f"unsupported file type ({shown}) for {filename!r}; supported: {formats.hint()}")
@@ -146,6 +138,8 @@ def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIM
     HTML/Markdown nests elements deeper than ``html.MAX_DEPTH``.
     """
     fmt = formats.by_kind(document_kind(filename))
+    if fmt.refusal is not None and not ole.is_ole(data):
+        raise UnsupportedTypeError(fmt.refusal)  # named .doc, not even an OLE file: the name's refusal
     reader = reader_for(fmt)
     if fmt.zip_based:
         _check_package(fmt, data, limits)
@@ -162,17 +156,11 @@ def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIM
 
 
 def _check_package(fmt: Format, data: bytes, limits: ParseLimits) -> None:
-    """Before a ZIP-based reader: an OLE2 file instead of the ZIP (encrypted, legacy, corrupt),
-    then the ZIP-bomb limits."""
-    if containers.is_ole(data):
-        names = containers.ole_names(io.BytesIO(data))
-        found = None if names is None else containers.ole_format(names)
-        if found == "encrypted":
-            raise EncryptedDocumentError(
-                f"the {fmt.label} is password-protected (encrypted); remove the password and upload it again")
-        if isinstance(found, Format) and found.refusal is not None:
-            raise UnsupportedTypeError(found.refusal)
-        raise CorruptDocumentError(f"the {fmt.label} is an OLE2 compound file, not a ZIP package")
+    """Before a ZIP-based reader: an OLE2 file instead of the ZIP is refused as
+    ``shared.domain.ole.refusal`` says (encrypted, legacy, other), then the ZIP-bomb limits."""
+    if ole.is_ole(data):
+        error = ole.refusal(data)
+        raise error or CorruptDocumentError(f"the {fmt.label} is an Outlook message (.msg), not a ZIP package")
     check_zip_limits(data, limits, kind=fmt.extensions[0].upper())
 
 

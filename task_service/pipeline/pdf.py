@@ -19,7 +19,7 @@ import threading
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from shared.errors import CorruptDocumentError, ParseLimitError, PdfEncryptedError
+from shared.domain.errors import CorruptDocumentError, ParseLimitError, PdfEncryptedError
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.hyphens import load_word_list, resolve_line_hyphens
 from task_service.pipeline.limits import DEFAULT_LIMITS

@@ -74,8 +74,8 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shared import errors
-from shared.errors import (
+from shared.domain import errors
+from shared.domain.errors import (
     ExtractionCancelled,
     IndexingError,
     ParseLimitError,

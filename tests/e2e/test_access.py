@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.amqp import Publisher, connect
-from shared.messages import IndexMessage
+from shared.adapters.rabbitmq import Publisher, connect
+from shared.domain.messages import IndexMessage
 from tests.e2e.conftest import WorkerFactory
 from tests.support import Api, poll, queue_depth, sql, sql_value
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from minio import Minio
 
-from shared.amqp import Publisher, connect
-from shared.messages import IndexMessage
+from shared.adapters.rabbitmq import Publisher, connect
+from shared.domain.messages import IndexMessage
 from shared.settings import KnowledgeSettings
 from tests.bigtext import paragraphs
 from tests.e2e.conftest import WorkerFactory

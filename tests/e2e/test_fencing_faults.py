@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from shared.amqp import Publisher, connect
-from shared.messages import IndexMessage
+from shared.adapters.rabbitmq import Publisher, connect
+from shared.domain.messages import IndexMessage
 from tests.e2e.conftest import WorkerFactory
 from tests.support import (
     FAST,
@@ -181,7 +181,7 @@ def test_lock_lost_mid_task_is_retried_not_left_running(
     delivery goes round the delay queue; the retry reclaims the task and finishes it."""
     import redis
 
-    from shared.locks import document_lock_key
+    from shared.adapters.redis_lock import document_lock_key
 
     dsn = services_env["DATABASE_URL"]
     # the model is slow (1.5 s a batch, longer than the 1 s renewal period) and asked (no cache):

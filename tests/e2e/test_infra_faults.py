@@ -19,7 +19,7 @@ import httpx
 import pytest
 import redis
 
-from shared.locks import document_lock_key
+from shared.adapters.redis_lock import document_lock_key
 from tests.e2e.conftest import WorkerFactory
 from tests.support import (
     FAST,

@@ -10,8 +10,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.amqp import Publisher, connect
-from shared.messages import IndexMessage
+from shared.adapters.rabbitmq import Publisher, connect
+from shared.domain.messages import IndexMessage
 from tests.e2e.conftest import WorkerFactory
 from tests.support import CORPUS, Api, poll, queue_depth
 

@@ -23,10 +23,11 @@ import httpx
 import pytest
 import redis as sync_redis
 
-from shared.amqp import DELIVERY_LIMIT, DLQ, QUEUE, Publisher, connect
-from shared.locks import document_lock_key
+from shared.adapters.rabbitmq import Publisher, connect
+from shared.adapters.redis_lock import document_lock_key
+from shared.adapters.s3 import ObjectStore
+from shared.domain.messages import DELIVERY_LIMIT, DLQ, QUEUE
 from shared.settings import KnowledgeSettings
-from shared.storage import ObjectStore
 from tests.e2e.conftest import WorkerFactory
 from tests.support import (
     MGMT,

@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 from pgvector.asyncpg import register_vector
 
-from shared.db import create_pool
+from shared.adapters.postgres.pool import create_pool
 from shared.settings import KnowledgeSettings
 
 

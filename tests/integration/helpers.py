@@ -12,13 +12,13 @@ from typing import TypeVar
 import asyncpg
 import numpy as np
 
-from shared.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
-from shared.messages import IndexMessage
-from shared.records import Chunk, OutboxRow
-from shared.repo import chunks as chunks_repo
-from shared.repo import documents as documents_repo
-from shared.repo import tasks as tasks_repo
-from shared.repo import users as users_repo
+from shared.adapters.postgres.repo import chunks as chunks_repo
+from shared.adapters.postgres.repo import documents as documents_repo
+from shared.adapters.postgres.repo import tasks as tasks_repo
+from shared.adapters.postgres.repo import users as users_repo
+from shared.domain.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
+from shared.domain.messages import IndexMessage
+from shared.domain.records import Chunk, OutboxRow
 from tests.fakes import STALE
 
 T = TypeVar("T")

@@ -13,8 +13,8 @@ import httpx
 from typer.testing import CliRunner, Result
 
 from rag_cli import app
-from shared import amqp
-from shared.messages import IndexMessage
+from shared.domain import messages
+from shared.domain.messages import IndexMessage
 from tests.integration.helpers import new_document
 from tests.support import MGMT, MGMT_AUTH, VHOST, poll, sql, sql_value
 
@@ -73,7 +73,7 @@ def test_requeue_stuck_republishes_a_forgotten_waiting_task(services_env: dict[s
     assert msg.task_id in report["republished"] and report["published"] >= 1
 
     def published() -> list[dict[str, object]]:
-        got = httpx.post(f"{MGMT}/api/queues/{VHOST}/{amqp.QUEUE}/get", auth=MGMT_AUTH, timeout=10,
+        got = httpx.post(f"{MGMT}/api/queues/{VHOST}/{messages.QUEUE}/get", auth=MGMT_AUTH, timeout=10,
                          json={"count": 500, "ackmode": "ack_requeue_true", "encoding": "auto"}).json()
         return [m for m in got if m["properties"].get("correlation_id") == str(msg.task_id)]
 
@@ -84,7 +84,7 @@ def test_requeue_stuck_republishes_a_forgotten_waiting_task(services_env: dict[s
 
     again = json.loads(rag("requeue-stuck", "--waiting-after", "600").stdout)
     assert msg.task_id not in again["republished"]  # touched by the first pass
-    httpx.delete(f"{MGMT}/api/queues/{VHOST}/{amqp.QUEUE}/contents", auth=MGMT_AUTH, timeout=10)  # leave it empty
+    httpx.delete(f"{MGMT}/api/queues/{VHOST}/{messages.QUEUE}/contents", auth=MGMT_AUTH, timeout=10)  # leave it empty
 
 
 def test_dlq_list_shows_pending_dead_letters(services_env: dict[str, str]) -> None:

@@ -23,10 +23,10 @@ import pytest
 
 from knowledge_service.app import create_app
 from knowledge_service.deps import Resources, token_digest
-from shared.db import connection, create_pool
-from shared.embedding.vectors import FloatMatrix
-from shared.errors import DatabaseUnavailableError
-from shared.repo import users as users_repo
+from shared.adapters.embedding.vectors import FloatMatrix
+from shared.adapters.postgres.pool import connection, create_pool
+from shared.adapters.postgres.repo import users as users_repo
+from shared.domain.errors import DatabaseUnavailableError
 from shared.settings import KnowledgeSettings
 from tests.integration.helpers import apoll
 from tests.tcp_proxy import TcpProxy

@@ -10,14 +10,14 @@ import uuid
 import asyncpg
 import numpy as np
 
-from shared import records
-from shared.embedding_cache import text_key
-from shared.fencing import Action, EnqueueDecision
-from shared.repo import cache as cache_repo
-from shared.repo import documents as documents_repo
-from shared.repo import runs as runs_repo
-from shared.repo import tasks as tasks_repo
-from shared.states import TaskStatus
+from shared.adapters.postgres.repo import cache as cache_repo
+from shared.adapters.postgres.repo import documents as documents_repo
+from shared.adapters.postgres.repo import runs as runs_repo
+from shared.adapters.postgres.repo import tasks as tasks_repo
+from shared.domain import records
+from shared.domain.fencing import Action, EnqueueDecision
+from shared.domain.states import TaskStatus
+from task_service.embedding_cache import text_key
 from tests.integration.helpers import DIM, new_document
 
 

@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.bootstrap import usecase_deps
-from shared.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
-from shared.messages import IndexMessage
-from shared.repo import tasks as tasks_repo
+from shared.domain.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
+from shared.domain.messages import IndexMessage
+from shared.domain.states import TaskStatus
 from shared.settings import KnowledgeSettings
-from shared.states import TaskStatus
 from shared.usecases import request_enqueue
 from tests.fakes import STALE
 from tests.integration.helpers import new_document

@@ -10,9 +10,9 @@ import random
 import asyncpg
 import pytest
 
-from shared.fencing import RequestKind
-from shared.repo import outbox as outbox_repo
-from shared.repo import tasks as tasks_repo
+from shared.adapters.postgres.repo import outbox as outbox_repo
+from shared.adapters.postgres.repo import tasks as tasks_repo
+from shared.domain.fencing import RequestKind
 from tests.integration.helpers import issue, new_document, new_kb
 
 K = 3

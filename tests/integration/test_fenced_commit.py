@@ -1,5 +1,5 @@
-"""The fenced commit (``shared.repo.chunks.commit_chunks``) against real PostgreSQL: attempt and generation fences,
-and readers seeing the old chunk set or the new one, never none."""
+"""The fenced commit (``shared.adapters.postgres.repo.chunks.commit_chunks``) against real PostgreSQL: attempt and
+generation fences, and readers seeing the old chunk set or the new one, never none."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import asyncio
 import asyncpg
 import numpy as np
 
-from shared.fencing import RequestKind
-from shared.repo import tasks as tasks_repo
+from shared.adapters.postgres.repo import tasks as tasks_repo
+from shared.domain.fencing import RequestKind
 from tests.integration.conftest import Connect
 from tests.integration.helpers import apoll, chunk_contents, chunk_set, commit, index_document, issue, new_document
 

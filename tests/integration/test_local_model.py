@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.embedding import Embedder, SentenceTransformerEmbedder, build_embedder
-from shared.errors import ConfigurationError
+from shared.adapters.embedding import Embedder, SentenceTransformerEmbedder, build_embedder
+from shared.domain.errors import ConfigurationError
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""``shared.locks.DocumentLock`` and ``task_service.lease.run_with_lease`` against real Redis (session DB)."""
+"""``shared.adapters.redis_lock.DocumentLock`` and ``task_service.lease.run_with_lease`` against real Redis
+(session DB)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import time
 import pytest
 import redis.asyncio as aioredis
 
-from shared.errors import LockLostError
-from shared.locks import DocumentLock
+from shared.adapters.redis_lock import DocumentLock
+from shared.domain.errors import LockLostError
 from task_service.lease import run_with_lease
 from tests.integration.helpers import apoll
 

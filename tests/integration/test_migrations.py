@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from pgvector.asyncpg import register_vector
 
-from shared.migrate import migrate, migration_files
+from shared.adapters.postgres.migrate import migrate, migration_files
 
 ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 ALL_VERSIONS = [v for v, _ in migration_files()]

@@ -18,7 +18,8 @@ import httpx
 import pytest
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
-from shared import amqp
+from shared.adapters import rabbitmq
+from shared.domain import messages
 from shared.settings import KnowledgeSettings
 from task_service.relay import relay_once
 from tests.integration.helpers import DISPATCH_LIMIT as K
@@ -27,23 +28,23 @@ from tests.integration.helpers import apoll, new_document
 
 @pytest.fixture
 async def broker(settings: KnowledgeSettings) -> AsyncIterator[AbstractConnection]:
-    conn = await amqp.connect(settings.amqp_url.get_secret_value(), name="it-relay", heartbeat_s=30, robust=False)
+    conn = await rabbitmq.connect(settings.amqp_url.get_secret_value(), name="it-relay", heartbeat_s=30, robust=False)
     yield conn
     await conn.close()
 
 
 @pytest.fixture
-async def publisher(broker: AbstractConnection, settings: KnowledgeSettings) -> amqp.Publisher:
-    return await amqp.Publisher.open(broker, settings.amqp_publish_timeout_s)
+async def publisher(broker: AbstractConnection, settings: KnowledgeSettings) -> rabbitmq.Publisher:
+    return await rabbitmq.Publisher.open(broker, settings.amqp_publish_timeout_s)
 
 
 @pytest.fixture
 async def index_queue(
-    broker: AbstractConnection, pool: asyncpg.Pool, publisher: amqp.Publisher, settings: KnowledgeSettings
+    broker: AbstractConnection, pool: asyncpg.Pool, publisher: rabbitmq.Publisher, settings: KnowledgeSettings
 ) -> AbstractQueue:
     """``rag.index.queue``, empty, with no pending outbox row left in the database."""
     channel = await broker.channel()
-    _, queue = await amqp.declare_topology(channel, delay_ms=settings.delay_ms)
+    _, queue = await rabbitmq.declare_topology(channel, delay_ms=settings.delay_ms)
     while await relay_once(pool, publisher, grace_s=0, dispatch_limit=K):
         pass
     await queue.purge()
@@ -66,7 +67,7 @@ async def _take(queue: AbstractQueue, count: int) -> list[AbstractIncomingMessag
 
 
 async def test_relay_publishes_a_pending_row_once(
-    pool: asyncpg.Pool, publisher: amqp.Publisher, index_queue: AbstractQueue
+    pool: asyncpg.Pool, publisher: rabbitmq.Publisher, index_queue: AbstractQueue
 ) -> None:
     async with pool.acquire() as conn:
         msg, row = await new_document(conn)
@@ -81,7 +82,7 @@ async def test_relay_publishes_a_pending_row_once(
     [m] = await _take(index_queue, 1)
     assert m.message_id == str(row.message_id)
     assert json.loads(m.body) == msg.to_dict()
-    assert (m.exchange, m.routing_key, m.content_type) == (amqp.EXCHANGE, amqp.ROUTING_KEY, "application/json")
+    assert (m.exchange, m.routing_key, m.content_type) == (messages.EXCHANGE, messages.ROUTING_KEY, "application/json")
 
 
 async def test_concurrent_relays_publish_each_row_once(
@@ -89,17 +90,17 @@ async def test_concurrent_relays_publish_each_row_once(
 ) -> None:
     async with pool.acquire() as conn:
         rows = [(await new_document(conn))[1] for _ in range(30)]
-    publishers = [await amqp.Publisher.open(broker, settings.amqp_publish_timeout_s) for _ in range(2)]
+    publishers = [await rabbitmq.Publisher.open(broker, settings.amqp_publish_timeout_s) for _ in range(2)]
 
-    async def relay_until_empty(p: amqp.Publisher) -> int:
+    async def relay_until_empty(p: rabbitmq.Publisher) -> int:
         total = 0
         while n := await relay_once(pool, p, grace_s=0, dispatch_limit=K, batch=4):
             total += n
         return total
 
     assert sum(await asyncio.gather(*(relay_until_empty(p) for p in publishers))) == len(rows)
-    messages = await _take(index_queue, len(rows))
-    assert Counter(m.message_id for m in messages) == Counter(str(r.message_id) for r in rows)
+    got = await _take(index_queue, len(rows))
+    assert Counter(m.message_id for m in got) == Counter(str(r.message_id) for r in rows)
     async with pool.acquire() as conn:
         attempts = await conn.fetch(
             "SELECT attempts FROM outbox WHERE id = ANY($1::bigint[]) AND published_at IS NOT NULL",
@@ -119,14 +120,14 @@ async def test_messages_are_readable_in_the_management_console(
     async with pool.acquire() as conn:
         msg, row = await new_document(conn)
     failures: list[str] = []
-    publisher = await amqp.Publisher.open(broker, settings.amqp_publish_timeout_s, app_id="task_service",
+    publisher = await rabbitmq.Publisher.open(broker, settings.amqp_publish_timeout_s, app_id="task_service",
                                           on_failure=lambda: failures.append("x"))
     assert await relay_once(pool, publisher, grace_s=0, dispatch_limit=K) == 1
     assert failures == []
 
     async with httpx.AsyncClient(base_url=MGMT, auth=MGMT_AUTH, timeout=30) as c:
         async def peek() -> list[dict[str, Any]]:
-            r = await c.post(f"/api/queues/{VHOST}/{amqp.QUEUE}/get",
+            r = await c.post(f"/api/queues/{VHOST}/{messages.QUEUE}/get",
                              json={"count": 5, "ackmode": "ack_requeue_true", "encoding": "auto"})
             return list(r.raise_for_status().json())
 
@@ -137,18 +138,18 @@ async def test_messages_are_readable_in_the_management_console(
     assert props["content_type"] == "application/json"
     assert props["app_id"] == "task_service"
     assert props["delivery_mode"] == 2
-    assert props["headers"][amqp.GENERATION_HEADER] == msg.generation
+    assert props["headers"][messages.GENERATION_HEADER] == msg.generation
     assert abs(props["timestamp"] - time.time()) < 300  # seconds since the epoch, set at publish
     assert json.loads(shown["payload"]) == msg.to_dict()
 
     [m] = await _take(index_queue, 1)
-    assert (m.correlation_id, m.app_id, m.headers[amqp.GENERATION_HEADER]) == (str(msg.task_id), "task_service",
+    assert (m.correlation_id, m.app_id, m.headers[messages.GENERATION_HEADER]) == (str(msg.task_id), "task_service",
                                                                                msg.generation)
     assert m.timestamp is not None
 
 
 async def test_worker_gauges_are_sampled_from_the_database_and_the_broker(
-    pool: asyncpg.Pool, broker: AbstractConnection, publisher: amqp.Publisher, index_queue: AbstractQueue,
+    pool: asyncpg.Pool, broker: AbstractConnection, publisher: rabbitmq.Publisher, index_queue: AbstractQueue,
 ) -> None:
     """``sample_once`` reads the outbox backlog, active tasks (count, oldest age) and queue depths."""
     from task_service.metrics import WorkerMetrics, sample_once
@@ -163,7 +164,7 @@ async def test_worker_gauges_are_sampled_from_the_database_and_the_broker(
 
     async def sampled() -> bool:
         await sample_once(metrics, pool, channel)
-        return (metrics.registry.get_sample_value("rag_queue_messages", {"queue": amqp.QUEUE}) or 0) >= 1
+        return (metrics.registry.get_sample_value("rag_queue_messages", {"queue": messages.QUEUE}) or 0) >= 1
 
     await apoll(sampled, deadline_s=10, what="the queue depth sampled")
     value = metrics.registry.get_sample_value

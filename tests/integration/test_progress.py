@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncpg
 
-from shared.fencing import RequestKind
-from shared.repo import sql as sql_repo
-from shared.repo import tasks as tasks_repo
+from shared.adapters.postgres.repo import sql as sql_repo
+from shared.adapters.postgres.repo import tasks as tasks_repo
+from shared.domain.fencing import RequestKind
 from tests.integration.helpers import chunk_set, commit, issue, new_document
 
 

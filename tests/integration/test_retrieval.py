@@ -1,4 +1,4 @@
-"""Issue 9: the search SQL (shared.retrieval) on the real database: exact and HNSW vector search
+"""Issue 9: the search SQL (knowledge_service.search.retrieval) on the real database: exact and HNSW vector search
 agree, keyword search finds identifiers, CJK and accented text, and hybrid reports both ranks."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import asyncpg
 import numpy as np
 import pytest
 
-from shared.repo import users as users_repo
-from shared.retrieval import Mode, SearchParams, keyword_ranking, search, vector_ranking
+from knowledge_service.search.retrieval import Mode, SearchParams, keyword_ranking, search, vector_ranking
+from shared.adapters.postgres.repo import users as users_repo
 
 DIM = 384
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.errors import CorruptDocumentError, IndexingError, ParseLimitError
+from shared.domain.errors import CorruptDocumentError, IndexingError, ParseLimitError
 from shared.settings import WorkerSettings
 from task_service.pipeline import sandbox as sandbox_module
 from task_service.pipeline.chunk import Chunker, ChunkSettings, load_minilm_tokenizer
@@ -295,7 +295,7 @@ def test_sandbox_parses_like_in_process(sandbox: SandboxedParser, name: str) -> 
 
 
 def test_sandbox_rebuilds_errors_with_class_code_and_message(sandbox: SandboxedParser) -> None:
-    from shared.errors import UnsupportedTypeError
+    from shared.domain.errors import UnsupportedTypeError
 
     with pytest.raises(UnsupportedTypeError, match=r"unsupported file type \(\.exe\)") as info:
         sandbox(b"MZ", "virus.exe")

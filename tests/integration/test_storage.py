@@ -1,4 +1,4 @@
-"""``shared.storage.ObjectStore`` against the real S3 server (the session's test bucket)."""
+"""``shared.adapters.s3.ObjectStore`` against the real S3 server (the session's test bucket)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from shared.errors import PermanentError, StorageUnavailableError, TransientError
+from shared.adapters.s3 import ObjectMissingError, ObjectStore
+from shared.domain.errors import PermanentError, StorageUnavailableError, TransientError
 from shared.settings import KnowledgeSettings
-from shared.storage import ObjectMissingError, ObjectStore
 
 MIB = 1024 * 1024
 

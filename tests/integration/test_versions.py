@@ -13,15 +13,17 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from shared import cleanup, records
-from shared.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
-from shared.messages import IndexMessage
-from shared.repo import documents as documents_repo
-from shared.repo import objects as objects_repo
-from shared.repo import tasks as tasks_repo
+from shared.adapters import object_removal
+from shared.adapters.postgres.repo import documents as documents_repo
+from shared.adapters.postgres.repo import objects as objects_repo
+from shared.adapters.postgres.repo import tasks as tasks_repo
+from shared.adapters.s3 import ObjectStore
+from shared.domain import records
+from shared.domain.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
+from shared.domain.messages import IndexMessage
+from shared.domain.states import TaskStatus
 from shared.settings import KnowledgeSettings
-from shared.states import TaskStatus
-from shared.storage import ObjectStore
+from task_service import cleanup
 from tests.fakes import STALE
 from tests.integration.conftest import Connect
 from tests.integration.helpers import chunk_contents, chunk_set, commit, index_document, new_document
@@ -194,5 +196,5 @@ async def test_sweep_removes_only_old_unreferenced_objects(
     assert report.orphans == [orphan]
     assert [await store.exists(k) for k in (served, pending, orphan)] == [True, True, False]
     await documents_repo.delete_document(db, msg.document_id)
-    assert await cleanup.remove_released(pool, store) == 2
+    assert await object_removal.remove_released(pool, store) == 2
     assert not await store.exists(served) and not await store.exists(pending)

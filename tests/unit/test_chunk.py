@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from shared.embedding import models
-from shared.embedding.models import minilm_model_dir
-from shared.errors import DependencyMissingError
-from shared.records import Chunk
+from shared.adapters.embedding import models
+from shared.adapters.embedding.models import minilm_model_dir
+from shared.domain.errors import DependencyMissingError
+from shared.domain.records import Chunk
 from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
 from task_service.pipeline.document import Block, ParsedDocument
 from tests.bigtext import big_line, markdown_table

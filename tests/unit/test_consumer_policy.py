@@ -7,8 +7,9 @@ from typing import Any, cast
 
 from aio_pika.abc import AbstractIncomingMessage
 
-from shared import amqp
-from shared.errors import DeliveryLimitError
+from shared.adapters import rabbitmq
+from shared.domain import messages
+from shared.domain.errors import DeliveryLimitError
 from shared.settings import WorkerSettings
 from task_service.consumer import (
     CARRIED_HEADER,
@@ -62,7 +63,7 @@ async def process(outcome: Outcome | Exception, headers: dict[str, Any] | None =
                   publisher: FakePublisher | None = None) -> tuple[StubDelivery, FakePublisher, StubHandler]:
     delivery, pub, handler = StubDelivery(headers), publisher or FakePublisher(), StubHandler(outcome)
     consumer = Consumer(SETTINGS, cast(IndexHandler, handler), "test")
-    await consumer._process(cast(AbstractIncomingMessage, delivery), cast(amqp.Publisher, pub))
+    await consumer._process(cast(AbstractIncomingMessage, delivery), cast(rabbitmq.Publisher, pub))
     return delivery, pub, handler
 
 
@@ -97,7 +98,7 @@ async def test_delay_republishes_with_counts_then_acks() -> None:
     assert handler.calls == [2]
     assert delivery.settled == [("ack", None)]
     [(_, exchange, routing_key, sent)] = pub.sent
-    assert (exchange, routing_key) == ("", amqp.delay_queue_name(2000))
+    assert (exchange, routing_key) == ("", messages.delay_queue_name(2000))
     assert sent == {DELAY_HEADER: 3, DELAY_BASE_HEADER: 1, CARRIED_HEADER: 1, "other": "kept"}
 
 
@@ -113,21 +114,21 @@ async def test_delay_with_the_broker_down_requeues() -> None:
 
 
 async def test_past_the_delivery_limit_it_is_dead_lettered_without_running() -> None:
-    headers = {CARRIED_HEADER: amqp.DELIVERY_LIMIT, "x-delivery-count": 1}
+    headers = {CARRIED_HEADER: messages.DELIVERY_LIMIT, "x-delivery-count": 1}
     delivery, pub, handler = await process(Outcome.ACK, headers)
     assert handler.calls == []
     [(_, exchange, _, sent)] = pub.sent
-    assert exchange == amqp.DLX and sent[DEAD_REASON_HEADER] == DeliveryLimitError.error_code
-    assert sent[CARRIED_HEADER] == amqp.DELIVERY_LIMIT + 1
+    assert exchange == messages.DLX and sent[DEAD_REASON_HEADER] == DeliveryLimitError.error_code
+    assert sent[CARRIED_HEADER] == messages.DELIVERY_LIMIT + 1
     assert delivery.settled == [("ack", None)]
 
 
 async def test_at_the_delivery_limit_it_still_runs() -> None:
-    _, _, handler = await process(Outcome.ACK, {CARRIED_HEADER: amqp.DELIVERY_LIMIT})
+    _, _, handler = await process(Outcome.ACK, {CARRIED_HEADER: messages.DELIVERY_LIMIT})
     assert handler.calls == [0]
 
 
 async def test_dead_lettering_with_the_broker_down_rejects_to_the_brokers_dlx() -> None:
-    headers = {CARRIED_HEADER: amqp.DELIVERY_LIMIT + 3}
+    headers = {CARRIED_HEADER: messages.DELIVERY_LIMIT + 3}
     delivery, _, _ = await process(Outcome.ACK, headers, FakePublisher(fail=True))
     assert delivery.settled == [("reject", False)]

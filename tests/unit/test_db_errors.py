@@ -1,4 +1,4 @@
-"""``shared.db``: which driver and socket errors mean "the database is unavailable" (offline: the
+"""``shared.adapters.postgres.pool``: which driver and socket errors mean "the database is unavailable" (offline: the
 errors are built, never provoked; the pool is a stand-in with asyncpg's ``acquire`` shape)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 from asyncpg.exceptions._base import DataError as ArgumentError  # asyncpg's bad-argument error
 
-from shared.db import connection, translate_errors, unavailable
-from shared.errors import DatabaseUnavailableError, TransientError
+from shared.adapters.postgres.pool import connection, translate_errors, unavailable
+from shared.domain.errors import DatabaseUnavailableError, TransientError
 
 OUTAGES: list[BaseException] = [
     ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 5432)"),

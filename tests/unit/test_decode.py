@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from shared.errors import UndecodableTextError
-from shared.normalize import normalize_text
-from shared.text_sniff import implausible_share, stray_nul_limit, wide_encoding
+from shared.domain.errors import UndecodableTextError
+from shared.domain.normalize import normalize_text
+from shared.domain.text_sniff import implausible_share, stray_nul_limit, wide_encoding
 from task_service.pipeline.decode import Decoded, decode, decode_text
 from task_service.pipeline.parse import parse_document, parse_text
 from tests.fidelity import Sample, text_corpus

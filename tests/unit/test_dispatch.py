@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.dispatch import HeldRow, choose_releases
+from shared.domain.dispatch import HeldRow, choose_releases
 
 
 def rows(user: int, *ids: int, task_base: int | None = None) -> list[HeldRow]:

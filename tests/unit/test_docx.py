@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.errors import CorruptDocumentError, ParseLimitError, UnsupportedTypeError
+from shared.domain.errors import CorruptDocumentError, ParseLimitError, UnsupportedTypeError
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.parse import parse_document, parse_text

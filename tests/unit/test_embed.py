@@ -18,9 +18,9 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from shared.embedding import Embedder, OpenAIEmbedder, SentenceTransformerEmbedder, build_embedder
-from shared.embedding.local import pin_malloc_mmap_threshold
-from shared.errors import (
+from shared.adapters.embedding import Embedder, OpenAIEmbedder, SentenceTransformerEmbedder, build_embedder
+from shared.adapters.embedding.local import pin_malloc_mmap_threshold
+from shared.domain.errors import (
     DependencyMissingError,
     EmbeddingTimeoutError,
     EmbeddingUnavailableError,

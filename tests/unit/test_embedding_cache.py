@@ -1,4 +1,4 @@
-"""The embedding cache's pure decisions (shared.embedding_cache): misses, assembly, eviction."""
+"""The embedding cache's pure decisions (task_service.embedding_cache): misses, assembly, eviction."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from shared.embedding_cache import assemble, eviction_count, namespace, plan, text_key
+from shared.domain.cache_policy import eviction_count
+from task_service.embedding_cache import assemble, namespace, plan, text_key
 
 DIM = 4
 

@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from knowledge_service.errors_http import service_error
-from shared.errors import (
+from shared.domain.errors import (
     DocumentNotFound,
     EnqueueConflict,
     EnqueueContention,

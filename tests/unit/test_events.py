@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from knowledge_service.events import changed_documents, kb_events, task_events
-from shared.errors import DatabaseUnavailableError
+from shared.domain.errors import DatabaseUnavailableError
 
 DOWN = DatabaseUnavailableError("database unavailable: ConnectionRefusedError")
 

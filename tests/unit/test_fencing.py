@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.fencing import (
+from shared.domain.fencing import (
     Action,
     Claim,
     EnqueueRequest,
@@ -20,8 +20,8 @@ from shared.fencing import (
     decide_enqueue,
     may_commit,
 )
-from shared.messages import IndexMessage
-from shared.states import DocumentStatus, TaskStatus
+from shared.domain.messages import IndexMessage
+from shared.domain.states import DocumentStatus, TaskStatus
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 TH = StaleThresholds(queued=timedelta(minutes=10), running=timedelta(minutes=45))

@@ -11,7 +11,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from shared.fencing import (
+from shared.domain.fencing import (
     Action,
     Claim,
     EnqueueRequest,
@@ -21,8 +21,8 @@ from shared.fencing import (
     decide_enqueue,
     may_commit,
 )
-from shared.messages import IndexMessage
-from shared.states import DocumentStatus, TaskStatus
+from shared.domain.messages import IndexMessage
+from shared.domain.states import DocumentStatus, TaskStatus
 from tests.fakes import STALE
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

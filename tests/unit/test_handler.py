@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.errors import (
+from shared.domain.errors import (
     CorruptDocumentError,
     DatabaseUnavailableError,
     EmbeddingUnavailableError,
@@ -15,9 +15,9 @@ from shared.errors import (
     StorageUnavailableError,
     TaskTimeoutError,
 )
-from shared.fencing import SkipReason
-from shared.messages import IndexMessage
-from shared.states import DocumentStatus, TaskStatus
+from shared.domain.fencing import SkipReason
+from shared.domain.messages import IndexMessage
+from shared.domain.states import DocumentStatus, TaskStatus
 from task_service.handler import HandlerConfig, IndexHandler, Outcome
 from tests.fakes import FakeEmbedder, FakeExtractor, FakeLocks, FakeObjectStore, FakeReleasedObjects, FakeStore
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from shared.errors import ParseLimitError
+from shared.domain.errors import ParseLimitError
 from task_service.pipeline.html import MAX_DEPTH, estimated_depth, extract_html
 from task_service.pipeline.markdown import extract_markdown, split_front_matter
 from task_service.pipeline.parse import parse_document, parse_text

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from knowledge_service.errors_http import EXCEPTION_HANDLERS, STATUS_FOR, status_for
-from shared.errors import (
+from shared.domain.errors import (
     DatabaseUnavailableError,
     DocumentNotFound,
     EnqueueConflict,

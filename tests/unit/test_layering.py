@@ -1,13 +1,19 @@
-"""The layering rules, checked on the source (no import needed):
+"""The layering rules (ARCHITECTURE.md), checked on the source by folder (no import needed):
 
-* ``knowledge_service`` and ``task_service`` never import each other;
-* the shared domain modules (states, decisions, errors, ports, use cases...) import no I/O
-  library, and only other domain modules of ``shared``.
+* ``shared/domain/**`` imports no I/O library, and of ``shared`` only ``shared.domain``;
+* ``shared/ports.py`` and ``shared/usecases/**`` import of ``shared`` only the domain, the ports,
+  the use cases and the two cross-cutting helpers ``shared.log`` / ``shared.faults`` (themselves
+  free of I/O libraries and importing only the domain); never an adapter;
+* ``knowledge_service`` and ``task_service`` never import each other; ``shared`` never imports a
+  service;
+* the module import graph of ``shared``, ``knowledge_service`` and ``task_service`` (imports at
+  module level, ``TYPE_CHECKING`` blocks left out) has no cycle.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,40 +21,155 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 IO_LIBRARIES = {"asyncpg", "aio_pika", "aiormq", "redis", "minio", "httpx", "fastapi", "starlette", "uvicorn",
                 "pgvector", "boto3", "socket", "urllib"}
-#: pure modules of shared/: states, decisions, wire schema, errors, ports and use cases
-DOMAIN = {"states", "fencing", "scan_policy", "retry_policy", "messages", "errors", "records", "ports",
-          "usecases", "ranking", "normalize", "text_sniff", "log", "faults"}
+SERVICES = ("knowledge_service", "task_service")
+PACKAGES = ("shared", *SERVICES)
+#: pure helpers every layer may use (structured logging context, test-only fault points)
+CROSS_CUTTING = {"shared.log", "shared.faults"}
+#: what ports and use cases may import of ``shared``
+INNER = ("shared.domain", "shared.ports", "shared.usecases", *sorted(CROSS_CUTTING))
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The absolute module named by a (possibly relative) ``from`` import."""
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _targets(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
+    """Modules an import statement names: ``from a import b`` names ``a.b`` when that is a module."""
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom):
+        base = _absolute(node, module, is_package)
+        for alias in node.names:
+            sub = f"{base}.{alias.name}"
+            yield sub if _exists(sub) else base
+
+
+def _exists(module: str) -> bool:
+    path = ROOT.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, anywhere in the file."""
+    module, is_package = module_name(path), path.name == "__init__.py"
+    return {t for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            for t in _targets(node, module, is_package)}
+
+
+def _is_type_checking(node: ast.stmt) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    for node in body:
+        if isinstance(node, ast.If) and not _is_type_checking(node):
+            yield from _module_level(node.body)
+            yield from _module_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                yield from _module_level(block)
+        else:
+            yield node
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """The modules ``path`` imports when it is imported (module level, outside TYPE_CHECKING)."""
+    module, is_package = module_name(path), path.name == "__init__.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-    return out
+    return {t for node in _module_level(tree.body) for t in _targets(node, module, is_package)}
+
+
+def files(folder: str) -> list[Path]:
+    path = ROOT / folder
+    return [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
+
+
+def _under(module: str, prefixes: tuple[str, ...] | set[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _violations(folder: str, allowed: tuple[str, ...]) -> dict[str, list[str]]:
+    bad = {str(p.relative_to(ROOT)): sorted(m for m in imports(p)
+                                            if m.split(".")[0] in IO_LIBRARIES
+                                            or (_under(m, PACKAGES) and not _under(m, allowed)))
+           for p in files(folder)}
+    return {k: v for k, v in bad.items() if v}
+
+
+def test_domain_imports_no_io_library_and_only_the_domain() -> None:
+    assert files("shared/domain"), "shared/domain/ is empty"
+    assert _violations("shared/domain", ("shared.domain",)) == {}
+
+
+@pytest.mark.parametrize("folder", ["shared/ports.py", "shared/usecases", "shared/log.py", "shared/faults.py"])
+def test_ports_and_usecases_import_only_inner_layers(folder: str) -> None:
+    allowed = INNER if folder in ("shared/ports.py", "shared/usecases") else ("shared.domain",)
+    assert _violations(folder, allowed) == {}
+
+
+@pytest.mark.parametrize("folder", ["shared/domain", "shared/ports.py", "shared/usecases"])
+def test_adapters_never_imported_by_inner_layers(folder: str) -> None:
+    bad = {str(p.relative_to(ROOT)): sorted(m for m in imports(p) if _under(m, ("shared.adapters",)))
+           for p in files(folder)}
+    assert {k: v for k, v in bad.items() if v} == {}
 
 
 @pytest.mark.parametrize(("package", "forbidden"), [("knowledge_service", "task_service"),
                                                     ("task_service", "knowledge_service")])
 def test_services_never_import_each_other(package: str, forbidden: str) -> None:
     bad = {str(p.relative_to(ROOT)): sorted(m for m in imports(p) if m.split(".")[0] == forbidden)
-           for p in (ROOT / package).rglob("*.py")}
+           for p in files(package)}
     assert {k: v for k, v in bad.items() if v} == {}
 
 
 def test_shared_never_imports_a_service() -> None:
-    bad = {str(p.relative_to(ROOT)): sorted(m for m in imports(p) if m.split(".")[0] in
-                                            ("knowledge_service", "task_service"))
-           for p in (ROOT / "shared").rglob("*.py")}
+    bad = {str(p.relative_to(ROOT)): sorted(m for m in imports(p) if m.split(".")[0] in SERVICES)
+           for p in files("shared")}
     assert {k: v for k, v in bad.items() if v} == {}
 
 
-@pytest.mark.parametrize("module", sorted(DOMAIN))
-def test_domain_modules_import_no_io_library(module: str) -> None:
-    found = imports(ROOT / "shared" / f"{module}.py")
-    assert sorted(m for m in found if m.split(".")[0] in IO_LIBRARIES) == []
-    shared = {m.split(".")[1] for m in found if m.startswith("shared.")}
-    assert shared <= DOMAIN, f"shared.{module} imports adapters: {sorted(shared - DOMAIN)}"
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of ``graph`` as a path of modules (first == last), or [] (iterative DFS)."""
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        stack: list[tuple[str, Iterator[str]]] = [(start, iter(sorted(graph[start])))]
+        state[start] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                stack.pop()
+            elif state.get(child) == 1:
+                path = [n for n, _ in stack]
+                return [*path[path.index(child):], child]
+            elif not state.get(child):
+                state[child] = 1
+                stack.append((child, iter(sorted(graph.get(child, ())))))
+    return []
+
+
+def test_import_graph_is_acyclic() -> None:
+    graph = {module_name(p): {m for m in module_level_imports(p) if _under(m, PACKAGES)} - {module_name(p)}
+             for pkg in PACKAGES for p in files(pkg)}
+    assert len(graph) > 50
+    assert _cycle(graph) == []
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) == []

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from shared.errors import StaleGenerationError
+from shared.domain.errors import StaleGenerationError
 from task_service.lease import run_with_lease
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from shared.messages import IndexMessage, InvalidMessageError
+from shared.domain.messages import IndexMessage, InvalidMessageError
 
 GOOD = {"taskId": 1, "documentId": 2, "kbId": 3, "userId": 4, "generation": 5}
 

@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, generate_latest
 
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
-from shared.amqp import GENERATION_HEADER, Publisher, index_properties
-from shared.errors import BrokerUnavailableError
-from shared.messages import IndexMessage
+from shared.adapters.rabbitmq import Publisher, index_properties
+from shared.domain.errors import BrokerUnavailableError
+from shared.domain.messages import GENERATION_HEADER, IndexMessage
 from task_service.metrics import STAGES, WorkerMetrics
 from task_service.pipeline.extract import Extraction
 
@@ -84,7 +84,7 @@ def test_index_messages_get_correlation_id_and_generation_header() -> None:
 
 
 def test_extraction_timings_survive_pack_and_unpack() -> None:
-    from shared.records import Chunk
+    from shared.domain.records import Chunk
 
     e = Extraction((Chunk(0, "hello", 1, None, "A"),), ("w",), parse_s=0.25, chunk_s=0.5)
     back = Extraction.unpack(e.pack())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.errors import (
+from shared.domain.errors import (
     CorruptDocumentError,
     IndexingError,
     NoTextError,
@@ -23,7 +23,7 @@ from shared.errors import (
     UndecodableTextError,
     UnsupportedTypeError,
 )
-from shared.normalize import normalize_text, reflow_plain_text
+from shared.domain.normalize import normalize_text, reflow_plain_text
 from task_service.pipeline.decode import decode_text, sniff_html_charset
 from task_service.pipeline.parse import document_kind, ensure_parsers_ready, parse_text
 
@@ -153,7 +153,7 @@ def test_corrupt_docx(data: bytes) -> None:
         parse_text(data, "broken.docx")
 
 
-@pytest.mark.parametrize("filename", ["virus.exe", "README", "old.doc", "archive.pdf.zip", "slides.pptx", ".txt.bak"])
+@pytest.mark.parametrize("filename", ["virus.exe", "README", "old.doc", "archive.pdf.zip", "drawing.odg", ".txt.bak"])
 def test_unsupported_types(filename: str) -> None:
     with pytest.raises(UnsupportedTypeError) as info:
         parse_text(b"whatever", filename)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.errors import NoTextError
+from shared.domain.errors import NoTextError
 from task_service.pipeline.hyphens import resolve_line_hyphens
 from task_service.pipeline.parse import parse_document
 from tests.pdfgen import pdf_pages, text_page

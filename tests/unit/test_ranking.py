@@ -1,10 +1,10 @@
-"""Reciprocal rank fusion on crafted rankings (shared.ranking)."""
+"""Reciprocal rank fusion on crafted rankings (knowledge_service.search.ranking)."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.ranking import rrf
+from knowledge_service.search.ranking import rrf
 
 
 def test_an_item_in_both_lists_beats_items_in_one() -> None:
@@ -41,7 +41,7 @@ def test_bad_parameters_are_refused(kw: dict[str, int]) -> None:
 
 
 def test_collapse_keeps_the_best_copy_of_each_content() -> None:
-    from shared.ranking import collapse
+    from knowledge_service.search.ranking import collapse
 
     content = {1: ("h", 0), 2: ("h", 0), 3: ("h", 1), 4: ("g", 0)}
     ranked = [(1, 0.9), (2, 0.9), (3, 0.8), (4, 0.7), (5, 0.6)]  # 5: unknown (deleted meanwhile) → itself
@@ -49,7 +49,7 @@ def test_collapse_keeps_the_best_copy_of_each_content() -> None:
 
 
 def test_canonicalize_names_a_content_by_one_chunk_across_lists() -> None:
-    from shared.ranking import canonicalize
+    from knowledge_service.search.ranking import canonicalize
 
     content = {1: ("h", 0), 2: ("h", 0), 3: ("h", 1)}
     lists = canonicalize({"vector": [(2, 0.9), (1, 0.9)], "keyword": [(1, 2.0), (3, 1.0), (2, 1.0)]}, content)

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 
 from knowledge_service.errors_http import validation_error
 from knowledge_service.schemas import SearchRequest
-from shared.normalize import has_model_token, normalize_text
+from shared.domain.normalize import has_model_token, normalize_text
 from task_service.pipeline.chunk import load_minilm_tokenizer
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.errors import ConfigurationError
+from shared.domain.errors import ConfigurationError
 from shared.settings import WorkerSettings
 
 

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from shared.states import ACTIVE, TERMINAL, TRANSITIONS, TaskStatus, can_transition, sources_for
+from shared.domain.states import ACTIVE, TERMINAL, TRANSITIONS, TaskStatus, can_transition, sources_for
 
 T = TaskStatus
 
@@ -42,8 +42,8 @@ def test_table_is_total_and_terminal_states_only_restart() -> None:
 
 
 def test_the_sql_status_lists_come_from_the_state_sets() -> None:
-    from shared.repo import sql as sql_repo
-    from shared.states import ACTIVE, CLAIMABLE, TaskStatus, can_transition
+    from shared.adapters.postgres.repo import sql as sql_repo
+    from shared.domain.states import ACTIVE, CLAIMABLE, TaskStatus, can_transition
 
     assert sql_repo.sql_in(ACTIVE) == "('RETRYING','RUNNING','WAITING')"
     assert all(can_transition(s, TaskStatus.RUNNING) for s in CLAIMABLE)  # claim_task's WHERE

@@ -1,5 +1,5 @@
 """The S3 adapter's bridge from an async producer to the SDK's blocking multipart upload
-(``shared.storage.StreamUpload``, behind ``ObjectWriter.put_stream``), with a blocking ``put``
+(``shared.adapters.s3.StreamUpload``, behind ``ObjectWriter.put_stream``), with a blocking ``put``
 that reads like the minio SDK (no network)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import BinaryIO
 
 import pytest
 
-from shared.errors import StorageUnavailableError, UploadAbortedError
-from shared.storage import StreamUpload
+from shared.adapters.s3 import StreamUpload
+from shared.domain.errors import StorageUnavailableError, UploadAbortedError
 
 
 class SdkLike:

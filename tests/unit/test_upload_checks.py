@@ -22,14 +22,14 @@ from knowledge_service import upload
 from knowledge_service.upload import sniff
 from knowledge_service.upload.filenames import clean_filename, decode_form_filename
 from shared.domain import formats
-from shared.domain.formats import by_kind, extension
-from shared.errors import (
+from shared.domain.errors import (
     MalformedUploadError,
     MissingFileError,
     StorageUnavailableError,
     UnsupportedUploadError,
     UploadTooLargeError,
 )
+from shared.domain.formats import by_kind, extension
 from tests.fakes import FakeObjectWriter
 
 DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -157,7 +157,7 @@ def test_judge_accepts(name: str, head: bytes, kind: str | None) -> None:
     ("page.html", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "an image (image/png)"),
     ("tool.exe", b"MZ\x90\x00", ".exe is not allowed"),
     ("archive.zip", DOCX, ".zip is not allowed"),
-    ("sheet.xls", DOCX, "Excel 97-2003 (.xls) is not supported; save it as .xlsx"),
+    ("sheet.xls", DOCX, "Excel 97-2003 workbooks (.xls) are not supported"),
     ("no-extension", b"\x7fELF\x02\x01\x01\x00", "binary data"),
 ])
 def test_judge_refuses(name: str, head: bytes, reason: str) -> None:

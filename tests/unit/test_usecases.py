@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared import usecases
-from shared.errors import (
+from shared.domain.errors import (
     DatabaseUnavailableError,
     EnqueueConflict,
     EnqueueContention,
@@ -18,9 +18,9 @@ from shared.errors import (
     StorageUnavailableError,
     TaskNotFound,
 )
-from shared.fencing import Action, EnqueueRequest, RequestKind, TaskSnapshot
-from shared.records import NewContent
-from shared.states import TaskStatus
+from shared.domain.fencing import Action, EnqueueRequest, RequestKind, TaskSnapshot
+from shared.domain.records import NewContent
+from shared.domain.states import TaskStatus
 from tests.fakes import STALE, FakeDeadLetter, FakeObjectStore, FakePublisher, FakeReleasedObjects, FakeStore
 
 CONTENT = NewContent("b.txt", "text/plain", 5, "ff", "new-key")

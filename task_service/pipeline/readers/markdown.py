@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.normalize import sanitize
+from shared.domain.normalize import sanitize
 from task_service.pipeline.decode import decode
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import ParseLimits

@@ -6,7 +6,7 @@ normalize them a second time (:data:`NORMALIZED`).
 
 from __future__ import annotations
 
-from shared.normalize import normalize_text, reflow_plain_text
+from shared.domain.normalize import normalize_text, reflow_plain_text
 from task_service.pipeline.decode import decode
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits

@@ -1,0 +1,1 @@
+"""Search over the indexed chunks (API only): retrieval and ranking."""

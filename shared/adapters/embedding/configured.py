@@ -1,0 +1,24 @@
+"""Build pipeline components from settings (used by both composition roots)."""
+
+from __future__ import annotations
+
+from shared.adapters.embedding import Embedder, build_embedder
+from shared.settings import CommonSettings
+
+
+def embedder_from_settings(settings: CommonSettings) -> Embedder:
+    """The embedder named by ``EMBEDDING_PROVIDER``; raises ConfigurationError / DependencyMissingError."""
+    if settings.embedding_provider == "openai":
+        key = settings.embedding_api_key.get_secret_value() if settings.embedding_api_key else None
+        return build_embedder(
+            "openai",
+            base_url=settings.embedding_base_url,
+            model=settings.embedding_model,
+            api_key=key or None,
+            dim=settings.embedding_dim,
+            batch_size=settings.embedding_batch_size,
+            timeout_s=settings.embedding_timeout_s,
+        )
+    return build_embedder(
+        settings.embedding_provider, batch_size=settings.embedding_batch_size, dim=settings.embedding_dim
+    )

@@ -1,0 +1,1 @@
+"""PostgreSQL adapter: the pool, migrations, the repositories and the task store."""

@@ -1,0 +1,107 @@
+"""PostgreSQL adapter: the asyncpg pool (pgvector codec on every connection) and error mapping.
+
+Every caller reaches the database through :func:`connection` (or :func:`translate_errors` around
+its own ``pool.acquire()``): a connection-level failure (refused, reset, dropped mid-query, pool
+cannot connect in time, server shutting down or out of connection slots) leaves as
+``DatabaseUnavailableError`` (:func:`unavailable`), which the worker retries and the API answers
+with 503. SQL errors, constraint violations and misuse of the driver are bugs or answers, not
+outages: they leave as raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator
+
+import asyncpg
+from pgvector.asyncpg import register_vector
+
+from shared.domain.errors import DatabaseUnavailableError
+from shared.settings import CommonSettings
+
+# Errors meaning "the database or our connection to it failed", worth a retry.
+_TRANSIENT = (
+    asyncpg.exceptions.PostgresConnectionError,  # ConnectionDoesNotExistError, ConnectionFailureError, ...
+    asyncpg.exceptions.QueryCanceledError,  # statement_timeout
+    asyncpg.exceptions.AdminShutdownError,  # pg_terminate_backend, server shutdown
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.CannotConnectNowError,  # starting up, recovery
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.SerializationError,
+    asyncpg.exceptions.DeadlockDetectedError,
+    OSError,  # ConnectionRefusedError, ConnectionResetError, TimeoutError (pool acquire / connect)...
+)
+# A bare InterfaceError is mostly misuse of the driver (another operation in progress, a released
+# connection used, too many arguments): only these messages mean the connection or pool is gone.
+_GONE = re.compile(r"connection is closed|pool is clos(?:ed|ing)")
+
+
+def unavailable(exc: BaseException) -> DatabaseUnavailableError | None:
+    """The ``DatabaseUnavailableError`` that a driver or socket error means, or None when it is
+    not a connection-level failure (SQL error, constraint violation, bad argument: a bug or an
+    answer, raised as is). Pure."""
+    if isinstance(exc, _TRANSIENT):
+        return DatabaseUnavailableError(f"database unavailable: {type(exc).__name__}: {exc}")
+    # asyncpg's argument/config errors (DataError, ClientConfigurationError) are also ValueErrors
+    if (isinstance(exc, asyncpg.exceptions.InterfaceError) and not isinstance(exc, ValueError)
+            and _GONE.search(str(exc))):
+        return DatabaseUnavailableError(f"database unavailable: {type(exc).__name__}: {exc}")
+    return None
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await register_vector(conn)
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool ``reset``: nothing beyond asyncpg's own (an open transaction is rolled back).
+
+    asyncpg's default sends ``RESET ALL; UNLISTEN *; CLOSE ALL; pg_advisory_unlock_all()`` on
+    every release: one more round trip per acquire (4 per upload). Our pooled connections hold
+    no session state: settings are ``SET LOCAL``, advisory locks ``_xact_``, no LISTEN, and
+    cursors live inside transactions.
+    """
+
+
+async def create_pool(settings: CommonSettings, *, max_size: int | None = None, app_name: str = "rag") -> asyncpg.Pool:
+    """Open a pool; every connection gets the pgvector codec and a statement timeout.
+
+    Raises DatabaseUnavailableError when PostgreSQL cannot be reached.
+    """
+    timeout_ms = str(int(settings.db_statement_timeout_s * 1000))
+    async with translate_errors():
+        pool = await asyncpg.create_pool(
+            settings.database_url,
+            min_size=settings.db_pool_min,
+            max_size=max_size or settings.db_pool_max,
+            init=_init_connection,
+            reset=_keep_session,
+            timeout=settings.db_connect_timeout_s,
+            command_timeout=settings.db_statement_timeout_s + 5,
+            server_settings={"statement_timeout": timeout_ms, "application_name": app_name[:63]},
+        )
+    assert pool is not None
+    return pool
+
+
+@contextlib.asynccontextmanager
+async def translate_errors() -> AsyncIterator[None]:
+    """Re-raise connection-level failures inside the block as DatabaseUnavailableError
+    (:func:`unavailable`); anything else leaves unchanged."""
+    try:
+        yield
+    except Exception as exc:
+        translated = unavailable(exc)
+        if translated is None:
+            raise
+        raise translated from exc
+
+
+@contextlib.asynccontextmanager
+async def connection(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
+    """A pooled connection for the block; a connection-level failure, on acquire or mid-query,
+    leaves as DatabaseUnavailableError. Opening a new connection is bounded by
+    ``DB_CONNECT_TIMEOUT_S``; waiting for a busy pool to free one is not."""
+    async with translate_errors(), pool.acquire() as conn:
+        yield conn

@@ -1,0 +1,75 @@
+"""SQL fragments shared by the repositories: status lists built from :mod:`shared.domain.states`,
+column lists, JSON shapes.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager, nullcontext
+
+import asyncpg
+
+from shared.domain.states import ACTIVE, CLAIMABLE, QUEUED, TaskStatus, sources_for
+
+
+def sql_in(statuses: frozenset[TaskStatus] | set[TaskStatus]) -> str:
+    """``('A','B')`` for ``status IN ...``: status lists come from :mod:`shared.domain.states`, never
+    restated here (the values are enum members, not input)."""
+    return "(" + ",".join(f"'{s.value}'" for s in sorted(statuses)) + ")"
+
+
+def atomic(conn: asyncpg.Connection) -> AbstractAsyncContextManager[object]:
+    """A transaction on ``conn``, or none when the caller already has one open (asyncpg would
+    nest a SAVEPOINT: two more round trips, for a rollback point nobody uses)."""
+    return nullcontext() if conn.is_in_transaction() else conn.transaction()
+
+
+_ACTIVE = sql_in(ACTIVE)  # in flight: the per-user cap, the scanner
+
+
+_CLAIMABLE = sql_in(CLAIMABLE)
+
+
+_QUEUED = sql_in(QUEUED)  # published, waiting for a worker
+
+
+#: a dead-lettered message fails its task only while it is in flight (and FAILED is allowed)
+_DEAD_LETTER_FAILABLE = sql_in({s for s in ACTIVE if s.value in sources_for(TaskStatus.FAILED)})
+
+
+TASK_COLUMNS = (
+    "t.id AS task_id, t.document_id, t.kb_id, t.status, t.generation, t.attempt, t.retry_count,"
+    " t.max_retry_count, t.error_code, t.error_message, t.start_time, t.end_time,"
+    " t.create_time, t.update_time, t.stage, t.progress,"
+    # approximate place in the queue: waiting tasks re-armed or re-published before this one, + 1
+    f" CASE WHEN t.status IN {_QUEUED} THEN 1 + (SELECT count(*) FROM index_task w"
+    f"  WHERE w.status IN {_QUEUED} AND (w.update_time, w.id) < (t.update_time, t.id))"
+    " END AS queue_position"
+)
+
+
+DOCUMENT_COLUMNS = (
+    "d.id AS document_id, d.kb_id, d.filename, d.content_type, d.size_bytes, d.sha256, d.status,"
+    " d.index_generation, d.chunk_count, d.error_message, d.warnings, d.create_time, d.update_time"
+)
+
+
+# The document's task as one JSON column (avoids clashing column names in a join).
+_TASK_JSON = (
+    f"(SELECT to_jsonb(x) FROM (SELECT {TASK_COLUMNS} FROM index_task t"
+    " WHERE t.document_id = d.id) x) AS task"
+)
+
+
+# The pending version (new content not yet indexed) as one JSON column, NULL when there is none.
+_PENDING_JSON = (
+    "CASE WHEN d.pending_object_key IS NULL THEN NULL ELSE jsonb_build_object("
+    "'filename', d.pending_filename, 'content_type', d.pending_content_type,"
+    " 'size_bytes', d.pending_size_bytes, 'sha256', d.pending_sha256,"
+    " 'create_time', d.pending_create_time) END AS pending"
+)
+
+
+_CLEAR_PENDING = (
+    "pending_filename = NULL, pending_content_type = NULL, pending_size_bytes = NULL,"
+    " pending_sha256 = NULL, pending_object_key = NULL, pending_create_time = NULL"
+)

@@ -1,0 +1,49 @@
+"""Per-document Redis lock (redis-py asyncio ``Lock``), errors mapped to shared.domain.errors.
+
+One ``Lock`` object per unit of work (redis-py's thread-local token storage does not isolate
+asyncio tasks), always with a timeout (the default ``None`` never expires), released only with
+our own random token. Correctness never rests on this lock: the database fence does.
+"""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+from redis.exceptions import LockError, LockNotOwnedError, RedisError
+
+from shared.domain.errors import LockLostError, LockUnavailableError
+
+
+def document_lock_key(document_id: int) -> str:
+    return f"lock:index-document:{document_id}"
+
+
+class DocumentLock:
+    """``lock:index-document:{documentId}`` with TTL ``ttl_s`` seconds."""
+
+    def __init__(self, client: aioredis.Redis, document_id: int, ttl_s: float) -> None:
+        self.key = document_lock_key(document_id)
+        self._lock = client.lock(self.key, timeout=ttl_s, blocking=False, thread_local=False)
+
+    async def acquire(self) -> bool:
+        """Try once; False if another holder has it. Raises LockUnavailableError (Redis down)."""
+        try:
+            return bool(await self._lock.acquire(blocking=False))
+        except RedisError as exc:
+            raise LockUnavailableError(f"redis unavailable: {exc}") from exc
+
+    async def renew(self) -> None:
+        """Reset the TTL to its full value. Raises LockLostError if the lock is no longer ours
+        (expired and taken, or Redis unreachable: we cannot prove we still hold it)."""
+        try:
+            await self._lock.reacquire()
+        except LockNotOwnedError as exc:
+            raise LockLostError(f"lock {self.key} lost: {exc}") from exc
+        except (LockError, RedisError) as exc:
+            raise LockLostError(f"lock {self.key} could not be renewed: {exc}") from exc
+
+    async def release(self) -> None:
+        """Release if still ours; a lost or unreachable lock expires by itself."""
+        try:
+            await self._lock.release()
+        except (LockError, RedisError):
+            pass

@@ -1,0 +1,152 @@
+"""E-mail readers (``task_service.pipeline.readers.eml`` / ``msg``): the fidelity corpus, the body
+choice, attachments and their sections, nesting limits, and bad input."""
+
+from __future__ import annotations
+
+import base64
+import time
+
+import pytest
+
+from shared.domain.errors import CorruptDocumentError, NoTextError, ParseLimitError
+from task_service.pipeline.document import ParsedDocument
+from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers import eml, msg
+from task_service.pipeline.readers.msg_rtf import rtf_body
+from tests.fidelity import Sample, mail_corpus
+from tests.fidelity.msg_writer import Attachment, Message, build_msg
+
+SAMPLES = mail_corpus.samples()
+
+
+def _read(sample: Sample) -> ParsedDocument:
+    if sample.filename.endswith(".eml"):
+        return eml.read(sample.data)
+    return msg.read(sample.data)
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.name for s in SAMPLES])
+def test_every_marker_is_read(sample: Sample) -> None:
+    text = _read(sample).text
+    assert [m for m in sample.must if m not in text] == []
+    for marker in mail_corpus.ONCE:
+        assert text.count(marker) in (0, 1), marker
+
+
+def test_attachment_markers_carry_their_section() -> None:
+    sections = {}
+    for sample in SAMPLES:
+        for block in _read(sample).blocks:
+            for marker in mail_corpus.SECTIONS:
+                if marker in block.text:
+                    sections[marker] = block.section
+    assert {m: (s or "").split(" > ")[0] for m, s in sections.items()} == mail_corpus.SECTIONS
+
+
+def test_header_block_comes_first() -> None:
+    first = _read(SAMPLES[0]).blocks[0].text.split("\n")
+    assert [line.split(":")[0] for line in first] == ["Subject", "From", "To", "Cc", "Date"]
+    assert first[0] == "Subject: Plain SUBJECTMARK"
+
+
+def test_msg_header_fields() -> None:
+    sample = next(s for s in SAMPLES if s.name == "msg-plain")
+    head = msg.read(sample.data).blocks[0].text
+    assert "From: Mia MSGFROMMARK <mia@example.org>" in head
+    assert "To: Tom MSGTOMARK <tom@example.org>" in head
+    assert "Date: Fri, 01 Mar 2024 12:00:00 +0000" in head
+
+
+def test_warnings_count_what_was_not_read() -> None:
+    eml_doc = _read(next(s for s in SAMPLES if s.name == "eml-attachments"))
+    assert "1 attachment not read: a.zip" in eml_doc.warnings
+    msg_doc = _read(next(s for s in SAMPLES if s.name == "msg-attachments"))
+    assert "1 attachment not read: tool.exe" in msg_doc.warnings
+    assert "1 inline image ignored" in msg_doc.warnings
+
+
+def test_injected_attachment_reader_gets_name_bytes_and_depth() -> None:
+    calls: list[tuple[str, bytes, int]] = []
+
+    def reader(name: str, data: bytes, depth: int) -> ParsedDocument | None:
+        calls.append((name, data, depth))
+        return None
+
+    eml.read(next(s for s in SAMPLES if s.name == "eml-attachments").data, read_attachment=reader)
+    assert calls[0] == ("notes.txt", b"attached text ATTTXTMARK", 0)
+
+
+def _nested_eml(levels: int) -> bytes:
+    from email.message import EmailMessage
+
+    inner = EmailMessage()
+    inner["Subject"] = "level 0 DEEPESTMARK"
+    inner.set_content("deepest body")
+    for level in range(1, levels + 1):
+        outer = EmailMessage()
+        outer["Subject"] = f"level {level}"
+        outer.set_content(f"body {level}")
+        outer.add_attachment(inner)
+        inner = outer
+    return inner.as_bytes()
+
+
+def test_shallow_excess_nesting_is_a_warning() -> None:
+    doc = eml.read(_nested_eml(5), ParseLimits(mail_max_depth=3))
+    assert "DEEPESTMARK" not in doc.text and "level 2" in doc.text
+    assert any("deeper than 3 levels (MAIL_MAX_DEPTH)" in w for w in doc.warnings)
+
+
+def test_nesting_bomb_is_a_parse_limit() -> None:
+    started = time.perf_counter()
+    with pytest.raises(ParseLimitError, match="MAIL_MAX_NESTING"):
+        eml.read(_nested_eml(100))
+    assert time.perf_counter() - started < 10
+
+
+def test_msg_nesting_bomb_is_a_parse_limit() -> None:
+    inner = Message(subject="deepest", body="x")
+    for _ in range(100):
+        inner = Message(subject="level", body="y", attachments=[Attachment("in.msg", message=inner)])
+    with pytest.raises(ParseLimitError, match="MAIL_MAX_NESTING"):
+        msg.read(build_msg(inner))
+
+
+def test_huge_header_line_is_cut_in_bounded_time() -> None:
+    data = b"Subject: " + b"ab cd " * 1_000_000 + b"HEADTAILMARK\r\nFrom: a@b.c\r\n\r\nbody BODYMARK\r\n"
+    started = time.perf_counter()
+    doc = eml.read(data)
+    assert time.perf_counter() - started < 10
+    assert "BODYMARK" in doc.text
+    assert any("MAIL_MAX_HEADER_CHARS" in w for w in doc.warnings)
+
+
+def test_truncated_mime_keeps_what_it_has() -> None:
+    sample = next(s for s in SAMPLES if s.name == "eml-attachments")
+    doc = eml.read(sample.data[: len(sample.data) // 3])
+    assert "BODYWITHATTMARK" in doc.text
+    assert any("damaged MIME structure" in w for w in doc.warnings)
+
+
+def test_bogus_base64_gives_a_warning_not_a_crash() -> None:
+    head = b"Subject: b64\r\nContent-Type: text/plain\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+    body = base64.b64encode(b"decoded words B64OKMARK")[:-3] + b"!!!*\r\n"
+    doc = eml.read(head + body)
+    assert "Subject: b64" in doc.text
+    assert any("damaged MIME structure" in w for w in doc.warnings)
+
+
+def test_not_a_message() -> None:
+    with pytest.raises(NoTextError):
+        eml.read(b"")
+    with pytest.raises(CorruptDocumentError):
+        msg.read(b"not a compound file")
+    with pytest.raises(CorruptDocumentError):
+        msg.read(build_msg(Message(subject="x"))[:700])
+
+
+def test_rtf_body_plain_and_encapsulated_html() -> None:
+    assert rtf_body(rb"{\rtf1\ansi{\fonttbl{\f0 Arial;}}caf\'e9\par \u8364?x}") == ("café\n€x", False)
+    encapsulated = rb"{\rtf1\fromhtml1{\*\htmltag <p>}\htmlrtf{\htmlrtf0 Hi\htmlrtf}\htmlrtf0{\*\htmltag </p>}}"
+    html, is_html = rtf_body(encapsulated)
+    assert (html, is_html) == ("<p>Hi</p>", True)
