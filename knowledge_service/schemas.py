@@ -46,10 +46,11 @@ class TaskOut(BaseModel):
     end_time: datetime | None
     create_time: datetime
     update_time: datetime
-    stage: Literal["DOWNLOADING", "PARSING", "CHUNKING", "EMBEDDING", "WRITING"] | None = Field(
+    stage: Literal["DOWNLOADING", "PARSING", "OCR", "CHUNKING", "EMBEDDING", "WRITING"] | None = Field(
         None, description="where the current run is (FAILED/TIMEOUT: where it stopped); null before the first claim")
     progress: float | None = Field(
-        None, ge=0, le=1, description="share of the run's chunks embedded (0 before EMBEDDING, 1 from WRITING on); "
+        None, ge=0, le=1, description="stage OCR: share of the scanned pages OCRed; otherwise share of the run's "
+                                      "chunks embedded (0 before EMBEDDING, 1 from WRITING on); "
                                       "written at most about once per second")
     queue_position: int | None = Field(
         None, description="WAITING/RETRYING: approximate 1-based place among all waiting tasks; null otherwise")

@@ -205,3 +205,14 @@ class WorkerSettings(CommonSettings):
     mail_max_depth: int = Field(3, ge=0, description="nested messages read (attached mail); deeper: a warning")
     mail_max_nesting: int = Field(50, ge=1, description="MIME parts / embedded messages nesting; deeper: parse_limit")
     mail_max_header_chars: int = Field(100_000, ge=1, description="characters kept of one e-mail header value")
+    # OCR (issue 22): images and scanned PDF pages, Tesseract with Debian's language data (ocr.py).
+    ocr_languages: str = Field("eng+deu+chi_sim", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$",
+                               description="Tesseract languages, '+'-joined (each needs tesseract-ocr-<lang>)")
+    ocr_tessdata_dir: str = Field("/usr/share/tesseract-ocr/5/tessdata", description="Tesseract language data")
+    ocr_dpi: int = Field(200, ge=72, le=600, description="resolution at which PDF pages are rendered for OCR")
+    ocr_max_pages: int = Field(100, ge=1, description="pages (PDF pages, image frames) OCRed per document")
+    image_max_pixels: int = Field(50_000_000, ge=1_000_000, description="pixels of one image or rendered page")
+    # tables (XLSX, ODS, CSV/TSV read as rows)
+    table_max_cells: int = Field(5_000_000, ge=1, description="cells of a sheet's used range / a CSV")
+    table_max_columns: int = Field(16_384, ge=1, description="columns of one sheet or CSV")
+    table_max_row_chars: int = Field(1_000_000, ge=1, description="characters of one table row or CSV line")

@@ -452,8 +452,8 @@ class IndexHandler:
         loop = asyncio.get_running_loop()
         reports: list[concurrent.futures.Future[None]] = []
 
-        def on_stage(stage: str) -> None:  # in the extractor's thread
-            reports.append(asyncio.run_coroutine_threadsafe(self._report(run, Stage(stage)), loop))
+        def on_stage(stage: str, progress: float = 0.0) -> None:  # in the extractor's thread
+            reports.append(asyncio.run_coroutine_threadsafe(self._report(run, Stage(stage), progress), loop))
 
         token = threading.Event()
         try:

@@ -57,6 +57,7 @@ from lxml import etree
 
 from shared.domain.errors import CorruptDocumentError, UnsupportedTypeError
 from task_service.pipeline.document import Block, ParsedDocument, section_path
+from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.readers.ooxml import SECURE_XML, Package, check_doctype, choose, xml_errors
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -101,8 +102,11 @@ _SYMBOL = dict(zip(
 _STRICT_DOCUMENT = "{http://purl.oclc.org/ooxml/wordprocessingml/main}document"
 
 
-def extract_docx(data: bytes) -> ParsedDocument:
+def extract_docx(data: bytes, limits: ParseLimits | None = None) -> ParsedDocument:
     """Return the blocks of a DOCX package in reading order (text not yet normalized) and warnings.
+
+    With ``limits``, the images of the main story big enough to hold text (a scanned page pasted into
+    Word) are OCRed (``ocr.ocr_embedded_images``); their paragraphs follow the document's text.
 
     Raises ``CorruptDocumentError`` when ``data`` is not a readable Word package and
     ``ParseLimitError`` when a part's XML exceeds libxml2's default depth or text-node limits.
@@ -117,7 +121,28 @@ def extract_docx(data: bytes) -> ParsedDocument:
     comments = package.xml(package.related(main, "comments"))
     if comments is not None:
         walker.counts["comment"] += sum(1 for _ in comments.iter(_W + "comment"))
-    return ParsedDocument(tuple(walker.blocks), _warnings(walker.counts))
+    extra: tuple[str, ...] = ()
+    if limits is not None and walker.counts["image"]:
+        extra = _ocr_images(package, main, walker, limits)
+    return ParsedDocument(tuple(walker.blocks), _warnings(walker.counts) + extra)
+
+
+def _ocr_images(package: Package, main: str, walker: _Walker, limits: ParseLimits) -> tuple[str, ...]:
+    """OCR the main story's images (in document order, once per reference); they leave the walker's
+    "images ignored" count, and ``ocr_embedded_images``' warnings say what became of them."""
+    from task_service.pipeline.ocr import ocr_embedded_images
+
+    root = package.xml(main)
+    refs = [] if root is None else [
+        node.get(_R + "embed") or node.get(_R + "id") or "" for node in root.iter(_A + "blip", _V + "imagedata")
+    ]
+    parts = [p for p in (package.target(main, rid) for rid in refs if rid) if p is not None]
+    if not parts:
+        return ()
+    walker.counts["image"] = max(walker.counts["image"] - len(refs), 0)
+    blocks, notes = ocr_embedded_images((package.read(p) or b"" for p in parts), limits)
+    walker.blocks.extend(blocks)
+    return tuple(notes)
 
 
 # ---------------------------------------------------------------- package (ZIP + relationships)

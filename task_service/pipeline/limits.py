@@ -61,6 +61,20 @@ class ParseLimits:
     mail_max_depth: int = 3
     mail_max_nesting: int = 50
     mail_max_header_chars: int = 100_000
+    # OCR (issue 22; ocr.py, readers/image.py, pdf.py): settings OCR_LANGUAGES, OCR_TESSDATA_DIR, OCR_DPI,
+    # OCR_MAX_PAGES, IMAGE_MAX_PIXELS. 100 pages at ≈0.5-1 s each fit PARSE_CPU_LIMIT_S (bench/ocr.py).
+    ocr_languages: str = "eng+deu+chi_sim"
+    ocr_tessdata_dir: str = "/usr/share/tesseract-ocr/5/tessdata"
+    ocr_dpi: int = 200
+    ocr_max_pages: int = 100
+    image_max_pixels: int = 50_000_000  # A4 at 600 dpi is 35 Mpx; 20,000 × 20,000 px (400 Mpx) is refused
+    # Tables (XLSX/XLSM, ODS, CSV/TSV; readers/tables.py). Bounds time and memory of a sheet read
+    # as rows: cells of the used range per document (TABLE_MAX_CELLS), columns of a sheet
+    # (TABLE_MAX_COLUMNS; Excel's own limit is 16,384) and characters of one row / CSV line
+    # (TABLE_MAX_ROW_CHARS).
+    table_max_cells: int = 5_000_000
+    table_max_columns: int = 16_384
+    table_max_row_chars: int = 1_000_000
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ParseLimits:
@@ -76,6 +90,14 @@ class ParseLimits:
             mail_max_depth=s.mail_max_depth,
             mail_max_nesting=s.mail_max_nesting,
             mail_max_header_chars=s.mail_max_header_chars,
+            ocr_languages=s.ocr_languages,
+            ocr_tessdata_dir=s.ocr_tessdata_dir,
+            ocr_dpi=s.ocr_dpi,
+            ocr_max_pages=s.ocr_max_pages,
+            image_max_pixels=s.image_max_pixels,
+            table_max_cells=s.table_max_cells,
+            table_max_columns=s.table_max_columns,
+            table_max_row_chars=s.table_max_row_chars,
         )
 
 

@@ -141,7 +141,8 @@ def test_strict_open_xml_is_refused_clearly() -> None:
 
 
 def test_warnings() -> None:
-    assert parse_document(SAMPLES["docx-structure"].data, "s.docx").warnings == ("2 images ignored (no OCR)",)
+    assert parse_document(SAMPLES["docx-structure"].data, "s.docx").warnings == (
+        "2 images ignored (too small for text, unreadable, or over OCR_MAX_PAGES)",)
     notes = parse_document(SAMPLES["docx-notes-objects"].data, "n.docx")
     assert notes.warnings == ("1 chart not read", "1 embedded object (OLE) not read", "1 comment not indexed")
     assert docx_corpus.COMMENT_MARKER not in notes.text

@@ -1,12 +1,8 @@
-"""PDF reader: the pypdfium2 text layer (``task_service/pipeline/pdf.py``), a block per page."""
+"""PDF reader: the pypdfium2 text layer, a block per page, and OCR for scanned pages
+(``task_service/pipeline/pdf.py``'s ``read``, under ``limits``)."""
 
 from __future__ import annotations
 
-from task_service.pipeline.document import ParsedDocument
-from task_service.pipeline.limits import ParseLimits
-from task_service.pipeline.pdf import extract_pdf
+from task_service.pipeline.pdf import read
 
-
-def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
-    """Raises ``PdfEncryptedError``, ``CorruptDocumentError``, ``ParseLimitError`` (pages, text)."""
-    return extract_pdf(data, max_pages=limits.pdf_max_pages, max_text_chars=limits.pdf_max_text_chars)
+__all__ = ["read"]
