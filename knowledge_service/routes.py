@@ -25,6 +25,7 @@ from shared.adapters.postgres.repo import chunks as chunks_repo
 from shared.adapters.postgres.repo import documents as documents_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.adapters.postgres.repo import users as users_repo
+from shared.domain import formats
 from shared.domain.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
 from shared.domain.fencing import Action
 from shared.domain.records import Duplicate, NewContent
@@ -129,6 +130,22 @@ async def kb_events(kb_id: Id, res: Res, user_id: UserId) -> EventSourceResponse
                                ping=SSE_PING_S)
 
 
+# ------------------------------------------------------------------ formats
+
+
+@router.get("/formats", response_model=schemas.FormatList)
+async def list_formats(user_id: UserId) -> schemas.FormatList:
+    """The format registry: what uploads accept (and what is recognised only to be refused,
+    with the answer it gets). Authenticated like every ``/api/v1`` route."""
+    items = [
+        schemas.FormatOut(kind=f.kind, label=f.label, extensions=list(f.extensions), mime=f.mime,
+                          mime_aliases=list(f.mime_aliases), accepted=f.accepted, refusal=f.refusal,
+                          zip_based=f.zip_based)
+        for f in formats.FORMATS
+    ]
+    return schemas.FormatList(items=items, accept=",".join(f".{e}" for e in formats.accepted_extensions()))
+
+
 # ------------------------------------------------------------------ documents
 
 
@@ -147,7 +164,7 @@ async def _receive(request: Request, res: Res, kb_id: int) -> NewContent:
 async def upload_document(
     kb_id: Id, request: Request, res: Res, user_id: UserId, response: Response, allow_duplicate: bool = False,
 ) -> schemas.UploadAccepted:
-    """Multipart ``file``: typed by content (pdf, docx, html, md, txt), streamed to storage.
+    """Multipart ``file``: typed by content (the formats of ``GET /api/v1/formats``), streamed to storage.
 
     Bytes equal (SHA-256) to a document's of the same KB: 200 with that document and
     ``duplicate_of``, nothing created or kept; ``?allow_duplicate=true`` creates a new one anyway.

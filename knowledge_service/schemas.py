@@ -111,6 +111,24 @@ class UploadAccepted(BaseModel):
     )
 
 
+class FormatOut(BaseModel):
+    """One entry of the format registry (``shared.domain.formats``)."""
+
+    kind: str
+    label: str
+    extensions: list[str] = Field(description="lower case, without the dot; the canonical one first")
+    mime: str = Field(description="the content type stored for it")
+    mime_aliases: list[str]
+    accepted: bool
+    refusal: str | None = Field(description="for a format recognised only to be refused: what the 415 says")
+    zip_based: bool = Field(description="ZIP-bomb and nesting limits apply (ZIP_MAX_*)")
+
+
+class FormatList(BaseModel):
+    items: list[FormatOut]
+    accept: str = Field(description="the accepted extensions as an HTML file input's accept attribute")
+
+
 class ChunkOut(BaseModel):
     chunk_index: int
     content: str

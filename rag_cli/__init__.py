@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rag_cli import admin
-from rag_cli.client import ApiClient, ApiError, TooManyRequests, UploadRun, collect_files
+from rag_cli.client import ApiClient, ApiError, TooManyRequests, UploadRun, collect_files, split_supported
 from shared.domain.errors import TransientError
 from shared.settings import KnowledgeSettings
 
@@ -168,6 +168,10 @@ def upload(
         files = collect_files(path)
     except FileNotFoundError as exc:
         _fail(str(exc), 2)
+    if path.is_dir():  # a file named on its own is sent as it is: the API answers for it
+        files, skipped = split_supported(files)
+        for p, reason in skipped:
+            err.print(f"skipped {p}: {reason}", highlight=False, markup=False, soft_wrap=True)
     if not files:
         _fail(f"no files under {path}", 2)
     client = _client(api_url, token)

@@ -8,7 +8,7 @@ each live in ``tests/fakes.py``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -27,6 +27,8 @@ __all__ = [
     "IssueRefused",
     "ObjectReader",
     "ObjectRemover",
+    "ObjectStream",
+    "ObjectWriter",
     "Publisher",
     "ReleasedObjects",
     "TaskStore",
@@ -108,6 +110,48 @@ class Publisher(Protocol):
 
 class ObjectRemover(Protocol):
     """The part of the object store the use cases need; raises ``StorageUnavailableError``."""
+
+    async def remove(self, key: str) -> None: ...
+
+
+class ObjectStream(Protocol):
+    """An object being stored from a stream (:meth:`ObjectWriter.put_stream`)."""
+
+    async def write(self, data: bytes) -> None:
+        """Queue ``data`` (waits, without blocking the loop, while the queue is full). Raises
+        the upload's error (``StorageUnavailableError``) once it has failed."""
+        ...
+
+    async def close(self) -> None:
+        """End of data; returns once the object is stored. Raises ``StorageUnavailableError``."""
+        ...
+
+    async def abort(self) -> None:
+        """Abandon the upload: nothing of it is kept (never raises)."""
+        ...
+
+
+#: Called with every piece of an object as the writer stores it (in the writer's thread, off the
+#: event loop): e.g. ``hashlib.sha256().update``.
+Tap = Callable[[bytes], None]
+
+
+class ObjectWriter(Protocol):
+    """What the upload path needs from the object store (``shared.adapters.s3.ObjectStore``);
+    raises ``StorageUnavailableError`` / ``ObjectMissingError``."""
+
+    def put_stream(self, key: str, *, content_type: str, part_size: int, tap: Tap) -> ObjectStream:
+        """Start storing an object of unknown length, ``part_size`` bytes per part; at most
+        about one part and a bounded queue in memory."""
+        ...
+
+    async def put_bytes(self, key: str, data: bytes, *, content_type: str, tap: Tap) -> None:
+        """Store a small object with one request."""
+        ...
+
+    async def get_range(self, key: str, offset: int, length: int) -> bytes:
+        """``length`` bytes from ``offset`` (fewer at the end)."""
+        ...
 
     async def remove(self, key: str) -> None: ...
 

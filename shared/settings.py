@@ -7,7 +7,7 @@ Every field can be set with the upper-case env var of the same name (``KS_PORT=8
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.domain.errors import ConfigurationError
@@ -186,9 +186,16 @@ class WorkerSettings(CommonSettings):
     parse_timeout_s: float = Field(180.0, gt=0, description="wall-clock seconds per document; the child is killed")
     parse_start_timeout_s: float = Field(120.0, gt=0, description="child start-up and warm-up deadline, seconds")
     # Structural limits checked by the parser (task_service/pipeline/limits.py).
-    docx_max_uncompressed_mb: int = Field(200, ge=1, description="DOCX (ZIP) total declared uncompressed size, MiB")
-    docx_max_entries: int = Field(10_000, ge=1, description="DOCX (ZIP) entries")
-    docx_max_inflate_ratio: float = Field(100.0, gt=1, description="DOCX (ZIP) inflate ratio, per entry and overall")
+    # ZIP-based formats (DOCX, PPTX, XLSX, ODF, EPUB); the DOCX_MAX_* names of earlier versions are still read.
+    zip_max_uncompressed_mb: int = Field(200, ge=1, description="ZIP package total declared uncompressed size, MiB",
+                                         validation_alias=AliasChoices("zip_max_uncompressed_mb",
+                                                                       "docx_max_uncompressed_mb"))
+    zip_max_entries: int = Field(10_000, ge=1, description="ZIP package entries",
+                                 validation_alias=AliasChoices("zip_max_entries", "docx_max_entries"))
+    zip_max_inflate_ratio: float = Field(100.0, gt=1, description="ZIP package inflate ratio, per entry and overall",
+                                         validation_alias=AliasChoices("zip_max_inflate_ratio",
+                                                                       "docx_max_inflate_ratio"))
+    zip_max_depth: int = Field(3, ge=0, description="packages nested in packages (attachments, embedded files)")
     pdf_max_pages: int = Field(2_000, ge=1, description="PDF pages")
     pdf_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text extracted from one PDF")
     # JSON / JSONL / XML readers

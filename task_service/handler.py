@@ -22,7 +22,6 @@ from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from shared.adapters.embedding.vectors import empty_matrix
-from shared.doc_types import parser_filename
 from shared.domain.errors import (
     FencedOut,
     IndexingError,
@@ -34,6 +33,7 @@ from shared.domain.errors import (
     TransientError,
 )
 from shared.domain.fencing import Claim, Reject, SettledTasks, Skip, SkipReason, decide_claim
+from shared.domain.formats import parser_filename
 from shared.domain.messages import IndexMessage, InvalidMessageError
 from shared.domain.records import SkipRecord
 from shared.domain.retry_policy import transient_retrying

@@ -361,6 +361,68 @@ class FakeObjectStore:
         self.removed.append(key)
 
 
+class FakeObjectStream:
+    """One ``put_stream`` of a :class:`FakeObjectWriter`: collects what is written; the object
+    appears on ``close``. Past ``fail_after`` bytes the store "goes away"."""
+
+    def __init__(self, writer: FakeObjectWriter, key: str, content_type: str, tap: Callable[[bytes], None]) -> None:
+        self._writer, self._key, self._content_type, self._tap = writer, key, content_type, tap
+        self._data = bytearray()
+        self.failed = False
+
+    async def write(self, data: bytes) -> None:
+        if self.failed:
+            raise StorageUnavailableError("put: storage went away (fake)")
+        self._tap(data)
+        self._data += data
+        limit = self._writer.fail_after
+        if limit is not None and len(self._data) > limit:
+            self.failed = True
+            raise StorageUnavailableError("put: storage went away (fake)")
+
+    async def close(self) -> None:
+        self._writer.objects[self._key] = bytes(self._data)
+        self._writer.content_types[self._key] = self._content_type
+
+    async def abort(self) -> None:
+        self._writer.aborted += 1
+        self._data.clear()
+
+
+class FakeObjectWriter:
+    """The ``ObjectWriter`` port over a dict (the upload path): ``puts`` single PUTs,
+    ``streams`` streamed uploads, ``aborted`` streams abandoned, ``ranges`` ranged reads."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.objects: dict[str, bytes] = {}
+        self.content_types: dict[str, str] = {}
+        self.fail_after = fail_after
+        self.puts = 0
+        self.streams = 0
+        self.aborted = 0
+        self.ranges: list[tuple[int, int]] = []
+
+    def put_stream(self, key: str, *, content_type: str, part_size: int,
+                   tap: Callable[[bytes], None]) -> FakeObjectStream:
+        self.streams += 1
+        return FakeObjectStream(self, key, content_type, tap)
+
+    async def put_bytes(self, key: str, data: bytes, *, content_type: str, tap: Callable[[bytes], None]) -> None:
+        if self.fail_after is not None and len(data) > self.fail_after:
+            raise StorageUnavailableError("put: storage went away (fake)")
+        tap(data)
+        self.puts += 1
+        self.objects[key] = data
+        self.content_types[key] = content_type
+
+    async def get_range(self, key: str, offset: int, length: int) -> bytes:
+        self.ranges.append((offset, length))
+        return self.objects[key][offset:offset + length]
+
+    async def remove(self, key: str) -> None:
+        self.objects.pop(key, None)
+
+
 class FakeLocks:
     """A lock factory (document id → lock) over one dict of holders, like one Redis."""
 
@@ -469,6 +531,8 @@ __all__ = [
     "FakeExtractor",
     "FakeLocks",
     "FakeObjectStore",
+    "FakeObjectStream",
+    "FakeObjectWriter",
     "FakePublisher",
     "FakeReleasedObjects",
     "FakeStore",
