@@ -13,8 +13,7 @@ import asyncpg
 import numpy as np
 
 from shared.adapters.postgres.repo.objects import queue_object_removal
-from shared.adapters.postgres.repo.sql import _CLEAR_PENDING
-from shared.adapters.postgres.repo.tasks import _Rollback
+from shared.adapters.postgres.repo.sql import CLEAR_PENDING, Rollback
 from shared.domain.records import Chunk
 from shared.faults import fault_point
 
@@ -62,7 +61,7 @@ async def commit_chunks(
                 document_id,
             )
             if doc is None or doc["index_generation"] != generation:
-                raise _Rollback
+                raise Rollback
             ok = await conn.fetchval(
                 "UPDATE index_task SET status = 'SUCCESS', end_time = now(), update_time = now(),"
                 " stage = 'WRITING', progress = 1,"
@@ -71,7 +70,7 @@ async def commit_chunks(
                 task_id, generation, attempt,
             )
             if ok is None:
-                raise _Rollback
+                raise Rollback
             await conn.execute("DELETE FROM document_chunk WHERE document_id = $1", document_id)
             ids = [
                 r[0]
@@ -102,12 +101,12 @@ async def commit_chunks(
                 " size_bytes = COALESCE(pending_size_bytes, size_bytes), sha256 = COALESCE(pending_sha256, sha256),"
                 # a promoted version's bytes drop the content slot (0011): they must not collide
                 " dedup_slot = dedup_slot AND pending_sha256 IS NULL,"
-                f" object_key = COALESCE(pending_object_key, object_key), {_CLEAR_PENDING}"
+                f" object_key = COALESCE(pending_object_key, object_key), {CLEAR_PENDING}"
                 " WHERE id = $1 AND index_generation = $3",
                 document_id, len(chunks), generation, json.dumps(list(warnings)),
             )
             if doc["pending_object_key"] is not None:  # the swap released the served object
                 await queue_object_removal(conn, doc["object_key"])
-    except _Rollback:
+    except Rollback:
         return False
     return True
