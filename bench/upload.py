@@ -134,6 +134,7 @@ class Parts:
         from shared.adapters.postgres.repo import documents as documents_repo
         from shared.adapters.rabbitmq import Publisher
         from shared.adapters.s3 import ObjectStore
+        from shared.domain.records import NewContent
 
         store, publisher = self.store, self.publisher
         assert isinstance(store, ObjectStore) and isinstance(publisher, Publisher)
@@ -144,8 +145,8 @@ class Parts:
         await store.put(key, stream, len(data), part_size=max(5 * MB, len(data)))  # one PUT request
         async with translate_errors(), self.pool.acquire() as conn:  # type: ignore[attr-defined]
             _, row = await documents_repo.create_document_with_task(
-                conn, kb_id=self.kb_id, user_id=self.user_id, filename=f"p{i}.txt", content_type="text/plain",
-                size_bytes=len(data), sha256="0" * 64, object_key=key)
+                conn, kb_id=self.kb_id, user_id=self.user_id,
+                content=NewContent(f"p{i}.txt", "text/plain", len(data), "0" * 64, key))
         await publisher.publish(row.body, message_id=str(row.message_id))
         return (time.perf_counter() - t0) * 1000
 

@@ -23,6 +23,7 @@ from shared.adapters import rabbitmq
 from shared.adapters.embedding.configured import embedder_from_settings
 from shared.adapters.postgres.migrate import migrate
 from shared.adapters.postgres.pool import create_pool
+from shared.adapters.postgres.reads import PgReads
 from shared.adapters.s3 import POOL_CONNECTIONS as STORAGE_THREADS
 from shared.adapters.s3 import ObjectStore
 from shared.bootstrap import usecase_deps
@@ -70,7 +71,7 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
         except BrokerUnavailableError as exc:
             log.error("broker unavailable at start-up; uploads go to the outbox", extra={"error": str(exc)})
         app.state.resources = Resources(settings, pool, store, redis, embedder, publisher,
-                                        usecase_deps(settings, pool, store, publisher), metrics)
+                                        usecase_deps(settings, pool, store, publisher), PgReads(pool), metrics)
         try:
             yield
         finally:

@@ -23,6 +23,7 @@ from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.domain import messages
 from shared.domain.errors import DeliveryLimitError, TaskTimeoutError, TransientError
 from shared.domain.messages import IndexMessage, InvalidMessageError
+from shared.domain.records import Claim
 from shared.domain.scan_policy import ScanAction, ScanThresholds, decide_scan
 from shared.domain.states import TaskStatus
 from shared.log import bind
@@ -59,8 +60,8 @@ async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport)
                       attempt=r["attempt"]):
                 if decision.action is ScanAction.TIMEOUT:
                     if await tasks_repo.finish_unsuccessfully(
-                        conn, task_id=r["id"], document_id=r["document_id"], generation=r["generation"],
-                        attempt=r["attempt"], status=TaskStatus.TIMEOUT, error_code=TaskTimeoutError.error_code,
+                        conn, Claim(r["id"], r["generation"], r["attempt"]), document_id=r["document_id"],
+                        status=TaskStatus.TIMEOUT, error_code=TaskTimeoutError.error_code,
                         error_message=f"timed out by the scanner: {decision.reason}",
                     ):
                         log.warning("task timed out", extra={"reason": decision.reason})

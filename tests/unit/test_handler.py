@@ -17,6 +17,7 @@ from shared.domain.errors import (
 )
 from shared.domain.fencing import SkipReason
 from shared.domain.messages import IndexMessage
+from shared.domain.records import ChunkCommit
 from shared.domain.states import DocumentStatus, TaskStatus
 from task_service.handler import HandlerConfig, IndexHandler, Outcome
 from tests.fakes import FakeEmbedder, FakeExtractor, FakeLocks, FakeObjectStore, FakeReleasedObjects, FakeStore
@@ -211,9 +212,9 @@ async def test_fenced_out_at_commit_is_skipped_not_failed() -> None:
     store = w.store
     real = store.commit_chunks
 
-    async def reclaimed(**kw: object) -> bool:
+    async def reclaimed(commit: ChunkCommit) -> bool:
         store.tasks[w.msg.task_id].attempt += 1  # another worker reclaimed it
-        return await real(**kw)  # type: ignore[arg-type]
+        return await real(commit)
 
     store.commit_chunks = reclaimed  # type: ignore[method-assign]
     assert await w.handle() is Outcome.ACK

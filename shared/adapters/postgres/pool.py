@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 import asyncpg
 from pgvector.asyncpg import register_vector
@@ -105,3 +106,37 @@ async def connection(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
     ``DB_CONNECT_TIMEOUT_S``; waiting for a busy pool to free one is not."""
     async with translate_errors(), pool.acquire() as conn:
         yield conn
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _HasPool(Protocol):
+    @property
+    def pool(self) -> asyncpg.Pool: ...
+
+
+class Pooled(Generic[P, R]):
+    """A repository function (``fn(conn, *args)``) as a method of an object with a ``pool``:
+    each call runs on its own pooled connection (:func:`connection`), so an adapter that only
+    forwards to the repository states the binding once per method instead of a pass-through::
+
+        class PgWorkerStore:
+            heartbeat = Pooled(tasks_repo.heartbeat)   # store.heartbeat(claim) -> bool
+    """
+
+    def __init__(self, fn: Callable[Concatenate[asyncpg.Connection, P], Coroutine[Any, Any, R]]) -> None:
+        self._fn = fn
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, owner: _HasPool, owner_type: type | None = None) -> Callable[P, Coroutine[Any, Any, R]]:
+        fn = self._fn
+
+        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            async with connection(owner.pool) as conn:
+                return await fn(conn, *args, **kwargs)
+
+        call.__name__ = call.__qualname__ = fn.__name__
+        call.__doc__ = fn.__doc__
+        return call

@@ -20,7 +20,7 @@ from shared.adapters.postgres.repo.sql import (
 )
 from shared.adapters.postgres.repo.tasks import IN_FLIGHT_LOCK_SQL
 from shared.domain.messages import IndexMessage
-from shared.domain.records import OutboxRow
+from shared.domain.records import NewContent, OutboxRow
 from shared.domain.states import DocumentStatus, TaskStatus
 
 
@@ -29,18 +29,14 @@ async def create_document_with_task(
     *,
     kb_id: int,
     user_id: int,
-    filename: str,
-    content_type: str | None,
-    size_bytes: int,
-    sha256: str,
-    object_key: str,
+    content: NewContent,
     dedup_slot: bool = False,
     dispatch_limit: int | None = None,
 ) -> tuple[IndexMessage, OutboxRow]:
     """ONE transaction: document (INDEXING, generation 1), task (WAITING, generation 1), outbox row
     (the caller's, when it has one open: no savepoint, no extra round trips).
 
-    ``dedup_slot``: the document takes its KB's slot for ``sha256`` (unique partial index
+    ``dedup_slot``: the document takes its KB's slot for ``content.sha256`` (unique partial index
     ``document_info_kb_content_uniq``); raises ``asyncpg.UniqueViolationError`` if another
     document holds it (see :func:`is_content_conflict`).
     ``dispatch_limit`` (K): the row is released at once if the user has a free slot (see
@@ -51,7 +47,8 @@ async def create_document_with_task(
             "INSERT INTO document_info (kb_id, user_id, filename, content_type, size_bytes, sha256,"
             " object_key, status, index_generation, dedup_slot)"
             f" VALUES ($1,$2,$3,$4,$5,$6,$7,'{DocumentStatus.INDEXING}',1,$8) RETURNING id",
-            kb_id, user_id, filename, content_type, size_bytes, sha256, object_key, dedup_slot,
+            kb_id, user_id, content.filename, content.content_type, content.size_bytes, content.sha256,
+            content.object_key, dedup_slot,
         )
         task_id = await conn.fetchval(
             "INSERT INTO index_task (document_id, kb_id, user_id, generation, status)"

@@ -23,7 +23,7 @@ from shared.adapters.postgres.repo.sql import (
 )
 from shared.domain.fencing import EnqueueDecision, TaskSnapshot
 from shared.domain.messages import IndexMessage
-from shared.domain.records import NewContent, OutboxRow
+from shared.domain.records import Claim, NewContent, OutboxRow
 from shared.domain.states import DocumentStatus, TaskStatus
 
 
@@ -149,7 +149,7 @@ async def try_issue_generation(
 
 
 # ------------------------------------------------------------------ worker
-async def claim_task(conn: asyncpg.Connection, task_id: int, generation: int) -> int | None:
+async def claim_task(conn: asyncpg.Connection, task_id: int, generation: int) -> Claim | None:
     """Claim: RUNNING, attempt + 1 (the claim's fencing token). None if not claimable any more."""
     v = await conn.fetchval(
         "UPDATE index_task SET status = 'RUNNING', attempt = attempt + 1, start_time = now(),"
@@ -157,57 +157,53 @@ async def claim_task(conn: asyncpg.Connection, task_id: int, generation: int) ->
         f" WHERE id = $1 AND generation = $2 AND status IN {CLAIMABLE_SQL} RETURNING attempt",
         task_id, generation,
     )
-    return None if v is None else int(v)
+    return None if v is None else Claim(task_id, generation, int(v))
 
 
-async def heartbeat(conn: asyncpg.Connection, task_id: int, generation: int, attempt: int) -> bool:
+async def heartbeat(conn: asyncpg.Connection, claim: Claim) -> bool:
     """Bump ``update_time`` of our RUNNING claim; False means we were fenced out."""
     v = await conn.fetchval(
         "UPDATE index_task SET update_time = now() WHERE id = $1 AND status = 'RUNNING'"
         " AND generation = $2 AND attempt = $3 RETURNING id",
-        task_id, generation, attempt,
+        claim.task_id, claim.generation, claim.attempt,
     )
     return v is not None
 
 
-async def report_progress(
-    conn: asyncpg.Connection, task_id: int, generation: int, attempt: int, stage: str, progress: float
-) -> bool:
+async def report_progress(conn: asyncpg.Connection, claim: Claim, stage: str, progress: float) -> bool:
     """Write the run's ``stage`` and ``progress`` (0..1) — only under our current claim
     ``(RUNNING, generation, attempt)``; also a heartbeat. False means we were fenced out."""
     v = await conn.fetchval(
         "UPDATE index_task SET stage = $4, progress = $5, update_time = now() WHERE id = $1"
         " AND status = 'RUNNING' AND generation = $2 AND attempt = $3 RETURNING id",
-        task_id, generation, attempt, stage, progress,
+        claim.task_id, claim.generation, claim.attempt, stage, progress,
     )
     return v is not None
 
 
-async def claim_is_current(conn: asyncpg.Connection, task_id: int, generation: int, attempt: int) -> bool:
+async def claim_is_current(conn: asyncpg.Connection, claim: Claim) -> bool:
     """The pre-embedding fence check: our claim is still the task's and the document's current one."""
     return bool(
         await conn.fetchval(
             "SELECT EXISTS (SELECT 1 FROM index_task t JOIN document_info d ON d.id = t.document_id"
             " WHERE t.id = $1 AND t.status = 'RUNNING' AND t.generation = $2 AND t.attempt = $3"
             " AND d.index_generation = $2)",
-            task_id, generation, attempt,
+            claim.task_id, claim.generation, claim.attempt,
         )
     )
 
 
 async def finish_unsuccessfully(
     conn: asyncpg.Connection,
+    claim: Claim,
     *,
-    task_id: int,
     document_id: int,
-    generation: int,
-    attempt: int,
     status: TaskStatus,
     error_code: str,
     error_message: str,
     warnings: Sequence[str] = (),
 ) -> bool:
-    """Task FAILED/TIMEOUT, fenced on our claim; False if fenced out. A document with a served
+    """Task FAILED/TIMEOUT, fenced on ``claim``; False if fenced out. A document with a served
     version (INDEXED) keeps it untouched (status, warnings, chunks, object): the failure is the
     pending version's, shown by its task. A document never indexed becomes FAILED with this
     run's ``warnings`` (what its extraction reported before it failed; none if it failed while
@@ -218,13 +214,13 @@ async def finish_unsuccessfully(
             gen = await conn.fetchval(
                 "SELECT index_generation FROM document_info WHERE id = $1 FOR UPDATE", document_id
             )
-            if gen != generation:
+            if gen != claim.generation:
                 raise Rollback
             ok = await conn.fetchval(
                 "UPDATE index_task SET status = $4, error_code = $5, error_message = $6,"
                 " end_time = now(), update_time = now() WHERE id = $1 AND status = 'RUNNING'"
                 " AND generation = $2 AND attempt = $3 RETURNING id",
-                task_id, generation, attempt, status.value, error_code, error_message[:4000],
+                claim.task_id, claim.generation, claim.attempt, status.value, error_code, error_message[:4000],
             )
             if ok is None:
                 raise Rollback
