@@ -30,7 +30,7 @@ from shared.domain.messages import IndexMessage, InvalidMessageError
 from shared.log import bind
 from shared.settings import WorkerSettings
 from task_service import APP_ID
-from task_service.handler import IndexHandler, Outcome
+from task_service.handler import IndexHandler, Outcome, decode
 
 log = logging.getLogger(__name__)
 
@@ -158,17 +158,19 @@ class Consumer:
 
     async def _process(self, message: AbstractIncomingMessage, publisher: rabbitmq.Publisher) -> None:
         """Settle one delivery; its log lines carry the message's task_id, document_id, generation."""
-        with bind(**log_fields(message.body)):
-            await self._process_bound(message, publisher)
+        msg = decode(message.body)
+        with bind(**log_fields(msg)):
+            await self._process_bound(message, msg, publisher)
 
-    async def _process_bound(self, message: AbstractIncomingMessage, publisher: rabbitmq.Publisher) -> None:
+    async def _process_bound(self, message: AbstractIncomingMessage, msg: IndexMessage | InvalidMessageError,
+                             publisher: rabbitmq.Publisher) -> None:
         attempts = delay_attempts(message)
         if failed_deliveries(message) > messages.DELIVERY_LIMIT:
             self._metrics.deliveries.labels("dead_letter").inc()
             await self._dead_letter(message, publisher, DeliveryLimitError.error_code)
             return
         try:
-            outcome = await self._handler.handle(message.body, delay_attempts=attempts)
+            outcome = await self._handler.handle(msg, delay_attempts=attempts)
         except Exception:
             log.exception("handler crashed; delivery returned to the queue")
             self._metrics.deliveries.labels("requeue").inc()
@@ -208,11 +210,9 @@ class Consumer:
         await _settle(message.ack())
 
 
-def log_fields(body: bytes) -> dict[str, int]:
-    """``task_id``, ``document_id``, ``generation`` of an index message body; {} if it is not one."""
-    try:
-        msg = IndexMessage.from_json(body)
-    except InvalidMessageError:
+def log_fields(msg: IndexMessage | InvalidMessageError) -> dict[str, int]:
+    """``task_id``, ``document_id``, ``generation`` of an index message; {} if the body was not one."""
+    if isinstance(msg, InvalidMessageError):
         return {}
     return {"task_id": msg.task_id, "document_id": msg.document_id, "generation": msg.generation}
 

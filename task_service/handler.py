@@ -55,6 +55,14 @@ MAX_PENDING_SKIPS = 1000
 CACHE_WRITE_BATCH = 1000  # vectors per embedding-cache INSERT (≈1.5 MB of parameters at 384-d)
 
 
+def decode(body: bytes) -> IndexMessage | InvalidMessageError:
+    """A delivery's body as an index message, or why it is not one (parsed once per delivery)."""
+    try:
+        return IndexMessage.from_json(body)
+    except InvalidMessageError as exc:
+        return exc
+
+
 class Outcome(StrEnum):
     ACK = "ack"  # done: indexed, failed for good, or skipped
     REJECT = "reject"  # reject without requeue → dead-letter queue
@@ -192,20 +200,19 @@ class IndexHandler:
 
     # -------------------------------------------------------------- entry
 
-    async def handle(self, body: bytes, *, delay_attempts: int) -> Outcome:
-        """Process one delivery. ``delay_attempts``: times it already went through the delay queue.
+    async def handle(self, msg: IndexMessage | InvalidMessageError, *, delay_attempts: int) -> Outcome:
+        """Process one delivery: its body as decoded once by the consumer (:func:`decode`; an
+        ``InvalidMessageError`` is rejected). ``delay_attempts``: times it already went through the delay queue.
         Afterwards (its commit done) ``on_delivery_done`` is called: a task that ended frees a
         dispatch slot, and the relay releases the next held message at once."""
         try:
-            return await self._handle(body, delay_attempts=delay_attempts)
+            return await self._handle(msg, delay_attempts=delay_attempts)
         finally:
             self._on_done()
 
-    async def _handle(self, body: bytes, *, delay_attempts: int) -> Outcome:
-        try:
-            msg = IndexMessage.from_json(body)
-        except InvalidMessageError as exc:
-            log.error("invalid message rejected", extra={"error": str(exc)[:500]})
+    async def _handle(self, msg: IndexMessage | InvalidMessageError, *, delay_attempts: int) -> Outcome:
+        if isinstance(msg, InvalidMessageError):
+            log.error("invalid message rejected", extra={"error": str(msg)[:500]})
             return Outcome.REJECT
         with bind(task_id=msg.task_id, document_id=msg.document_id, generation=msg.generation):
             early = await self._skip_without_lock(msg)

@@ -19,7 +19,7 @@ from shared.domain.fencing import SkipReason
 from shared.domain.messages import IndexMessage
 from shared.domain.records import ChunkCommit
 from shared.domain.states import DocumentStatus, TaskStatus
-from task_service.handler import HandlerConfig, IndexHandler, Outcome
+from task_service.handler import HandlerConfig, IndexHandler, Outcome, decode
 from tests.fakes import FakeEmbedder, FakeExtractor, FakeLocks, FakeObjectStore, FakeReleasedObjects, FakeStore
 
 TEXT = b"first paragraph\n\nsecond paragraph\n\nthird"
@@ -49,7 +49,7 @@ class World:
                                     worker_name="test")
 
     async def handle(self, body: bytes | None = None, delay_attempts: int = 0) -> Outcome:
-        outcome = await self.handler.handle(self.msg.to_json() if body is None else body,
+        outcome = await self.handler.handle(decode(self.msg.to_json() if body is None else body),
                                             delay_attempts=delay_attempts)
         await self.handler.flush()  # skip rows are written in the background
         return outcome
@@ -100,7 +100,7 @@ async def test_stale_generation_is_skipped_without_embedding() -> None:
 async def test_a_backlog_of_duplicates_writes_its_skip_rows_in_few_round_trips() -> None:
     w = World()
     w.store.tasks[w.msg.task_id].status = TaskStatus.SUCCESS
-    outcomes = [await w.handler.handle(w.msg.to_json(), delay_attempts=0) for _ in range(200)]
+    outcomes = [await w.handler.handle(w.msg, delay_attempts=0) for _ in range(200)]
     await w.handler.flush()
     assert outcomes == [Outcome.ACK] * 200
     assert w.store.skips == [SkipReason.NOT_RUNNABLE] * 200  # every row written, none lost
