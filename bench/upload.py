@@ -160,8 +160,8 @@ async def _settle_tasks(pool: object) -> None:
 
 async def run(plan: Plan) -> str:
     from shared.adapters import rabbitmq
-    from shared.adapters.postgres.pool import create_pool
-    from shared.adapters.s3 import ObjectStore
+    from shared.adapters.postgres.pool import PoolConfig, create_pool
+    from shared.adapters.s3 import ObjectStore, StorageConfig
     from shared.settings import KnowledgeSettings
 
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(64))
@@ -171,8 +171,8 @@ async def run(plan: Plan) -> str:
         url = await stack.start_api(max_in_flight_tasks_per_user=str(10**9), embedding_provider="openai")
         user_id, token = await stack.create_user()
         settings = KnowledgeSettings()
-        store = ObjectStore(settings)
-        pool = await create_pool(settings, app_name="bench-parts")
+        store = ObjectStore(StorageConfig.from_settings(settings))
+        pool = await create_pool(PoolConfig.from_settings(settings), app_name="bench-parts")
         conn = await rabbitmq.connect(settings.amqp_url.get_secret_value(), name="bench-parts", heartbeat_s=30,
                                   robust=False)
         publisher = await rabbitmq.Publisher.open(conn, 30)

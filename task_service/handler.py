@@ -85,7 +85,8 @@ class Extractor(Protocol):
 
 @dataclass(frozen=True)
 class HandlerConfig:
-    """The handler's settings (seconds): built once from WorkerSettings by the composition root."""
+    """The handler's settings (seconds): built once from WorkerSettings by the composition root
+    (:meth:`from_settings`); no defaults here, the settings hold them."""
 
     lock_retry_max_attempts: int
     lease_period_s: float  # lock renewal + task heartbeat period
@@ -94,11 +95,11 @@ class HandlerConfig:
     retry_initial_s: float
     retry_max_s: float
     # embedding cache: on/off (EMBEDDING_CACHE_MAX_ROWS > 0), namespace, last_used touch period
-    cache_enabled: bool = False
-    embedding_provider: str = "sentence-transformers"
-    embedding_model_revision: str = ""
-    cache_touch_interval_s: float = 3600.0
-    embed_chunks: int = 16  # chunks per embedding call, a progress report after each
+    cache_enabled: bool
+    embedding_provider: str
+    embedding_model_revision: str
+    cache_touch_interval_s: float
+    embed_chunks: int  # chunks per embedding call, a progress report after each
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> HandlerConfig:

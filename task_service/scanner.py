@@ -123,17 +123,28 @@ async def scan_once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: Sca
     return report
 
 
-async def scan_forever(pool: asyncpg.Pool, channel: AbstractChannel, settings: WorkerSettings,
+@dataclass(frozen=True)
+class ScanConfig:
+    """The scanner loop's settings: ``SCAN_INTERVAL_S`` (seconds; 0 disables) and the thresholds."""
+
+    interval_s: float
+    thresholds: ScanThresholds
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> ScanConfig:
+        return cls(interval_s=s.scan_interval_s, thresholds=thresholds(s))
+
+
+async def scan_forever(pool: asyncpg.Pool, channel: AbstractChannel, config: ScanConfig,
                        stop: asyncio.Event, metrics: WorkerMetrics | None = None) -> None:
-    """Run :func:`scan_once` every ``SCAN_INTERVAL_S`` seconds until ``stop`` is set."""
-    th = thresholds(settings)
+    """Run :func:`scan_once` every ``config.interval_s`` seconds until ``stop`` is set."""
     while not stop.is_set():
         try:
-            await scan_once(pool, channel, th, metrics)
+            await scan_once(pool, channel, config.thresholds, metrics)
         except TransientError as exc:
             log.warning("scan failed", extra={"error": str(exc)})
         try:
-            await asyncio.wait_for(stop.wait(), timeout=settings.scan_interval_s)
+            await asyncio.wait_for(stop.wait(), timeout=config.interval_s)
         except TimeoutError:
             pass
 

@@ -17,7 +17,7 @@ from shared.adapters import object_removal
 from shared.adapters.postgres.repo import documents as documents_repo
 from shared.adapters.postgres.repo import objects as objects_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
-from shared.adapters.s3 import ObjectStore
+from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.domain import records
 from shared.domain.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
 from shared.domain.messages import IndexMessage
@@ -161,7 +161,7 @@ async def test_concurrent_replacements_release_exactly_what_they_superseded(
 
 @pytest.fixture
 async def store(settings: KnowledgeSettings) -> ObjectStore:
-    s = ObjectStore(settings)
+    s = ObjectStore(StorageConfig.from_settings(settings))
     await s.ensure_bucket()
     return s
 

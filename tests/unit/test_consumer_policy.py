@@ -19,6 +19,7 @@ from task_service.consumer import (
     DELAY_BASE_HEADER,
     DELAY_HEADER,
     Consumer,
+    ConsumerConfig,
     delay_attempts,
     failed_deliveries,
 )
@@ -66,7 +67,7 @@ SETTINGS = WorkerSettings(_env_file=None, lock_retry_delay_s=2.0)  # type: ignor
 async def process(outcome: Outcome | Exception, headers: dict[str, Any] | None = None,
                   publisher: FakePublisher | None = None) -> tuple[StubDelivery, FakePublisher, StubHandler]:
     delivery, pub, handler = StubDelivery(headers), publisher or FakePublisher(), StubHandler(outcome)
-    consumer = Consumer(SETTINGS, cast(IndexHandler, handler), "test")
+    consumer = Consumer(ConsumerConfig.from_settings(SETTINGS), cast(IndexHandler, handler), "test")
     await consumer._process(cast(AbstractIncomingMessage, delivery), cast(rabbitmq.Publisher, pub))
     return delivery, pub, handler
 
@@ -103,7 +104,7 @@ async def test_the_body_is_parsed_once_and_handed_to_the_handler(monkeypatch: py
 
     monkeypatch.setattr(IndexMessage, "from_json", classmethod(counting))
     handler = StubHandler(Outcome.ACK)
-    consumer = Consumer(SETTINGS, cast(IndexHandler, handler), "test")
+    consumer = Consumer(ConsumerConfig.from_settings(SETTINGS), cast(IndexHandler, handler), "test")
     delivery = StubDelivery(body=msg.to_json())
     await consumer._process(cast(AbstractIncomingMessage, delivery), cast(rabbitmq.Publisher, FakePublisher()))
     assert handler.messages == [msg] and parses == [msg.to_json()]

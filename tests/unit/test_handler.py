@@ -26,8 +26,10 @@ TEXT = b"first paragraph\n\nsecond paragraph\n\nthird"
 
 
 def config(**kw: float) -> HandlerConfig:
-    base: dict[str, float] = dict(lock_retry_max_attempts=3, lease_period_s=30.0, task_hard_limit_s=30.0,
-                                  retry_attempts=3, retry_initial_s=0.0, retry_max_s=0.0)
+    base: dict[str, float | str] = dict(lock_retry_max_attempts=3, lease_period_s=30.0, task_hard_limit_s=30.0,
+                                        retry_attempts=3, retry_initial_s=0.0, retry_max_s=0.0, cache_enabled=False,
+                                        embedding_provider="sentence-transformers", embedding_model_revision="",
+                                        cache_touch_interval_s=3600.0, embed_chunks=16)
     base.update(kw)
     return HandlerConfig(**base)  # type: ignore[arg-type]
 
