@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from shared.domain.fencing import EnqueueDecision, TaskSnapshot
 from shared.domain.messages import IndexMessage
-from shared.domain.records import Chunk, Duplicate, NewContent, OutboxRow, SkipRecord
+from shared.domain.records import ChunkCommit, Claim, Duplicate, NewContent, OutboxRow, SkipRecord
 from shared.domain.states import TaskStatus
 
 __all__ = [
@@ -97,6 +97,11 @@ class TaskStore(Protocol):
         ...
 
     async def mark_dead_letter_replayed(self, dead_letter_id: int) -> bool: ...
+
+    async def create_knowledge_base(self, user_id: int, name: str, model: str, dim: int) -> dict[str, Any]:
+        """A new knowledge base of ``user_id`` for vectors of ``model`` (``dim`` floats):
+        ``{"kb_id", "name", "embedding_model", "embedding_dim", "create_time"}``."""
+        ...
 
 
 class Publisher(Protocol):
@@ -201,13 +206,13 @@ class WorkerStore(Protocol):
 
     async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None: ...
 
-    async def claim_task(self, task_id: int, generation: int) -> int | None:
-        """RUNNING, attempt + 1; the new attempt, or None if not claimable."""
+    async def claim_task(self, task_id: int, generation: int) -> Claim | None:
+        """RUNNING, attempt + 1; the claim (its new attempt), or None if not claimable."""
         ...
 
-    async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool: ...
+    async def heartbeat(self, claim: Claim) -> bool: ...
 
-    async def report_progress(self, task_id: int, generation: int, attempt: int, stage: str, progress: float) -> bool:
+    async def report_progress(self, claim: Claim, stage: str, progress: float) -> bool:
         """The run's stage (``task_service.progress.Stage`` value) and progress (0..1); also a heartbeat."""
         ...
 
@@ -215,10 +220,10 @@ class WorkerStore(Protocol):
         """``(object_key, filename, content_type)``; None if the document was deleted."""
         ...
 
-    async def claim_is_current(self, task_id: int, generation: int, attempt: int) -> bool: ...
+    async def claim_is_current(self, claim: Claim) -> bool: ...
 
     async def record_embedding_run(
-        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str,
+        self, claim: Claim, document_id: int, chunk_count: int, worker: str,
         *, cache_hits: int = 0, cache_misses: int | None = None,
     ) -> None:
         """One row per embedding step: ``cache_hits`` chunks from the cache, ``cache_misses``
@@ -245,16 +250,13 @@ class WorkerStore(Protocol):
         """``delivery_skip`` rows, all in one round trip."""
         ...
 
-    async def commit_chunks(
-        self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
-        chunks: Sequence[Chunk], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
-    ) -> bool:
+    async def commit_chunks(self, commit: ChunkCommit) -> bool:
         """The one fenced transaction (chunks + vectors replaced, task SUCCESS)."""
         ...
 
     async def finish_unsuccessfully(
-        self, *, task_id: int, document_id: int, generation: int, attempt: int, status: TaskStatus,
-        error_code: str, error_message: str, warnings: Sequence[str] = (),
+        self, claim: Claim, *, document_id: int, status: TaskStatus, error_code: str, error_message: str,
+        warnings: Sequence[str] = (),
     ) -> bool:
         """Task FAILED/TIMEOUT and document FAILED, fenced on the claim."""
         ...

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from dataclasses import dataclass
 
 import asyncpg
 
@@ -32,18 +33,31 @@ async def evict_once(pool: asyncpg.Pool, max_rows: int) -> int | None:
     return deleted
 
 
-async def evict_forever(pool: asyncpg.Pool, settings: WorkerSettings, stop: asyncio.Event) -> None:
-    """Run :func:`evict_once` every ``EMBEDDING_CACHE_EVICT_INTERVAL_S`` seconds until ``stop``
-    (returns at once when the cache is disabled: ``EMBEDDING_CACHE_MAX_ROWS=0``)."""
-    if settings.embedding_cache_max_rows == 0:
+@dataclass(frozen=True)
+class EvictConfig:
+    """The eviction loop's settings: ``EMBEDDING_CACHE_MAX_ROWS`` (0: cache disabled) and
+    ``EMBEDDING_CACHE_EVICT_INTERVAL_S`` (seconds)."""
+
+    max_rows: int
+    interval_s: float
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> EvictConfig:
+        return cls(max_rows=s.embedding_cache_max_rows, interval_s=s.embedding_cache_evict_interval_s)
+
+
+async def evict_forever(pool: asyncpg.Pool, config: EvictConfig, stop: asyncio.Event) -> None:
+    """Run :func:`evict_once` every ``config.interval_s`` seconds until ``stop`` (returns at once
+    when the cache is disabled: ``EMBEDDING_CACHE_MAX_ROWS=0``)."""
+    if config.max_rows == 0:
         return
     while not stop.is_set():
         try:
-            await evict_once(pool, settings.embedding_cache_max_rows)
+            await evict_once(pool, config.max_rows)
         except TransientError as exc:
             log.warning("embedding cache eviction failed", extra={"error": str(exc)})
         try:
-            await asyncio.wait_for(stop.wait(), timeout=settings.embedding_cache_evict_interval_s)
+            await asyncio.wait_for(stop.wait(), timeout=config.interval_s)
         except TimeoutError:
             pass
 

@@ -9,7 +9,7 @@ import asyncpg
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from shared.adapters import rabbitmq
-from shared.adapters.postgres.pool import create_pool
+from shared.adapters.postgres.pool import PoolConfig, create_pool
 from shared.log import configure
 from shared.settings import WorkerSettings
 
@@ -21,7 +21,7 @@ async def one_shot(name: str) -> AsyncIterator[OneShot]:
     """Settings, a small pool and a broker connection with the topology declared; all closed after."""
     settings = WorkerSettings()
     configure(settings.log_level, json_lines=settings.log_json)
-    pool = await create_pool(settings, max_size=2, app_name=name)
+    pool = await create_pool(PoolConfig.from_settings(settings, max_size=2), app_name=name)
     conn = await rabbitmq.connect(settings.amqp_url.get_secret_value(), name=name,
                               heartbeat_s=settings.amqp_heartbeat_s, robust=False)
     try:

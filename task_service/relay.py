@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from dataclasses import dataclass
 
 import asyncpg
 
@@ -21,6 +22,7 @@ from shared.adapters import rabbitmq
 from shared.adapters.postgres.pool import connection
 from shared.adapters.postgres.repo import outbox as outbox_repo
 from shared.domain.errors import BrokerUnavailableError, TransientError
+from shared.settings import WorkerSettings
 from task_service import APP_ID
 from task_service.oneshot import one_shot
 
@@ -54,21 +56,36 @@ async def relay_once(pool: asyncpg.Pool, publisher: rabbitmq.Publisher, *, grace
     return published
 
 
-async def relay_forever(pool: asyncpg.Pool, publisher: rabbitmq.Publisher, *, interval_s: float, grace_s: float,
-                        dispatch_limit: int, stop: asyncio.Event, wake: asyncio.Event | None = None) -> None:
-    """Run :func:`relay_once` every ``interval_s`` seconds, and at once when ``wake`` is set
+@dataclass(frozen=True)
+class RelayConfig:
+    """The relay loop's settings: ``RELAY_INTERVAL_S``, ``RELAY_GRACE_S`` (seconds) and K
+    (``CommonSettings.dispatch_limit``)."""
+
+    interval_s: float
+    grace_s: float
+    dispatch_limit: int
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> RelayConfig:
+        return cls(interval_s=s.relay_interval_s, grace_s=s.relay_grace_s, dispatch_limit=s.dispatch_limit)
+
+
+async def relay_forever(pool: asyncpg.Pool, publisher: rabbitmq.Publisher, config: RelayConfig, *,
+                        stop: asyncio.Event, wake: asyncio.Event | None = None) -> None:
+    """Run :func:`relay_once` every ``config.interval_s`` seconds, and at once when ``wake`` is set
     (then cleared), until ``stop`` is set or the channel dies. A full batch runs again at once."""
     wake = wake or asyncio.Event()
     while not stop.is_set():
         wake.clear()
         full = False
         try:
-            full = await relay_once(pool, publisher, grace_s=grace_s, dispatch_limit=dispatch_limit) >= 100
+            full = await relay_once(pool, publisher, grace_s=config.grace_s,
+                                    dispatch_limit=config.dispatch_limit) >= 100
         except TransientError as exc:
             log.warning("outbox relay pass failed", extra={"error": str(exc)})
         if full:
             continue
-        await _wait_any(stop, wake, interval_s)
+        await _wait_any(stop, wake, config.interval_s)
 
 
 async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, timeout_s: float) -> None:

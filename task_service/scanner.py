@@ -23,6 +23,7 @@ from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.domain import messages
 from shared.domain.errors import DeliveryLimitError, TaskTimeoutError, TransientError
 from shared.domain.messages import IndexMessage, InvalidMessageError
+from shared.domain.records import Claim
 from shared.domain.scan_policy import ScanAction, ScanThresholds, decide_scan
 from shared.domain.states import TaskStatus
 from shared.log import bind
@@ -59,8 +60,8 @@ async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport)
                       attempt=r["attempt"]):
                 if decision.action is ScanAction.TIMEOUT:
                     if await tasks_repo.finish_unsuccessfully(
-                        conn, task_id=r["id"], document_id=r["document_id"], generation=r["generation"],
-                        attempt=r["attempt"], status=TaskStatus.TIMEOUT, error_code=TaskTimeoutError.error_code,
+                        conn, Claim(r["id"], r["generation"], r["attempt"]), document_id=r["document_id"],
+                        status=TaskStatus.TIMEOUT, error_code=TaskTimeoutError.error_code,
                         error_message=f"timed out by the scanner: {decision.reason}",
                     ):
                         log.warning("task timed out", extra={"reason": decision.reason})
@@ -122,17 +123,28 @@ async def scan_once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: Sca
     return report
 
 
-async def scan_forever(pool: asyncpg.Pool, channel: AbstractChannel, settings: WorkerSettings,
+@dataclass(frozen=True)
+class ScanConfig:
+    """The scanner loop's settings: ``SCAN_INTERVAL_S`` (seconds; 0 disables) and the thresholds."""
+
+    interval_s: float
+    thresholds: ScanThresholds
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> ScanConfig:
+        return cls(interval_s=s.scan_interval_s, thresholds=thresholds(s))
+
+
+async def scan_forever(pool: asyncpg.Pool, channel: AbstractChannel, config: ScanConfig,
                        stop: asyncio.Event, metrics: WorkerMetrics | None = None) -> None:
-    """Run :func:`scan_once` every ``SCAN_INTERVAL_S`` seconds until ``stop`` is set."""
-    th = thresholds(settings)
+    """Run :func:`scan_once` every ``config.interval_s`` seconds until ``stop`` is set."""
     while not stop.is_set():
         try:
-            await scan_once(pool, channel, th, metrics)
+            await scan_once(pool, channel, config.thresholds, metrics)
         except TransientError as exc:
             log.warning("scan failed", extra={"error": str(exc)})
         try:
-            await asyncio.wait_for(stop.wait(), timeout=settings.scan_interval_s)
+            await asyncio.wait_for(stop.wait(), timeout=config.interval_s)
         except TimeoutError:
             pass
 

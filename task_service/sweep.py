@@ -8,11 +8,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from dataclasses import dataclass
 
 import asyncpg
 
-from shared.adapters.postgres.pool import create_pool
-from shared.adapters.s3 import ObjectStore
+from shared.adapters.postgres.pool import PoolConfig, create_pool
+from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.domain.errors import TransientError
 from shared.log import configure
 from shared.settings import WorkerSettings
@@ -21,19 +22,31 @@ from task_service.cleanup import sweep_orphans
 log = logging.getLogger(__name__)
 
 
-async def sweep_forever(pool: asyncpg.Pool, store: ObjectStore, settings: WorkerSettings, stop: asyncio.Event) -> None:
-    """One sweep every ``orphan_sweep_interval_s`` seconds (the first after one period) until
+@dataclass(frozen=True)
+class SweepConfig:
+    """The sweep loop's settings: ``ORPHAN_SWEEP_INTERVAL_S`` (0 disables), ``ORPHAN_GRACE_S`` (seconds)."""
+
+    interval_s: float
+    grace_s: float
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> SweepConfig:
+        return cls(interval_s=s.orphan_sweep_interval_s, grace_s=s.orphan_grace_s)
+
+
+async def sweep_forever(pool: asyncpg.Pool, store: ObjectStore, config: SweepConfig, stop: asyncio.Event) -> None:
+    """One sweep every ``config.interval_s`` seconds (the first after one period) until
     ``stop``; returns at once if the interval is 0 (disabled)."""
-    if settings.orphan_sweep_interval_s <= 0:
+    if config.interval_s <= 0:
         return
     while not stop.is_set():
         try:
-            await asyncio.wait_for(stop.wait(), timeout=settings.orphan_sweep_interval_s)
+            await asyncio.wait_for(stop.wait(), timeout=config.interval_s)
             return
         except TimeoutError:
             pass
         try:
-            report = await sweep_orphans(pool, store, grace_s=settings.orphan_grace_s)
+            report = await sweep_orphans(pool, store, grace_s=config.grace_s)
         except TransientError as exc:
             log.warning("orphan sweep failed", extra={"error": str(exc)})
             continue
@@ -45,9 +58,10 @@ async def sweep_forever(pool: asyncpg.Pool, store: ObjectStore, settings: Worker
 async def _main_once() -> tuple[int, int]:
     settings = WorkerSettings()
     configure(settings.log_level, json_lines=settings.log_json)
-    pool = await create_pool(settings, max_size=2, app_name="task_service.sweep")
+    pool = await create_pool(PoolConfig.from_settings(settings, max_size=2), app_name="task_service.sweep")
     try:
-        report = await sweep_orphans(pool, ObjectStore(settings), grace_s=settings.orphan_grace_s)
+        report = await sweep_orphans(pool, ObjectStore(StorageConfig.from_settings(settings)),
+                                     grace_s=settings.orphan_grace_s)
     finally:
         await pool.close()
     return report.released, len(report.orphans)

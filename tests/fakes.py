@@ -22,7 +22,7 @@ import numpy.typing as npt
 from shared.domain.errors import BrokerUnavailableError, LockUnavailableError, StorageUnavailableError
 from shared.domain.fencing import EnqueueDecision, StaleThresholds, TaskSnapshot
 from shared.domain.messages import EXCHANGE, ROUTING_KEY, IndexMessage
-from shared.domain.records import Chunk, Duplicate, NewContent, OutboxRow, SkipRecord
+from shared.domain.records import Chunk, ChunkCommit, Claim, Duplicate, NewContent, OutboxRow, SkipRecord
 from shared.domain.states import ACTIVE, DocumentStatus, TaskStatus
 from shared.ports import IssueRefused
 from task_service.pipeline.extract import Extraction
@@ -76,6 +76,7 @@ class FakeStore:
         self.tasks: dict[int, FakeTask] = {}
         self.outbox: list[tuple[OutboxRow, bool]] = []
         self.dead_letters: dict[int, FakeDeadLetter] = {}
+        self.knowledge_bases: list[dict[str, Any]] = []
         self.skips: list[str] = []
         self.skip_writes = 0  # record_skips calls (one round trip each in the real store)
         self.released: list[str] = []  # object keys queued for removal after commit
@@ -216,30 +217,37 @@ class FakeStore:
         dl.replayed = True
         return True
 
+    async def create_knowledge_base(self, user_id: int, name: str, model: str, dim: int) -> dict[str, Any]:
+        kb = {"kb_id": self._next_id(), "name": name, "embedding_model": model, "embedding_dim": dim,
+              "create_time": datetime.now(UTC), "user_id": user_id}
+        self.knowledge_bases.append(kb)
+        return {k: v for k, v in kb.items() if k != "user_id"}
+
     # -------------------------------------------------------------- WorkerStore
 
-    def _fenced(self, task_id: int, generation: int, attempt: int) -> FakeTask | None:
-        task = self.tasks.get(task_id)
-        if task is None or (task.status, task.generation, task.attempt) != (TaskStatus.RUNNING, generation, attempt):
+    def _fenced(self, claim: Claim) -> FakeTask | None:
+        task = self.tasks.get(claim.task_id)
+        if task is None or (task.status, task.generation, task.attempt) != (
+                TaskStatus.RUNNING, claim.generation, claim.attempt):
             return None
-        if self.documents[task.document_id].generation != generation:
+        if self.documents[task.document_id].generation != claim.generation:
             return None
         return task
 
-    async def claim_task(self, task_id: int, generation: int) -> int | None:
+    async def claim_task(self, task_id: int, generation: int) -> Claim | None:
         self._maybe_fail("claim_task")
         task = self.tasks.get(task_id)
         if task is None or task.generation != generation or task.status not in ACTIVE:
             return None
         task.status = TaskStatus.RUNNING
         task.attempt += 1
-        return task.attempt
+        return Claim(task_id, generation, task.attempt)
 
-    async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool:
-        return self._fenced(task_id, generation, attempt) is not None
+    async def heartbeat(self, claim: Claim) -> bool:
+        return self._fenced(claim) is not None
 
-    async def report_progress(self, task_id: int, generation: int, attempt: int, stage: str, progress: float) -> bool:
-        task = self._fenced(task_id, generation, attempt)
+    async def report_progress(self, claim: Claim, stage: str, progress: float) -> bool:
+        task = self._fenced(claim)
         if task is None:
             return False
         task.progress.append((stage, progress))
@@ -250,11 +258,11 @@ class FakeStore:
         doc = self.documents.get(document_id)
         return None if doc is None else (doc.content.object_key, doc.content.filename, doc.content.content_type)
 
-    async def claim_is_current(self, task_id: int, generation: int, attempt: int) -> bool:
-        return self._fenced(task_id, generation, attempt) is not None
+    async def claim_is_current(self, claim: Claim) -> bool:
+        return self._fenced(claim) is not None
 
     async def record_embedding_run(
-        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str,
+        self, claim: Claim, document_id: int, chunk_count: int, worker: str,
         *, cache_hits: int = 0, cache_misses: int | None = None,
     ) -> None:
         self.embedding_runs += 1
@@ -279,27 +287,24 @@ class FakeStore:
         self.skip_writes += 1
         self.skips.extend(str(s.reason) for s in skips)
 
-    async def commit_chunks(
-        self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
-        chunks: Sequence[Chunk], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
-    ) -> bool:
+    async def commit_chunks(self, commit: ChunkCommit) -> bool:
         self._maybe_fail("commit_chunks")
-        task = self._fenced(task_id, generation, attempt)
+        task = self._fenced(commit.claim)
         if task is None:
             return False
-        assert len(embeddings) == len(chunks)
+        assert len(commit.embeddings) == len(commit.chunks)
         task.status = TaskStatus.SUCCESS
-        doc = self.documents[document_id]
+        doc = self.documents[commit.document_id]
         doc.status = DocumentStatus.INDEXED
-        doc.chunks = list(chunks)
-        doc.embeddings = embeddings
+        doc.chunks = list(commit.chunks)
+        doc.embeddings = commit.embeddings
         return True
 
     async def finish_unsuccessfully(
-        self, *, task_id: int, document_id: int, generation: int, attempt: int, status: TaskStatus,
-        error_code: str, error_message: str, warnings: Sequence[str] = (),
+        self, claim: Claim, *, document_id: int, status: TaskStatus, error_code: str, error_message: str,
+        warnings: Sequence[str] = (),
     ) -> bool:
-        task = self._fenced(task_id, generation, attempt)
+        task = self._fenced(claim)
         if task is None:
             return False
         task.status, task.error_code, task.error_message = status, error_code, error_message

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from knowledge_service.upload.multipart import FILE_FIELD, MULTIPART_OVERHEAD, receive_upload
 from knowledge_service.upload.openapi import OPENAPI_BODY, OPENAPI_ERRORS, OPENAPI_UNAVAILABLE
-from knowledge_service.upload.sink import SINGLE_PUT_MAX, TAIL_BYTES, ReceivedFile, too_large
+from knowledge_service.upload.sink import SINGLE_PUT_MAX, TAIL_BYTES, too_large
 
 __all__ = [
     "FILE_FIELD",
@@ -24,7 +24,6 @@ __all__ = [
     "OPENAPI_UNAVAILABLE",
     "SINGLE_PUT_MAX",
     "TAIL_BYTES",
-    "ReceivedFile",
     "receive_upload",
     "too_large",
 ]

@@ -22,8 +22,9 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
 from knowledge_service.upload.filenames import clean_filename, decode_form_filename
-from knowledge_service.upload.sink import FileSink, ReceivedFile, too_large
+from knowledge_service.upload.sink import FileSink, too_large
 from shared.domain.errors import MalformedUploadError, MissingFileError, UnsupportedUploadError, UploadTooLargeError
+from shared.domain.records import NewContent
 from shared.ports import ObjectWriter
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def _check_declared_length(header: str | None, body_limit: int, limit: int) -> N
 
 
 async def receive_upload(request: Request, writer: ObjectWriter, *, kb_id: int, limit: int,
-                         part_size: int) -> ReceivedFile:
+                         part_size: int) -> NewContent:
     """Stream the ``file`` part of a multipart request into storage under a new key.
 
     Raises :class:`UploadRejectedError` subclasses (400/413/415/422) and StorageUnavailableError;
@@ -161,7 +162,7 @@ class _Receiver:
             assert self._sink is not None
             await self._sink.feed(piece)
 
-    async def finish(self) -> ReceivedFile:
+    async def finish(self) -> NewContent:
         if not self._form.ended:
             raise MalformedUploadError("incomplete multipart body (no closing boundary)")
         if self._sink is None:

@@ -16,7 +16,6 @@ import asyncio
 import hashlib
 import logging
 from collections import deque
-from dataclasses import dataclass
 
 from knowledge_service.upload import sniff
 from shared.domain.containers import MAX_DIRECTORY_BYTES
@@ -28,6 +27,7 @@ from shared.domain.errors import (
     UploadTooLargeError,
 )
 from shared.domain.formats import extension
+from shared.domain.records import NewContent
 from shared.ports import ObjectStream, ObjectWriter
 
 log = logging.getLogger(__name__)
@@ -47,17 +47,6 @@ MAX_FETCHES = 16
 def too_large(limit: int) -> str:
     """The 413 detail (the same whether the header, the body or the file part gave it away)."""
     return f"upload exceeds the limit of {limit} bytes"
-
-
-@dataclass(frozen=True)
-class ReceivedFile:
-    """A stored upload: object key, size, SHA-256, cleaned name, detected MIME type."""
-
-    key: str
-    size_bytes: int
-    sha256: str
-    filename: str
-    content_type: str
 
 
 class _Tail:
@@ -151,7 +140,7 @@ class FileSink:
             return
         await self._stream.write(data)
 
-    async def finish(self) -> ReceivedFile:
+    async def finish(self) -> NewContent:
         if self.verdict is None:
             await self._decide()
         verdict = self.verdict
@@ -168,7 +157,7 @@ class FileSink:
             if verdict.check_package:
                 tail = self._tail.value()
                 verdict = await self._identify(verdict, [(0, self._first), (self.size - len(tail), tail)])
-        return ReceivedFile(self.key, self.size, self._sha.hexdigest(), self.filename, verdict.mime)
+        return NewContent(self.filename, verdict.mime, self.size, self._sha.hexdigest(), self.key)
 
     async def _identify(self, verdict: sniff.Verdict, pieces: list[tuple[int, bytes]]) -> sniff.Verdict:
         """:func:`sniff.identify_package`, reading what it asks for from storage. Raises

@@ -14,6 +14,7 @@ import io
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import BinaryIO, cast
 
@@ -40,24 +41,46 @@ _ERRORS = (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError)
 PIPE_CAPACITY = 1024 * 1024
 
 
+@dataclass(frozen=True)
+class StorageConfig:
+    """What the object store needs (``S3_ENDPOINT`` host:port, keys, ``S3_BUCKET``, ``S3_SECURE``
+    for TLS, ``S3_TIMEOUT_S`` seconds per read); built by the composition root."""
+
+    endpoint: str
+    access_key: str
+    secret_key: str
+    bucket: str
+    secure: bool
+    timeout_s: float
+
+    @classmethod
+    def from_settings(cls, s: CommonSettings) -> StorageConfig:
+        return cls(endpoint=s.s3_endpoint, access_key=s.s3_access_key.get_secret_value(),
+                   secret_key=s.s3_secret_key.get_secret_value(), bucket=s.s3_bucket, secure=s.s3_secure,
+                   timeout_s=s.s3_timeout_s)
+
+    def __repr__(self) -> str:  # never the keys
+        return f"StorageConfig(endpoint={self.endpoint!r}, bucket={self.bucket!r}, secure={self.secure})"
+
+
 class ObjectStore:
     """One bucket of an S3 server."""
 
-    def __init__(self, settings: CommonSettings) -> None:
-        timeout = settings.s3_timeout_s
+    def __init__(self, config: StorageConfig) -> None:
+        timeout = config.timeout_s
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=min(5.0, timeout), read=timeout),
             retries=urllib3.Retry(total=1, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
             maxsize=POOL_CONNECTIONS,
         )
         self._client = Minio(
-            settings.s3_endpoint,
-            access_key=settings.s3_access_key.get_secret_value(),
-            secret_key=settings.s3_secret_key.get_secret_value(),
-            secure=settings.s3_secure,
+            config.endpoint,
+            access_key=config.access_key,
+            secret_key=config.secret_key,
+            secure=config.secure,
             http_client=http,
         )
-        self.bucket = settings.s3_bucket
+        self.bucket = config.bucket
 
     async def ensure_bucket(self) -> None:
         """Create the bucket if missing. Raises StorageUnavailableError."""

@@ -312,7 +312,7 @@ async def test_a_streamed_zip_without_a_name_gets_its_kind_from_the_directory(
     got = await upload.receive_upload(_request(_multipart([("file", None, data)]), chunk=256), store, kb_id=3,
                                       limit=10**6, part_size=5 * 2**20)
     assert got.content_type == by_kind("pptx").mime and got.sha256 == hashlib.sha256(data).hexdigest()
-    assert store.objects[got.key] == data and store.ranges  # the central directory was read back
+    assert store.objects[got.object_key] == data and store.ranges  # the central directory was read back
     assert formats.parser_filename(got.filename, got.content_type) == "document.pptx"
 
 
@@ -329,7 +329,7 @@ async def test_an_image_is_stored_with_its_own_mime_type() -> None:
     store = FakeObjectWriter()
     got = await upload.receive_upload(_request(_multipart([("file", "scan.jpeg", _IMAGES["tif"])])), store,
                                       kb_id=3, limit=10**6, part_size=5 * 2**20)
-    assert got.content_type == store.content_types[got.key] == "image/tiff"
+    assert got.content_type == store.content_types[got.object_key] == "image/tiff"
 
 
 # ------------------------------------------------------------------ surfaces

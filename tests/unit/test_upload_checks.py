@@ -30,6 +30,7 @@ from shared.domain.errors import (
     UploadTooLargeError,
 )
 from shared.domain.formats import by_kind, extension
+from shared.domain.records import NewContent
 from tests.fakes import FakeObjectWriter
 
 DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -333,7 +334,7 @@ def _request(body: bytes, *, chunk: int = 65536, content_type: str = "multipart/
 
 
 async def _receive(store: MemoryStore, body: bytes, *, limit: int = 1_000_000, part_size: int = 5 * 2**20,
-                   **kw: Any) -> upload.ReceivedFile:
+                   **kw: Any) -> NewContent:
     return await upload.receive_upload(_request(body, **kw), store, kb_id=7, limit=limit, part_size=part_size)
 
 
@@ -344,8 +345,8 @@ async def test_receives_and_hashes_the_file_part() -> None:
     got = await _receive(store, body, chunk=1000)
     assert (got.size_bytes, got.sha256) == (len(data), hashlib.sha256(data).hexdigest())
     assert got.filename == "../../etc/passwd" and got.content_type == "text/plain"
-    assert got.key.startswith("kb/7/") and store.objects == {got.key: data}
-    assert store.content_types[got.key] == "text/plain"
+    assert got.object_key.startswith("kb/7/") and store.objects == {got.object_key: data}
+    assert store.content_types[got.object_key] == "text/plain"
     assert (store.puts, store.streams) == (1, 0)  # small: one PUT, not a multipart upload
 
 
@@ -353,7 +354,7 @@ async def test_a_file_past_single_put_max_is_streamed() -> None:
     store = MemoryStore()
     data = b"0123456789abcdef" * (2 * 2**20 // 16) + b"tail"  # 2 MiB + 4
     got = await _receive(store, _multipart([("file", "big.txt", data)]), limit=3 * 2**20, part_size=2**20)
-    assert store.objects[got.key] == data and got.sha256 == hashlib.sha256(data).hexdigest()
+    assert store.objects[got.object_key] == data and got.sha256 == hashlib.sha256(data).hexdigest()
     assert (store.puts, store.streams) == (0, 1)
 
 
@@ -408,14 +409,14 @@ async def test_a_stray_nul_after_the_head_is_accepted() -> None:
     store = MemoryStore()
     data = b"a" * (sniff.HEAD_BYTES * 3) + b"\x00" + b"b" * 100
     got = await _receive(store, _multipart([("file", "late-nul.txt", data)]), chunk=4096)
-    assert store.objects[got.key] == data and got.content_type == "text/plain"
+    assert store.objects[got.object_key] == data and got.content_type == "text/plain"
 
 
 async def test_utf16_without_bom_streams_with_all_its_nuls() -> None:
     store = MemoryStore()
     data = ("Quarterly report on indexing throughput.\r\n" * 500).encode("utf-16-le")
     got = await _receive(store, _multipart([("file", "report.txt", data)]), chunk=4096)
-    assert store.objects[got.key] == data and got.content_type == "text/plain"
+    assert store.objects[got.object_key] == data and got.content_type == "text/plain"
 
 
 async def test_zip_without_word_document_is_refused_after_upload_and_removed() -> None:
@@ -424,7 +425,7 @@ async def test_zip_without_word_document_is_refused_after_upload_and_removed() -
         await _receive(store, _multipart([("file", "fake.docx", _zip(["content.xml"]))]))
     assert store.objects == {}
     got = await _receive(store, _multipart([("file", "real.docx", DOCX)]))
-    assert store.content_types[got.key] == DOCX_MIME
+    assert store.content_types[got.object_key] == DOCX_MIME
 
 
 @pytest.mark.parametrize(("body", "kw", "error"), [
