@@ -49,19 +49,11 @@ from dataclasses import dataclass, field
 from lxml import etree
 
 from shared.domain.errors import CorruptDocumentError, UnsupportedTypeError
-from task_service.pipeline.document import Block, ParsedDocument
-from task_service.pipeline.limits import ParseLimits, check_zip_limits
-from task_service.pipeline.readers.ooxml import (
-    IMAGE_HEAD_BYTES,
-    MC,
-    Package,
-    R,
-    SkippedImage,
-    choose,
-    drawing_text,
-    image_pixels,
-)
+from task_service.pipeline.document import Block, ParsedDocument, count_warnings
+from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers.ooxml import MC, Package, R, choose, drawing_text
 from task_service.pipeline.readers.ooxml import A as _A
+from task_service.pipeline.readers.pictures import SkippedImage, skipped_image
 
 P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
 _P = "{" + P_NS + "}"
@@ -95,8 +87,7 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
 
 def read_with_images(data: bytes, limits: ParseLimits) -> tuple[ParsedDocument, tuple[SkippedImage, ...]]:
     """``read``, plus the pictures counted in the "images not read" warning (for an OCR stage)."""
-    check_zip_limits(data, limits, kind="PPTX")
-    package = Package.load(data, "PPTX", ".ppt")
+    package = Package.open(data, limits, "PPTX", ".ppt")
     main = package.related("", "officeDocument") or "ppt/presentation.xml"
     presentation = package.xml(main)
     if presentation is None:
@@ -273,10 +264,9 @@ class _Deck:
 
     def _image(self, blip: etree._Element) -> None:
         self.counts["image"] += 1
-        part = self.package.target(self.part, blip.get(R + "embed", ""))
-        if part is not None and part.lower() in self.package.names:
-            pixels = image_pixels(self.package.head(part, IMAGE_HEAD_BYTES))
-            self.images.append(SkippedImage(part, self.package.size(part), pixels, self.page))
+        image = skipped_image(self.package, self.package.target(self.part, blip.get(R + "embed", "")), self.page)
+        if image is not None:
+            self.images.append(image)
 
     def _group(self, group: etree._Element) -> _Item:
         items = self._items(group)
@@ -321,11 +311,7 @@ class _Deck:
         return texts
 
     def warnings(self) -> tuple[str, ...]:
-        return tuple(
-            f"{self.counts[kind]:,} {one if self.counts[kind] == 1 else many}"
-            for kind, (one, many) in _WARNINGS.items()
-            if self.counts[kind]
-        )
+        return count_warnings(self.counts, _WARNINGS)
 
 
 _WARNINGS = {
