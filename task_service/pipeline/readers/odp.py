@@ -31,7 +31,6 @@ import posixpath
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from lxml import etree
 
@@ -48,6 +47,8 @@ from task_service.pipeline.readers.odf import TABLE as _TABLE
 from task_service.pipeline.readers.odf import TEXT as _TEXT
 from task_service.pipeline.readers.odf import inline_text, table_rows
 from task_service.pipeline.readers.pictures import SkippedImage, skipped_image
+from task_service.pipeline.readers.slides import SLIDE_WARNINGS, slide_blocks
+from task_service.pipeline.readers.slides import Item as _Item
 
 ODP_MIME = "application/vnd.oasis.opendocument.presentation"
 _PRES = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
@@ -105,13 +106,6 @@ def _hidden_styles(content: etree._Element) -> frozenset[str]:
     )
 
 
-@dataclass
-class _Item:
-    position: Position
-    texts: list[str]
-    title: bool = False
-
-
 class _Deck:
     """Walks pages into ``blocks``; ``counts`` of what was not read, ``images`` for OCR."""
 
@@ -129,15 +123,8 @@ class _Deck:
     def page(self, number: int, page: etree._Element) -> None:
         self.number = number
         items = self._items(page)
-        items.sort(key=lambda item: (not item.title, item.position))
-        titles = [text for item in items if item.title for text in item.texts]
-        section = " ".join(" ".join(titles).split()) or f"Slide {number}"
-        if page.get(_DRAW + "style-name") in self.hidden:
-            section += " (hidden slide)"
-        self.blocks.extend(Block(text, section, number) for item in items for text in item.texts)
         notes = [text for item in self._items(page.find(_PRES + "notes")) for text in item.texts]
-        if notes:
-            self.blocks.append(Block("Speaker notes: " + "\n".join(notes), section, number))
+        self.blocks.extend(slide_blocks(number, items, notes, hidden=page.get(_DRAW + "style-name") in self.hidden))
 
     def _items(self, container: Iterable[etree._Element] | None) -> list[_Item]:
         items = []
@@ -210,15 +197,9 @@ class _Deck:
         return texts
 
     def warnings(self) -> tuple[str, ...]:
-        return count_warnings(self.counts, _WARNINGS)
+        return count_warnings(self.counts, SLIDE_WARNINGS)
 
 
-_WARNINGS = {
-    "image": ("image not read (no OCR)", "images not read (no OCR)"),
-    "chart": ("chart read as its titles only", "charts read as their titles only"),
-    "object": ("embedded object (OLE, media) not read", "embedded objects (OLE, media) not read"),
-    "comment": ("comment not indexed", "comments not indexed"),
-}
 
 
 def _paragraph(paragraph: etree._Element) -> str:

@@ -54,6 +54,8 @@ from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.readers.ooxml import MC, Package, R, choose, drawing_text
 from task_service.pipeline.readers.ooxml import A as _A
 from task_service.pipeline.readers.pictures import SkippedImage, skipped_image
+from task_service.pipeline.readers.slides import SLIDE_WARNINGS, slide_blocks
+from task_service.pipeline.readers.slides import Item as _Item
 
 P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
 _P = "{" + P_NS + "}"
@@ -117,15 +119,6 @@ def _slide_ids(presentation: etree._Element) -> list[str]:
 
 
 @dataclass
-class _Item:
-    """One shape's texts (paragraphs, table rows, alt text) with its position; groups are flattened."""
-
-    position: Position
-    texts: list[str]
-    title: bool = False
-
-
-@dataclass
 class _Placeholders:
     """A layout's or master's placeholders: offsets by idx and by type, types by idx."""
 
@@ -163,15 +156,8 @@ class _Deck:
         self.chain = self._chain(part)
         self.part, self.page = part, number
         items = self._items(_tree(root))
-        items.sort(key=lambda item: (not item.title, item.position))
-        titles = [text for item in items if item.title for text in item.texts]
-        section = " ".join(" ".join(titles).split()) or f"Slide {number}"
-        if root.get("show") in ("0", "false"):
-            section += " (hidden slide)"
-        self.blocks.extend(Block(text, section, number) for item in items for text in item.texts)
         notes = self._notes(part)
-        if notes:
-            self.blocks.append(Block("Speaker notes: " + "\n".join(notes), section, number))
+        self.blocks.extend(slide_blocks(number, items, notes, hidden=root.get("show") in ("0", "false")))
         self._count_comments(part)
 
     def _chain(self, slide: str) -> tuple[_Placeholders, ...]:
@@ -314,13 +300,7 @@ class _Deck:
         return count_warnings(self.counts, _WARNINGS)
 
 
-_WARNINGS = {
-    "image": ("image not read (no OCR)", "images not read (no OCR)"),
-    "chart": ("chart read as its titles only", "charts read as their titles only"),
-    "object": ("embedded object (OLE, media) not read", "embedded objects (OLE, media) not read"),
-    "comment": ("comment not indexed", "comments not indexed"),
-    "missing": ("slide missing from the package", "slides missing from the package"),
-}
+_WARNINGS = SLIDE_WARNINGS | {"missing": ("slide missing from the package", "slides missing from the package")}
 
 
 def _tree(root: etree._Element | None) -> etree._Element | tuple[()]:
