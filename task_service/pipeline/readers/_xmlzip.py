@@ -32,11 +32,11 @@ from typing import IO, Self
 from lxml import etree
 
 from shared.domain.errors import CorruptDocumentError, ParseLimitError
+from shared.domain.ole import OLE_MAGIC  # an OLE compound file: a legacy binary or an encrypted Office file
 from task_service.pipeline.limits import ParseLimits, check_zip_limits
 
 ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, NotImplementedError, RuntimeError, EOFError,
               OSError, ValueError)
-CFB_MAGIC = b"\xd0\xcf\x11\xe0"  # an OLE compound file: a legacy binary or an encrypted Office file
 MAX_XML_DEPTH = 256  # libxml2's limit without XML_PARSE_HUGE
 # No DTD, no entity expansion, no network; libxml2's default depth and text-node limits (no XML_PARSE_HUGE).
 SECURE_XML: dict[str, bool] = {
@@ -67,7 +67,7 @@ class ZipPackage:
         try:
             archive = zipfile.ZipFile(io.BytesIO(data))
         except ZIP_ERRORS as exc:
-            hint = f" (an encrypted {kind} or a legacy {legacy} file?)" if legacy and data[:4] == CFB_MAGIC else ""
+            hint = f" (an encrypted {kind} or a legacy {legacy} file?)" if legacy and data[:4] == OLE_MAGIC[:4] else ""
             raise CorruptDocumentError(f"{kind} is not a ZIP package{hint}: {exc}") from exc
         return cls(archive, {info.filename.lower(): info.filename for info in archive.infolist()}, kind)
 

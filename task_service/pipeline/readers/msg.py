@@ -36,6 +36,7 @@ from shared.domain.errors import (
     ParseLimitError,
     UndecodableTextError,
 )
+from shared.domain.ole import OLE_MAGIC
 from task_service.pipeline.decode import decode
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
@@ -56,7 +57,6 @@ __all__ = ["read"]
 
 _EMBEDDED = "__substg1.0_3701000D"
 _PROPS = "__properties_version1.0"
-_CFB_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _FILETIME_EPOCH = dt.datetime(1601, 1, 1, tzinfo=dt.UTC)
 
 
@@ -77,7 +77,7 @@ def read_into(data: bytes, collector: Collector) -> None:
 
     Raises ``CorruptDocumentError`` (not a compound file), ``ParseLimitError`` (nesting bomb).
     """
-    if not data.startswith(_CFB_MAGIC):
+    if not data.startswith(OLE_MAGIC):
         raise CorruptDocumentError("not an Outlook .msg file (no Compound File signature)")
     try:
         import olefile
