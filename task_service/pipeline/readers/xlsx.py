@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from shared.domain.errors import CorruptDocumentError, ParseLimitError
-from shared.domain.ole import OLE_MAGIC as _OLE_MAGIC
+from shared.domain.ole import OLE_MAGIC
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits, check_zip_limits
 from task_service.pipeline.readers._xmlzip import ZIP_ERRORS
@@ -51,7 +51,7 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
     Raises ``ParseLimitError`` (ZIP bomb, a sheet's used range or a row over the table limits),
     ``CorruptDocumentError`` (not a readable workbook).
     """
-    if data.startswith(_OLE_MAGIC):
+    if data.startswith(OLE_MAGIC):
         raise CorruptDocumentError(
             "workbook is an OLE container, not an OOXML package: password-protected (encrypted) or a legacy .xls"
         )
