@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shared.domain.errors import DependencyMissingError, ParseLimitError
-from task_service.pipeline.document import Block, ParsedDocument, section_path
+from task_service.pipeline.document import Block, HeadingStack, ParsedDocument
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -182,7 +182,7 @@ class _Walker:
         self.parts: list[str] = []
         self.pre = False  # ``parts`` holds preformatted text
         self.rows: list[_Row] = []
-        self.headings: list[tuple[int, str]] = []
+        self.headings = HeadingStack()
         self.section: str | None = None
         self.heading_depth = -1  # stack depth of the open heading element, -1 when none
         self.pre_depth = 0
@@ -333,10 +333,7 @@ class _Walker:
         if not text:
             return
         level = _HEADINGS[node.tag]
-        while self.headings and self.headings[-1][0] >= level:
-            self.headings.pop()
-        self.headings.append((level, text))
-        self.section = section_path([heading for _, heading in self.headings])
+        self.section = self.headings.enter(level, text)
         self.blocks.append(Block(text, self.section))
 
     def _enter_row(self, node: Any, depth: int) -> bool:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from shared.domain.errors import CorruptDocumentError, ParseLimitError
+from shared.domain.ole import OLE_MAGIC
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
 from task_service.pipeline.readers import csv, ods, tables, xlsx
@@ -156,7 +157,7 @@ def test_ods_repeated_empty_rows_cost_nothing() -> None:
 
 
 @pytest.mark.parametrize("reader", [xlsx.read, ods.read])
-@pytest.mark.parametrize("data", [b"", b"not a zip", b"PK\x03\x04broken", xlsx._OLE_MAGIC + bytes(9)])
+@pytest.mark.parametrize("data", [b"", b"not a zip", b"PK\x03\x04broken", OLE_MAGIC + bytes(9)])
 def test_corrupt_packages(reader: Callable[[bytes, ParseLimits], ParsedDocument], data: bytes) -> None:
     with pytest.raises(CorruptDocumentError):
         reader(data, DEFAULT_LIMITS)
