@@ -21,6 +21,7 @@ fails, see ``sandbox.py``).
 
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
 from typing import Any
@@ -29,7 +30,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from shared.domain.errors import CorruptDocumentError, ParseLimitError, PdfEncryptedError
-from task_service.pipeline import ocr
+from task_service.pipeline import ocr, pdf_layout
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.hyphens import load_word_list, resolve_line_hyphens
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
@@ -151,9 +152,10 @@ def _render(pdf: pdfium.PdfDocument, index: int, limits: ParseLimits) -> Any:
 
 
 def _page_text(pdf: pdfium.PdfDocument, index: int, used: int, limit: int) -> tuple[str, bool]:
-    """The text of page ``index`` and whether it needs OCR (``ocr.needs_ocr``). ``ParseLimitError`` when
-    it would take the document's text (``used`` characters so far) past ``limit``: checked with
-    PDFium's character count first, before the text is copied out, and again on the copied text."""
+    """The text of page ``index`` in reading order (``pdf_layout``) and whether it needs OCR
+    (``ocr.needs_ocr``). ``ParseLimitError`` when it would take the document's text (``used``
+    characters so far) past ``limit``: checked with PDFium's character count first, before the
+    characters are copied out, and again on the ordered text."""
     page = pdf[index]
     try:
         textpage = page.get_textpage()
@@ -161,12 +163,11 @@ def _page_text(pdf: pdfium.PdfDocument, index: int, used: int, limit: int) -> tu
             count = textpage.count_chars()
             if used + count > limit:
                 raise _text_limit(limit, index)
-            # get_text_bounded covers full Unicode; get_text_range is limited to UCS-2
-            # (pypdfium2 5.x docstring of PdfTextPage.get_text_range).
-            text = str(textpage.get_text_bounded())
-            needs = _needs_ocr(page, textpage, text, count)
+            chars = _chars(textpage, count, page.get_bbox())
         finally:
             textpage.close()
+        text = pdf_layout.page_text(chars)
+        needs = _needs_ocr(page, chars, text)
     finally:
         page.close()
     if used + len(text) > limit:
@@ -174,23 +175,57 @@ def _page_text(pdf: pdfium.PdfDocument, index: int, used: int, limit: int) -> tu
     return text, needs
 
 
-def _needs_ocr(page: pdfium.PdfPage, textpage: pdfium.PdfTextPage, text: str, count: int) -> bool:
+def _chars(textpage: pdfium.PdfTextPage, count: int, bounds: tuple[float, float, float, float]) -> list[pdf_layout.Char]:
+    """PDFium's characters of a page: code point (a UTF-16 surrogate pair made one), glyph box in
+    page space, baseline direction (``FPDFText_GetCharAngle`` is clockwise, in radians). Glyphs
+    centred outside ``bounds`` (the crop box: printer's marks) are left out, as
+    ``get_text_bounded`` did."""
+    raw = textpage.raw
+    left, right, bottom, top = (ctypes.c_double() for _ in range(4))
+    loose = pdfium_c.FS_RECTF()
+    chars: list[pdf_layout.Char] = []
+    pending = 0
+    for i in range(count):
+        code = pdfium_c.FPDFText_GetUnicode(raw, i)
+        if 0xD800 <= code < 0xDC00:
+            pending = code
+            continue
+        if 0xDC00 <= code < 0xE000 and pending:
+            code, pending = 0x10000 + ((pending - 0xD800) << 10) + (code - 0xDC00), 0
+        if not code:
+            continue
+        pdfium_c.FPDFText_GetCharBox(raw, i, left, right, bottom, top)
+        if not _inside(bounds, (left.value + right.value) / 2, (bottom.value + top.value) / 2) and not chr(code).isspace():
+            continue
+        angle = pdfium_c.FPDFText_GetCharAngle(raw, i)
+        degrees = 0.0 if angle < 0 else (360.0 - math.degrees(angle)) % 360.0
+        box = (left.value, bottom.value, right.value, top.value)
+        wide = (loose.left, loose.bottom, loose.right, loose.top) if pdfium_c.FPDFText_GetLooseCharBox(raw, i, loose) else None
+        chars.append(pdf_layout.Char(chr(code), box, degrees, wide))
+    return chars
+
+
+def _inside(bounds: tuple[float, float, float, float], x: float, y: float) -> bool:
+    return bounds[0] <= x <= bounds[2] and bounds[1] <= y <= bounds[3]
+
+
+def _needs_ocr(page: pdfium.PdfPage, chars: list[pdf_layout.Char], text: str) -> bool:
     """``ocr.needs_ocr`` from the page's measured text and image areas (measured only when the
     text is short enough to be a stray line)."""
-    chars = sum(1 for c in text if not c.isspace())
-    if chars > ocr.MAX_STRAY_CHARS:
+    visible = sum(1 for c in text if not c.isspace())
+    if visible > ocr.MAX_STRAY_CHARS:
         return False
     width, height = page.get_size()
     area = max(width * height, 1.0)
     text_area = 0.0
-    for i in range(count):
-        left, bottom, right, top = textpage.get_charbox(i)
+    for char in chars:
+        left, bottom, right, top = char.box
         text_area += max(right - left, 0.0) * max(top - bottom, 0.0)
     image_area = 0.0
     for obj in page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_IMAGE,), max_depth=3):
         left, bottom, right, top = obj.get_bounds()
         image_area += _clipped(left, right, width) * _clipped(bottom, top, height)
-    return ocr.needs_ocr(chars, min(text_area / area, 1.0), min(image_area / area, 1.0))
+    return ocr.needs_ocr(visible, min(text_area / area, 1.0), min(image_area / area, 1.0))
 
 
 def _clipped(low: float, high: float, size: float) -> float:
