@@ -175,7 +175,7 @@ def _page_text(pdf: pdfium.PdfDocument, index: int, used: int, limit: int) -> tu
     return text, needs
 
 
-def _chars(textpage: pdfium.PdfTextPage, count: int, bounds: tuple[float, float, float, float]) -> list[pdf_layout.Char]:
+def _chars(textpage: pdfium.PdfTextPage, count: int, bounds: pdf_layout.Box) -> list[pdf_layout.Char]:
     """PDFium's characters of a page: code point (a UTF-16 surrogate pair made one), glyph box in
     page space, baseline direction (``FPDFText_GetCharAngle`` is clockwise, in radians). Glyphs
     centred outside ``bounds`` (the crop box: printer's marks) are left out, as
@@ -195,17 +195,20 @@ def _chars(textpage: pdfium.PdfTextPage, count: int, bounds: tuple[float, float,
         if not code:
             continue
         pdfium_c.FPDFText_GetCharBox(raw, i, left, right, bottom, top)
-        if not _inside(bounds, (left.value + right.value) / 2, (bottom.value + top.value) / 2) and not chr(code).isspace():
+        box = (left.value, bottom.value, right.value, top.value)
+        if not _inside(bounds, box) and not chr(code).isspace():
             continue
         angle = pdfium_c.FPDFText_GetCharAngle(raw, i)
         degrees = 0.0 if angle < 0 else (360.0 - math.degrees(angle)) % 360.0
-        box = (left.value, bottom.value, right.value, top.value)
-        wide = (loose.left, loose.bottom, loose.right, loose.top) if pdfium_c.FPDFText_GetLooseCharBox(raw, i, loose) else None
+        found = pdfium_c.FPDFText_GetLooseCharBox(raw, i, loose)
+        wide = (loose.left, loose.bottom, loose.right, loose.top) if found else None
         chars.append(pdf_layout.Char(chr(code), box, degrees, wide))
     return chars
 
 
-def _inside(bounds: tuple[float, float, float, float], x: float, y: float) -> bool:
+def _inside(bounds: pdf_layout.Box, box: pdf_layout.Box) -> bool:
+    """Whether the centre of ``box`` lies within ``bounds``."""
+    x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
     return bounds[0] <= x <= bounds[2] and bounds[1] <= y <= bounds[3]
 
 

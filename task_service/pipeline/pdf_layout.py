@@ -37,6 +37,7 @@ the XY-cut and are read in rows only.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -115,7 +116,7 @@ def page_lines(chars: Sequence[Char]) -> list[str]:
 def snap(angle: float) -> tuple[int, bool]:
     """``angle`` (degrees) snapped to 0/90/180/270, and whether it was more than 5° off (skewed)."""
     turned = angle % 360.0
-    direction = int(round(turned / 90.0)) % 4 * 90
+    direction = round(turned / 90.0) % 4 * 90
     off = abs((turned - direction + 180.0) % 360.0 - 180.0)
     return direction, off > 5.0
 
@@ -275,7 +276,9 @@ def _columns(left: list[_Word], right: list[_Word]) -> bool:
     left_rows, right_rows = _rows(left), _rows(right)
     if len(left_rows) < 2 or len(right_rows) < 2:
         return False
-    return _drawn_apart(left, right, min(len(left_rows), len(right_rows))) or (_prose(left, left_rows) and _prose(right, right_rows))
+    if _drawn_apart(left, right, min(len(left_rows), len(right_rows))):
+        return True
+    return _prose(left, left_rows) and _prose(right, right_rows)
 
 
 def _drawn_apart(left: list[_Word], right: list[_Word], rows: int) -> bool:
@@ -283,7 +286,7 @@ def _drawn_apart(left: list[_Word], right: list[_Word], rows: int) -> bool:
     times than the shorter side has ``rows`` (and at most ``MAX_SWITCHES``); row by row it would
     switch twice per row."""
     sides = sorted([(w.order, 0) for w in left] + [(w.order, 1) for w in right])
-    switches = sum(1 for a, b in zip(sides, sides[1:], strict=False) if a[1] != b[1])
+    switches = sum(1 for a, b in itertools.pairwise(sides) if a[1] != b[1])
     return switches <= min(MAX_SWITCHES, rows - 1)
 
 
