@@ -69,11 +69,12 @@ def placed_text(items: list[tuple[float, float, str]], size: float = 10.0,
 
 
 def pdf_document(streams: list[bytes], *, rotate: list[int] | None = None, size: tuple[float, float] = (612, 792),
-                 extra: list[list[bytes]] | None = None, catalog: bytes = b"") -> bytes:
+                 extra: list[list[bytes]] | None = None, catalog: bytes = b"",
+                 tail: list[bytes] | None = None) -> bytes:
     """A PDF whose page ``i`` draws ``streams[i]`` with ``/Rotate rotate[i]`` on a ``size`` media
     box; ``extra[i]`` are objects (annotation dictionaries) listed in the page's ``/Annots``,
-    numbered after the pages (``annotation_ref`` gives their numbers); ``catalog`` adds entries
-    to the catalog (``/AcroForm``)."""
+    numbered after the pages, then ``tail`` objects (appearance streams); ``annotation_ref``
+    gives their numbers; ``catalog`` adds entries to the catalog (``/AcroForm``)."""
     n = len(streams)
     extra = extra or [[] for _ in streams]
     first_extra = 3 + 2 * n
@@ -88,12 +89,21 @@ def pdf_document(streams: list[bytes], *, rotate: list[int] | None = None, size:
                        b" /Resources << /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >>"
                        b" /Annots [%s] >>" % (size[0], size[1], turn, 4 + 2 * i, refs.encode()))
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
-    return assemble(objects + annots)
+    return assemble(objects + annots + (tail or []))
 
 
 def annotation_ref(pages: int, index: int) -> int:
-    """The object number of the ``index``-th extra object (all pages counted) of ``pdf_document``."""
+    """The object number of the ``index``-th extra object (all pages counted, then ``tail``) of
+    ``pdf_document``."""
     return 3 + 2 * pages + index
+
+
+def appearance(text: str, width: float, height: float, size: float = 10.0) -> bytes:
+    """A form XObject (an annotation's ``/AP /N``) showing ``text`` in Helvetica."""
+    body = b"/Tx BMC BT /F1 %g Tf 2 %g Td (%s) Tj ET EMC" % (size, (height - size) / 2 + 2, text.encode("ascii"))
+    return (b"<< /Type /XObject /Subtype /Form /BBox [0 0 %g %g] /Resources << /Font << /F1 << /Type /Font"
+            b" /Subtype /Type1 /BaseFont /Helvetica >> >> >> /Length %d >>\nstream\n" % (width, height, len(body))
+            + body + b"\nendstream")
 
 
 def rotated_lines(lines: list[str], rotate: int, size: float = 12.0) -> tuple[bytes, list[int]]:
