@@ -4,12 +4,14 @@ warnings and skipped pictures, and broken or hostile packages."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 
-from shared.domain.errors import CorruptDocumentError, ParseLimitError
+from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError, ParseLimitError
 from task_service.pipeline.document import ParsedDocument
-from task_service.pipeline.limits import DEFAULT_LIMITS
+from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
+from task_service.pipeline.readers import ods, odt
 from task_service.pipeline.readers.odp import read, read_with_images
 from tests.fidelity import odp_corpus, zip_bytes
 
@@ -49,7 +51,11 @@ def test_big_sample_reads_whole() -> None:
     assert "Box 19 text." in text and "Notes of slide 19" in text and "r3c2 s19" in text
 
 
-ENCRYPTED_MANIFEST = b"<manifest:manifest><manifest:encryption-data/></manifest:manifest>"
+ENCRYPTED_MANIFEST = (
+    b'<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0">'
+    b'<manifest:file-entry manifest:full-path="content.xml"><manifest:encryption-data/></manifest:file-entry>'
+    b"</manifest:manifest>"
+)
 
 
 @pytest.mark.parametrize(
@@ -59,13 +65,19 @@ ENCRYPTED_MANIFEST = b"<manifest:manifest><manifest:encryption-data/></manifest:
         (odp_corpus.package("", mime="application/vnd.oasis.opendocument.text"), "another type"),
         (zip_bytes({"mimetype": odp_corpus.MIME.encode()}), "no presentation"),
         (zip_bytes({"content.xml": b"<office:document-content"}), "not well-formed XML"),
-        (zip_bytes({"content.xml": b"<x/>", "META-INF/manifest.xml": ENCRYPTED_MANIFEST}), "password-protected"),
     ],
-    ids=["text", "odt", "no-content", "malformed", "encrypted"],
+    ids=["text", "odt", "no-content", "malformed"],
 )
 def test_broken_packages_are_corrupt(data: bytes, message: str) -> None:
     with pytest.raises(CorruptDocumentError, match=re.escape(message)):
         read(data, DEFAULT_LIMITS)
+
+
+@pytest.mark.parametrize("reader", [read, ods.read, odt.read], ids=["odp", "ods", "odt"])
+def test_a_password_protected_odf_file_is_encrypted(reader: Callable[[bytes, ParseLimits], object]) -> None:
+    data = zip_bytes({"content.xml": b"<x/>", "META-INF/manifest.xml": ENCRYPTED_MANIFEST})
+    with pytest.raises(EncryptedDocumentError, match="password-protected"):
+        reader(data, DEFAULT_LIMITS)
 
 
 def test_zip_bomb_is_a_parse_limit() -> None:

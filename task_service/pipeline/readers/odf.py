@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterator
 
 from lxml import etree
 
+from shared.domain.errors import EncryptedDocumentError
+
+MANIFEST = "{urn:oasis:names:tc:opendocument:xmlns:manifest:1.0}"
 OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
@@ -75,3 +78,13 @@ def rows(container: etree._Element) -> Iterator[etree._Element]:
             yield child
         elif child.tag in _ROW_WRAPPERS:
             yield from rows(child)
+
+
+def raise_if_encrypted(manifest: etree._Element | None, kind: str) -> None:
+    """Raise ``EncryptedDocumentError`` when ``META-INF/manifest.xml`` declares ``content.xml``
+    encrypted (a password-protected OpenDocument file: ODF 1.2 part 3, section 4.8)."""
+    if manifest is None:
+        return
+    for entry in manifest.iter(MANIFEST + "file-entry"):
+        if entry.get(MANIFEST + "full-path") == "content.xml" and entry.find(MANIFEST + "encryption-data") is not None:
+            raise EncryptedDocumentError(f"the {kind} file is password-protected; save it without a password")

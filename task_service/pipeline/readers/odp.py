@@ -45,7 +45,7 @@ from task_service.pipeline.readers.odf import STYLE as _STYLE
 from task_service.pipeline.readers.odf import SVG as _SVG
 from task_service.pipeline.readers.odf import TABLE as _TABLE
 from task_service.pipeline.readers.odf import TEXT as _TEXT
-from task_service.pipeline.readers.odf import inline_text, table_rows
+from task_service.pipeline.readers.odf import inline_text, raise_if_encrypted, table_rows
 from task_service.pipeline.readers.pictures import SkippedImage, skipped_image
 from task_service.pipeline.readers.slides import SLIDE_WARNINGS, slide_blocks
 from task_service.pipeline.readers.slides import Item as _Item
@@ -91,10 +91,7 @@ def _check_package(package: ZipPackage) -> None:
     mimetype = (package.read("mimetype") or b"").decode("ascii", "replace").strip()
     if mimetype and not mimetype.startswith(ODP_MIME):
         raise CorruptDocumentError(f"ODP package is of another type ({mimetype!r}): not an OpenDocument presentation")
-    if b"encryption-data" in (package.read("META-INF/manifest.xml") or b""):
-        raise CorruptDocumentError(
-            "ODP is password-protected (encrypted): save it without a password and upload it again"
-        )
+    raise_if_encrypted(package.xml("META-INF/manifest.xml"), "OpenDocument presentation")
 
 
 def _hidden_styles(content: etree._Element) -> frozenset[str]:

@@ -32,7 +32,7 @@ from task_service.pipeline.readers._xmlzip import SECURE_XML, ZipPackage, xml_er
 from task_service.pipeline.readers.odf import OFFICE as _OFFICE
 from task_service.pipeline.readers.odf import PARAGRAPHS as _PARAGRAPHS
 from task_service.pipeline.readers.odf import TABLE as _TABLE
-from task_service.pipeline.readers.odf import inline_text
+from task_service.pipeline.readers.odf import inline_text, raise_if_encrypted
 from task_service.pipeline.readers.tables import Budget, Cell, Kind, Row, letter_name, table_blocks
 
 _KINDS: dict[str, Kind] = {
@@ -46,6 +46,7 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
     budget = Budget(limits, "ODS")
     blocks: list[Block] = []
     with ZipPackage.open(data, limits, "ODS") as package:
+        raise_if_encrypted(package.xml("META-INF/manifest.xml"), "OpenDocument spreadsheet")
         if package.entry("content.xml") is None:
             raise CorruptDocumentError("ODS package has no content.xml: not an OpenDocument file")
         with xml_errors("ODS", "content.xml"), package.stream("content.xml") as stream:

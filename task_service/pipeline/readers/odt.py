@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
-from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError
+from shared.domain.errors import CorruptDocumentError
 from task_service.pipeline.document import Block, HeadingStack, ParsedDocument, count_warnings
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.readers._xmlzip import ZipPackage, parse_xml
@@ -48,9 +48,8 @@ from task_service.pipeline.readers.odf import STYLE as _STYLE
 from task_service.pipeline.readers.odf import SVG as _SVG
 from task_service.pipeline.readers.odf import TABLE as _TABLE
 from task_service.pipeline.readers.odf import TEXT as _TEXT
-from task_service.pipeline.readers.odf import inline_text, table_rows
+from task_service.pipeline.readers.odf import inline_text, raise_if_encrypted, table_rows
 
-_MANIFEST = "{urn:oasis:names:tc:opendocument:xmlns:manifest:1.0}"
 _DC = "{http://purl.org/dc/elements/1.1/}"
 
 _SKIPPED = frozenset(_TEXT + t for t in (
@@ -93,20 +92,11 @@ def _parts(data: bytes, limits: ParseLimits) -> tuple[etree._Element, etree._Ele
         root = parse_xml(data, "ODT", "flat document")
         return root, root
     with ZipPackage.open(data, limits, "ODT") as package:
-        manifest = package.xml("META-INF/manifest.xml")
-        if manifest is not None and _encrypted(manifest):
-            raise EncryptedDocumentError("the OpenDocument file is password-protected; save it without a password")
+        raise_if_encrypted(package.xml("META-INF/manifest.xml"), "OpenDocument text")
         content = package.xml("content.xml")
         if content is None:
             raise CorruptDocumentError("ODT package has no content.xml: not an OpenDocument file")
         return content, package.xml("styles.xml")
-
-
-def _encrypted(manifest: etree._Element) -> bool:
-    for entry in manifest.iter(_MANIFEST + "file-entry"):
-        if entry.get(_MANIFEST + "full-path") == "content.xml":
-            return entry.find(_MANIFEST + "encryption-data") is not None
-    return False
 
 
 @dataclass
