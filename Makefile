@@ -56,7 +56,8 @@ browser:
 
 # Tesseract's language data for OCR (task_service/pipeline/ocr.py; the engine itself comes in the tesserocr
 # wheel). OCR_LANGUAGES names which; each needs tesseract-ocr-<lang>. Idempotent: apt only when missing.
-OCR_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-chi-sim
+# The fonts render the OCR tests' pages from known text (tests/ocrgen.py): Latin and Simplified Chinese.
+OCR_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-chi-sim fonts-dejavu-core fonts-wqy-zenhei
 ocr:
 	dpkg -s $(OCR_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(OCR_PACKAGES); }
 
