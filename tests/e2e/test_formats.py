@@ -44,7 +44,7 @@ def _assert_found(api: Api, kb: int, chunks: list[dict[str, object]], markers: t
                   searched: int | None = None) -> None:
     for i, marker in enumerate(markers):
         holder = _holder(chunks, marker, word=searched is None)
-        assert holder is not None, f"{marker} is not in any chunk" + (" as a word of its own" if searched is None else "")
+        assert holder is not None, f"{marker} is not in any chunk" + (" as a word" if searched is None else "")
         if searched is not None and i >= searched:
             continue
         query = _sentence_around(holder, marker)
