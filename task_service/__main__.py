@@ -20,6 +20,7 @@ import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Annotated, Any
 
 import asyncpg
@@ -39,15 +40,12 @@ from shared.domain.errors import ConfigurationError
 from shared.log import configure
 from shared.settings import WorkerSettings
 from task_service import APP_ID
-from task_service.cache_evictor import evict_forever
 from task_service.consumer import Consumer
 from task_service.handler import HandlerConfig, IndexHandler
-from task_service.metrics import WorkerMetrics, sample_forever, serve
+from task_service.jobs import cache_evictor, every, metrics_sampler, relay, scanner, sweep
+from task_service.metrics import WorkerMetrics, serve
 from task_service.pipeline.parse import ensure_parsers_ready
 from task_service.pipeline.sandbox import SandboxedParser, parser_from_settings
-from task_service.relay import relay_forever
-from task_service.scanner import scan_forever
-from task_service.sweep import sweep_forever
 from task_service.threads import DaemonThreadPool
 
 log = logging.getLogger("task_service")
@@ -109,9 +107,7 @@ async def run(settings: WorkerSettings) -> None:
         background[:] = await _start_background(conn, pool, settings, stop, metrics, relay_wake,
                                                 sample=metrics_server is not None)
 
-    # Need no broker: run for the worker's lifetime, not per connection.
-    lifelong = [asyncio.create_task(sweep_forever(pool, store, settings, stop)),
-                asyncio.create_task(evict_forever(pool, settings, stop))]
+    lifelong = _start_lifelong(pool, store, settings, stop)
     log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch,
                                        "dispatch_per_user": settings.dispatch_limit})
     try:
@@ -131,23 +127,42 @@ async def run(settings: WorkerSettings) -> None:
     log.info("worker stopped")
 
 
+def _start_lifelong(pool: asyncpg.Pool, store: ObjectStore, settings: WorkerSettings,
+                    stop: asyncio.Event) -> list[asyncio.Task[None]]:
+    """The jobs that need no broker, for the worker's lifetime: the orphan sweep (first pass after
+    one period; interval 0 disables it) and the embedding-cache evictor (not when the cache is
+    disabled: max rows 0)."""
+    tasks = []
+    if settings.orphan_sweep_interval_s > 0:
+        tasks.append(asyncio.create_task(every(
+            "orphan sweep", partial(sweep.once, pool, store, grace_s=settings.orphan_grace_s),
+            settings.orphan_sweep_interval_s, stop, delay_first=True)))
+    if settings.embedding_cache_max_rows > 0:
+        tasks.append(asyncio.create_task(every(
+            "embedding cache eviction", partial(cache_evictor.once, pool, settings.embedding_cache_max_rows),
+            settings.embedding_cache_evict_interval_s, stop)))
+    return tasks
+
+
 async def _start_background(conn: AbstractConnection, pool: asyncpg.Pool, settings: WorkerSettings,
                             stop: asyncio.Event, metrics: WorkerMetrics, relay_wake: asyncio.Event, *,
                             sample: bool) -> list[asyncio.Task[None]]:
-    """The outbox relay, the recovery scanner and (when metrics are served) the gauge sampler,
-    each on its own channel of ``conn``."""
+    """The jobs that need the broker, (re)started on each connection ``conn``, each on its own
+    channel: the outbox relay, the recovery scanner and (when metrics are served) the gauge sampler."""
     publisher = await rabbitmq.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID,
                                           on_failure=metrics.publish_failures.labels("relay").inc)
-    tasks = [asyncio.create_task(
-        relay_forever(pool, publisher, interval_s=settings.relay_interval_s,
-                      grace_s=settings.relay_grace_s, dispatch_limit=settings.dispatch_limit,
-                      stop=stop, wake=relay_wake)
-    )]
+    tasks = [asyncio.create_task(every(
+        "outbox relay pass", partial(relay.once, pool, publisher, grace_s=settings.relay_grace_s,
+                                     dispatch_limit=settings.dispatch_limit),
+        settings.relay_interval_s, stop, wake=relay_wake, again=relay.full))]
     if settings.scan_interval_s > 0:
-        tasks.append(asyncio.create_task(scan_forever(pool, await conn.channel(), settings, stop, metrics)))
+        tasks.append(asyncio.create_task(every(
+            "scan", partial(scanner.once, pool, await conn.channel(), scanner.thresholds(settings), metrics),
+            settings.scan_interval_s, stop)))
     if sample:
-        tasks.append(asyncio.create_task(
-            sample_forever(metrics, pool, await conn.channel(), settings.worker_metrics_sample_s, stop)))
+        tasks.append(asyncio.create_task(every(
+            "metrics sampling", partial(metrics_sampler.once, metrics, pool, await conn.channel()),
+            settings.worker_metrics_sample_s, stop, errors=metrics_sampler.ERRORS)))
     return tasks
 
 

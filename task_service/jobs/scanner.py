@@ -2,13 +2,11 @@
 dead-lettered messages into FAILED tasks (kept in ``dead_letter`` for the DLQ CLI).
 
 Runs every ``SCAN_INTERVAL_S`` inside each worker (conditional updates make concurrent scanners
-safe); ``python -m task_service.scanner --once`` runs one pass.
+safe); ``rag ops scanner --once`` runs one pass.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -21,14 +19,13 @@ from shared.adapters.postgres.pool import connection
 from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.domain import messages
-from shared.domain.errors import DeliveryLimitError, TaskTimeoutError, TransientError
+from shared.domain.errors import DeliveryLimitError, TaskTimeoutError
 from shared.domain.messages import IndexMessage, InvalidMessageError
 from shared.domain.scan_policy import ScanAction, ScanThresholds, decide_scan
 from shared.domain.states import TaskStatus
 from shared.log import bind
 from shared.settings import WorkerSettings
 from task_service.metrics import WorkerMetrics
-from task_service.oneshot import one_shot
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +103,8 @@ async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, repor
         await message.ack()
 
 
-async def scan_once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: ScanThresholds,
-                    metrics: WorkerMetrics | None = None) -> ScanReport:
+async def once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: ScanThresholds,
+               metrics: WorkerMetrics | None = None) -> ScanReport:
     """Time out, re-publish (outbox rows) and drain the DLQ once; what it ended is counted in
     ``rag_tasks_finished_total`` when ``metrics`` is given."""
     report = ScanReport()
@@ -120,35 +117,3 @@ async def scan_once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: Sca
         for _ in report.dead_lettered:
             metrics.finished(TaskStatus.FAILED.value, "delivery_limit")
     return report
-
-
-async def scan_forever(pool: asyncpg.Pool, channel: AbstractChannel, settings: WorkerSettings,
-                       stop: asyncio.Event, metrics: WorkerMetrics | None = None) -> None:
-    """Run :func:`scan_once` every ``SCAN_INTERVAL_S`` seconds until ``stop`` is set."""
-    th = thresholds(settings)
-    while not stop.is_set():
-        try:
-            await scan_once(pool, channel, th, metrics)
-        except TransientError as exc:
-            log.warning("scan failed", extra={"error": str(exc)})
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=settings.scan_interval_s)
-        except TimeoutError:
-            pass
-
-
-async def _main_once() -> ScanReport:
-    async with one_shot("task_service.scanner") as (settings, pool, _, channel):
-        return await scan_once(pool, channel, thresholds(settings))
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--once", action="store_true", required=True, help="run one pass and exit")
-    parser.parse_args()
-    r = asyncio.run(_main_once())
-    print(f"timed out {r.timed_out}, re-published {r.republished}, dead-lettered {r.dead_lettered}")
-
-
-if __name__ == "__main__":
-    main()
