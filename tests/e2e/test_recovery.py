@@ -2,8 +2,9 @@
 and crashing messages (dead-letter queue), a connection closed by an operator, a delete racing a
 running task.
 
-Real processes (API, workers, ``rag ops scanner --once``, ``rag dlq``), real SIGKILL / SIGSTOP / SIGCONT; assertions read the database. Each test
-prints ``RECOVERY-TIMING ...`` lines: how long the fault took to reach its terminal state.
+Real processes (API, workers, ``rag ops scanner --once``, ``rag dlq``), real SIGKILL / SIGSTOP /
+SIGCONT; assertions read the database. Each test prints ``RECOVERY-TIMING ...`` lines: how long
+the fault took to reach its terminal state.
 """
 
 from __future__ import annotations
