@@ -5,7 +5,7 @@ VENV  ?= .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench clean browser
+.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench clean browser ocr
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,7 +20,7 @@ install: $(STAMP)
 env:
 	scripts/gen-env.sh
 
-services: install env
+services: install env ocr
 	scripts/services.sh up
 
 services-down:
@@ -53,6 +53,12 @@ integration: services
 # never downloads a browser). Idempotent: installs only when missing.
 browser:
 	test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+# Tesseract's language data for OCR (task_service/pipeline/ocr.py; the engine itself comes in the tesserocr
+# wheel). OCR_LANGUAGES names which; each needs tesseract-ocr-<lang>. Idempotent: apt only when missing.
+OCR_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-chi-sim
+ocr:
+	dpkg -s $(OCR_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(OCR_PACKAGES); }
 
 e2e: services browser
 	$(BIN)/python -m pytest tests/e2e -q

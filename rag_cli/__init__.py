@@ -30,7 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rag_cli import admin
-from rag_cli.client import ApiClient, ApiError, TooManyRequests, UploadRun, collect_files
+from rag_cli.client import ApiClient, ApiError, TooManyRequests, UploadRun, collect_files, split_supported
 from shared.domain.errors import TransientError
 from shared.settings import KnowledgeSettings
 from task_service.jobs.oneshot import OPS, Report
@@ -89,14 +89,14 @@ def _client(api_url: str, token: str) -> ApiClient:
 @app.command("create-user")
 def create_user(name: Annotated[str, typer.Argument(help="user name (an existing user gets another token)")]) -> None:
     """Create a user and a token; prints JSON {"user_id", "token"} (the token is shown once)."""
-    _print_json(_run(admin.create_user(KnowledgeSettings().database_url, name)))
+    _print_json(_run(admin.create_user(KnowledgeSettings(), name)))
 
 
 @app.command("create-token")
 def create_token(user: Annotated[str, typer.Argument(help="user name")]) -> None:
     """Give an existing user a new token; prints JSON {"user_id", "token_id", "token"}."""
     try:
-        _print_json(_run(admin.create_token(KnowledgeSettings().database_url, user)))
+        _print_json(_run(admin.create_token(KnowledgeSettings(), user)))
     except admin.NotFoundError as exc:
         _fail(str(exc))
 
@@ -107,7 +107,7 @@ def list_tokens(
     as_json: AsJson = False,
 ) -> None:
     """List tokens: id, user, fingerprint (first 8 hex digits of the SHA-256), created, revoked."""
-    rows = _run(admin.list_tokens(KnowledgeSettings().database_url, user))
+    rows = _run(admin.list_tokens(KnowledgeSettings(), user))
     if as_json:
         for r in rows:
             _print_json(r)
@@ -127,7 +127,7 @@ def revoke_token(
     """Revoke a token; prints JSON {"revoked": bool}; exit 1 if unknown or already revoked."""
     if (token is None) == (token_id is None):
         _fail("give either TOKEN or --id", 2)
-    ok = _run(admin.revoke_token(KnowledgeSettings().database_url, token, token_id))
+    ok = _run(admin.revoke_token(KnowledgeSettings(), token, token_id))
     _print_json({"revoked": ok})
     if not ok:
         raise typer.Exit(1)
@@ -173,6 +173,10 @@ def upload(
         files = collect_files(path)
     except FileNotFoundError as exc:
         _fail(str(exc), 2)
+    if path.is_dir():  # a file named on its own is sent as it is: the API answers for it
+        files, skipped = split_supported(files)
+        for p, reason in skipped:
+            err.print(f"skipped {p}: {reason}", highlight=False, markup=False, soft_wrap=True)
     if not files:
         _fail(f"no files under {path}", 2)
     client = _client(api_url, token)

@@ -7,7 +7,7 @@ Every field can be set with the upper-case env var of the same name (``KS_PORT=8
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.domain.errors import ConfigurationError
@@ -186,9 +186,16 @@ class WorkerSettings(CommonSettings):
     parse_timeout_s: float = Field(180.0, gt=0, description="wall-clock seconds per document; the child is killed")
     parse_start_timeout_s: float = Field(120.0, gt=0, description="child start-up and warm-up deadline, seconds")
     # Structural limits checked by the parser (task_service/pipeline/limits.py).
-    docx_max_uncompressed_mb: int = Field(200, ge=1, description="DOCX (ZIP) total declared uncompressed size, MiB")
-    docx_max_entries: int = Field(10_000, ge=1, description="DOCX (ZIP) entries")
-    docx_max_inflate_ratio: float = Field(100.0, gt=1, description="DOCX (ZIP) inflate ratio, per entry and overall")
+    # ZIP-based formats (DOCX, PPTX, XLSX, ODF, EPUB); the DOCX_MAX_* names of earlier versions are still read.
+    zip_max_uncompressed_mb: int = Field(200, ge=1, description="ZIP package total declared uncompressed size, MiB",
+                                         validation_alias=AliasChoices("zip_max_uncompressed_mb",
+                                                                       "docx_max_uncompressed_mb"))
+    zip_max_entries: int = Field(10_000, ge=1, description="ZIP package entries",
+                                 validation_alias=AliasChoices("zip_max_entries", "docx_max_entries"))
+    zip_max_inflate_ratio: float = Field(100.0, gt=1, description="ZIP package inflate ratio, per entry and overall",
+                                         validation_alias=AliasChoices("zip_max_inflate_ratio",
+                                                                       "docx_max_inflate_ratio"))
+    zip_max_depth: int = Field(3, ge=0, description="packages nested in packages (attachments, embedded files)")
     pdf_max_pages: int = Field(2_000, ge=1, description="PDF pages")
     pdf_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text extracted from one PDF")
     # JSON / JSONL / XML readers
@@ -198,3 +205,14 @@ class WorkerSettings(CommonSettings):
     mail_max_depth: int = Field(3, ge=0, description="nested messages read (attached mail); deeper: a warning")
     mail_max_nesting: int = Field(50, ge=1, description="MIME parts / embedded messages nesting; deeper: parse_limit")
     mail_max_header_chars: int = Field(100_000, ge=1, description="characters kept of one e-mail header value")
+    # OCR (issue 22): images and scanned PDF pages, Tesseract with Debian's language data (ocr.py).
+    ocr_languages: str = Field("eng+deu+chi_sim", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$",
+                               description="Tesseract languages, '+'-joined (each needs tesseract-ocr-<lang>)")
+    ocr_tessdata_dir: str = Field("/usr/share/tesseract-ocr/5/tessdata", description="Tesseract language data")
+    ocr_dpi: int = Field(200, ge=72, le=600, description="resolution at which PDF pages are rendered for OCR")
+    ocr_max_pages: int = Field(100, ge=1, description="pages (PDF pages, image frames) OCRed per document")
+    image_max_pixels: int = Field(50_000_000, ge=1_000_000, description="pixels of one image or rendered page")
+    # tables (XLSX, ODS, CSV/TSV read as rows)
+    table_max_cells: int = Field(5_000_000, ge=1, description="cells of a sheet's used range / a CSV")
+    table_max_columns: int = Field(16_384, ge=1, description="columns of one sheet or CSV")
+    table_max_row_chars: int = Field(1_000_000, ge=1, description="characters of one table row or CSV line")

@@ -32,10 +32,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from shared.domain.states import ACTIVE
+
 log = logging.getLogger(__name__)
 
 STAGES = ("download", "parse", "chunk", "embed", "write")
-ACTIVE_STATUSES = ("WAITING", "RETRYING", "RUNNING")
+ACTIVE_STATUSES = tuple(sorted(s.value for s in ACTIVE))  # the gauges' status labels
 #: Seconds: from a 10 ms parse to a 25 min task (TASK_HARD_LIMIT_S).
 STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1500)
 

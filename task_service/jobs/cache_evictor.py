@@ -6,14 +6,29 @@ advisory lock lets one pass run at a time). ``rag ops cache-evictor --once`` run
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import asyncpg
 
 from shared.adapters.postgres.pool import connection
 from shared.adapters.postgres.repo import cache as cache_repo
+from shared.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 LOW_WATER = 0.9  # a pass above the bound evicts down to 90 % of it
+
+
+@dataclass(frozen=True)
+class EvictConfig:
+    """The eviction job's settings: ``EMBEDDING_CACHE_MAX_ROWS`` (0: cache disabled) and
+    ``EMBEDDING_CACHE_EVICT_INTERVAL_S`` (seconds)."""
+
+    max_rows: int
+    interval_s: float
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> EvictConfig:
+        return cls(max_rows=s.embedding_cache_max_rows, interval_s=s.embedding_cache_evict_interval_s)
 
 
 async def once(pool: asyncpg.Pool, max_rows: int) -> int | None:

@@ -16,8 +16,8 @@ import asyncpg
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from shared.adapters import rabbitmq
-from shared.adapters.postgres.pool import create_pool
-from shared.adapters.s3 import ObjectStore
+from shared.adapters.postgres.pool import PoolConfig, create_pool
+from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.log import configure
 from shared.settings import WorkerSettings
 from task_service import APP_ID
@@ -33,7 +33,7 @@ async def with_pool(name: str) -> AsyncIterator[tuple[WorkerSettings, asyncpg.Po
     """Settings (logging configured from them) and a small pool named ``name``; closed after."""
     settings = WorkerSettings()
     configure(settings.log_level, json_lines=settings.log_json)
-    pool = await create_pool(settings, max_size=2, app_name=name)
+    pool = await create_pool(PoolConfig.from_settings(settings, max_size=2), app_name=name)
     try:
         yield settings, pool
     finally:
@@ -72,7 +72,8 @@ async def scan_now() -> Report:
 async def sweep_now() -> Report:
     """Remove released and orphaned objects now (no broker needed): {"released": n, "orphans": n}."""
     async with with_pool("task_service.sweep") as (settings, pool):
-        report = await sweep.once(pool, ObjectStore(settings), grace_s=settings.orphan_grace_s)
+        report = await sweep.once(pool, ObjectStore(StorageConfig.from_settings(settings)),
+                                  grace_s=settings.orphan_grace_s)
     return {"released": report.released, "orphans": len(report.orphans)}
 
 

@@ -12,6 +12,7 @@ free). ``rag ops relay --once`` runs passes until nothing is left to do.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import asyncpg
 
@@ -19,6 +20,7 @@ from shared.adapters import rabbitmq
 from shared.adapters.postgres.pool import connection
 from shared.adapters.postgres.repo import outbox as outbox_repo
 from shared.domain.errors import BrokerUnavailableError
+from shared.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 BATCH = 100  # rows per pass; a full batch runs the next pass at once
@@ -49,6 +51,20 @@ async def once(pool: asyncpg.Pool, publisher: rabbitmq.Publisher, *, grace_s: fl
     if published:
         log.info("outbox relayed", extra={"published": published})
     return published
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    """The relay job's settings: ``RELAY_INTERVAL_S``, ``RELAY_GRACE_S`` (seconds) and K
+    (``CommonSettings.dispatch_limit``)."""
+
+    interval_s: float
+    grace_s: float
+    dispatch_limit: int
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> RelayConfig:
+        return cls(interval_s=s.relay_interval_s, grace_s=s.relay_grace_s, dispatch_limit=s.dispatch_limit)
 
 
 def full(published: int) -> bool:

@@ -21,6 +21,7 @@ from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.domain import messages
 from shared.domain.errors import DeliveryLimitError, TaskTimeoutError
 from shared.domain.messages import IndexMessage, InvalidMessageError
+from shared.domain.records import Claim
 from shared.domain.scan_policy import ScanAction, ScanThresholds, decide_scan
 from shared.domain.states import TaskStatus
 from shared.log import bind
@@ -56,8 +57,8 @@ async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport)
                       attempt=r["attempt"]):
                 if decision.action is ScanAction.TIMEOUT:
                     if await tasks_repo.finish_unsuccessfully(
-                        conn, task_id=r["id"], document_id=r["document_id"], generation=r["generation"],
-                        attempt=r["attempt"], status=TaskStatus.TIMEOUT, error_code=TaskTimeoutError.error_code,
+                        conn, Claim(r["id"], r["generation"], r["attempt"]), document_id=r["document_id"],
+                        status=TaskStatus.TIMEOUT, error_code=TaskTimeoutError.error_code,
                         error_message=f"timed out by the scanner: {decision.reason}",
                     ):
                         log.warning("task timed out", extra={"reason": decision.reason})
@@ -117,3 +118,15 @@ async def once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: ScanThre
         for _ in report.dead_lettered:
             metrics.finished(TaskStatus.FAILED.value, "delivery_limit")
     return report
+
+
+@dataclass(frozen=True)
+class ScanConfig:
+    """The scanner job's settings: ``SCAN_INTERVAL_S`` (seconds; 0 disables) and the thresholds."""
+
+    interval_s: float
+    thresholds: ScanThresholds
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> ScanConfig:
+        return cls(interval_s=s.scan_interval_s, thresholds=thresholds(s))

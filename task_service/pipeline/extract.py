@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from shared.domain.errors import NoTextError, ParseLimitError
 from shared.domain.records import Chunk
+from task_service.pipeline import ocr
 from task_service.pipeline.chunk import Chunker
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.parse import parse_document
@@ -54,8 +55,9 @@ Packed = tuple[
 ]
 
 
-#: Told the name of the stage extraction enters (``"CHUNKING"`` once parsing is done).
-StageCallback = Callable[[str], None]
+#: Told the name of the stage extraction enters: ``on_stage("CHUNKING")`` once parsing is done, and
+#: ``on_stage("OCR", share)`` as scanned pages are OCRed (``share`` = pages done / pages to OCR, 0..1).
+StageCallback = Callable[..., None]
 
 
 def extract(
@@ -68,7 +70,8 @@ def extract(
     ``ParseLimitError`` when it gives more than ``chunker.max_chunks`` chunks.
     """
     started = time.perf_counter()
-    parsed = parse_document(data, filename, parse_limits)
+    with ocr.progress_to(_ocr_reporter(on_stage)):
+        parsed = parse_document(data, filename, parse_limits)
     parsed_at = time.perf_counter()
     if on_stage is not None:
         on_stage("CHUNKING")
@@ -81,3 +84,13 @@ def extract(
         )
     return Extraction(tuple(chunks), parsed.warnings, parsed_at - started, time.perf_counter() - parsed_at)
 
+
+
+def _ocr_reporter(on_stage: StageCallback | None) -> ocr.ProgressCallback | None:
+    if on_stage is None:
+        return None
+
+    def report(done: int, total: int) -> None:
+        on_stage("OCR", done / total if total > 0 else 0.0)
+
+    return report

@@ -25,7 +25,7 @@ import redis as sync_redis
 
 from shared.adapters.rabbitmq import Publisher, connect
 from shared.adapters.redis_lock import document_lock_key
-from shared.adapters.s3 import ObjectStore
+from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.domain.messages import DELIVERY_LIMIT, DLQ, QUEUE
 from shared.settings import KnowledgeSettings
 from tests.e2e.conftest import WorkerFactory
@@ -169,7 +169,7 @@ def _connections_named(user_provided_name: str) -> list[str]:
 
 
 def _object_exists(key: str) -> bool:
-    return asyncio.run(ObjectStore(KnowledgeSettings()).exists(key))
+    return asyncio.run(ObjectStore(StorageConfig.from_settings(KnowledgeSettings())).exists(key))
 
 
 # ------------------------------------------------------------------ 1. dead worker → scanner timeout

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import unicodedata
 import zipfile
 from pathlib import Path
 
@@ -60,6 +61,43 @@ def test_sections(sample: Sample) -> None:
     parsed = parse_document(sample.data, sample.filename)
     got = {marker: parsed.blocks[block_with(parsed, marker)].section for marker in sample.sections}
     assert got == sample.sections
+
+
+def own_token(text: str, marker: str) -> bool:
+    """Whether ``marker`` occurs as a token of its own both for PostgreSQL's ``simple`` parser and for
+    BERT's pre-tokenizer: bounded by whitespace, Unicode punctuation or ASCII punctuation other than the
+    characters PostgreSQL keeps inside file paths, hosts and e-mail addresses (``/``, ``@``, ``.`` or
+    ``:`` before or after a letter or digit)."""
+    def separates(index: int, beyond: int) -> bool:
+        if not 0 <= index < len(text):
+            return True
+        ch = text[index]
+        if ch in "/@":
+            return False
+        if ch in ".:":
+            return not (0 <= beyond < len(text) and text[beyond].isalnum())
+        return ch.isspace() or unicodedata.category(ch)[0] == "P" or (ch.isascii() and not ch.isalnum())
+
+    return any(separates(m.start() - 1, m.start() - 2) and separates(m.end(), m.end() + 1)
+               for m in re.finditer(re.escape(marker), text))
+
+
+@pytest.mark.parametrize("sample", SAMPLES.values(), ids=SAMPLES.keys())
+def test_every_marker_is_a_token_of_its_own(sample: Sample) -> None:
+    text = parse_text(sample.data, sample.filename)
+    assert [m for m in sample.must if not own_token(text, m)] == []
+
+
+def test_list_items_begin_with_the_label_word_shows() -> None:
+    parsed = parse_document(SAMPLES["docx-numbering"].data, "n.docx")
+    got = {marker: parsed.blocks[block_with(parsed, marker)].text[: len(label)]
+           for marker, label in docx_corpus.LABELS.items()}
+    assert got == docx_corpus.LABELS
+
+
+def test_equations_read_as_linear_text() -> None:
+    text = parse_text(SAMPLES["docx-equations"].data, "e.docx")
+    assert [literal for literal in docx_corpus.MATH_LITERAL if literal not in text] == []
 
 
 def test_heading_block_carries_the_path_ending_with_itself() -> None:
@@ -141,7 +179,8 @@ def test_strict_open_xml_is_refused_clearly() -> None:
 
 
 def test_warnings() -> None:
-    assert parse_document(SAMPLES["docx-structure"].data, "s.docx").warnings == ("2 images ignored (no OCR)",)
+    assert parse_document(SAMPLES["docx-structure"].data, "s.docx").warnings == (
+        "2 images ignored (too small for text, unreadable, or over OCR_MAX_PAGES)",)
     notes = parse_document(SAMPLES["docx-notes-objects"].data, "n.docx")
     assert notes.warnings == ("1 chart not read", "1 embedded object (OLE) not read", "1 comment not indexed")
     assert docx_corpus.COMMENT_MARKER not in notes.text

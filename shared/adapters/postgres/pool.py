@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, replace
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 import asyncpg
 from pgvector.asyncpg import register_vector
@@ -64,25 +66,56 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     """
 
 
-async def create_pool(settings: CommonSettings, *, max_size: int | None = None, app_name: str = "rag") -> asyncpg.Pool:
+@dataclass(frozen=True)
+class PoolConfig:
+    """What a pool needs (``DATABASE_URL``, ``DB_POOL_MIN`` / ``DB_POOL_MAX`` connections,
+    ``DB_STATEMENT_TIMEOUT_S`` / ``DB_CONNECT_TIMEOUT_S`` seconds); built by the composition root."""
+
+    dsn: str
+    min_size: int
+    max_size: int
+    statement_timeout_s: float
+    connect_timeout_s: float
+
+    @classmethod
+    def from_settings(cls, s: CommonSettings, *, max_size: int | None = None) -> PoolConfig:
+        """``max_size``: a smaller pool than ``DB_POOL_MAX`` (one-pass commands)."""
+        size = max_size or s.db_pool_max
+        return cls(dsn=s.database_url, min_size=min(s.db_pool_min, size), max_size=size,
+                   statement_timeout_s=s.db_statement_timeout_s, connect_timeout_s=s.db_connect_timeout_s)
+
+
+async def create_pool(config: PoolConfig, *, app_name: str = "rag") -> asyncpg.Pool:
     """Open a pool; every connection gets the pgvector codec and a statement timeout.
 
     Raises DatabaseUnavailableError when PostgreSQL cannot be reached.
     """
-    timeout_ms = str(int(settings.db_statement_timeout_s * 1000))
+    timeout_ms = str(int(config.statement_timeout_s * 1000))
     async with translate_errors():
         pool = await asyncpg.create_pool(
-            settings.database_url,
-            min_size=settings.db_pool_min,
-            max_size=max_size or settings.db_pool_max,
+            config.dsn,
+            min_size=config.min_size,
+            max_size=config.max_size,
             init=_init_connection,
             reset=_keep_session,
-            timeout=settings.db_connect_timeout_s,
-            command_timeout=settings.db_statement_timeout_s + 5,
+            timeout=config.connect_timeout_s,
+            command_timeout=config.statement_timeout_s + 5,
             server_settings={"statement_timeout": timeout_ms, "application_name": app_name[:63]},
         )
     assert pool is not None
     return pool
+
+
+@contextlib.asynccontextmanager
+async def session(config: PoolConfig, *, app_name: str) -> AsyncIterator[asyncpg.Connection]:
+    """One connection for a short command (the CLI's): a pool of one, closed after the block, so
+    it gets the codec, the statement timeout and the error mapping of the services' pools."""
+    pool = await create_pool(replace(config, min_size=1, max_size=1), app_name=app_name)
+    try:
+        async with connection(pool) as conn:
+            yield conn
+    finally:
+        await pool.close()
 
 
 @contextlib.asynccontextmanager
@@ -105,3 +138,37 @@ async def connection(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
     ``DB_CONNECT_TIMEOUT_S``; waiting for a busy pool to free one is not."""
     async with translate_errors(), pool.acquire() as conn:
         yield conn
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _HasPool(Protocol):
+    @property
+    def pool(self) -> asyncpg.Pool: ...
+
+
+class Pooled(Generic[P, R]):
+    """A repository function (``fn(conn, *args)``) as a method of an object with a ``pool``:
+    each call runs on its own pooled connection (:func:`connection`), so an adapter that only
+    forwards to the repository states the binding once per method instead of a pass-through::
+
+        class PgWorkerStore:
+            heartbeat = Pooled(tasks_repo.heartbeat)   # store.heartbeat(claim) -> bool
+    """
+
+    def __init__(self, fn: Callable[Concatenate[asyncpg.Connection, P], Coroutine[Any, Any, R]]) -> None:
+        self._fn = fn
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, owner: _HasPool, owner_type: type | None = None) -> Callable[P, Coroutine[Any, Any, R]]:
+        fn = self._fn
+
+        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            async with connection(owner.pool) as conn:
+                return await fn(conn, *args, **kwargs)
+
+        call.__name__ = call.__qualname__ = fn.__name__
+        call.__doc__ = fn.__doc__
+        return call
