@@ -39,7 +39,7 @@ run-worker: migrate
 	$(BIN)/python -m task_service
 
 lint: install
-	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
+	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench scripts
 	$(BIN)/mypy
 
 # The unit tier runs with the network cut (scripts/offline.sh): fakes only, no service.
@@ -65,7 +65,7 @@ e2e: services browser
 	$(BIN)/python -m pytest tests/e2e -q
 
 test: services browser
-	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
+	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench scripts
 	$(BIN)/mypy
 	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
 	$(BIN)/python -m pytest tests/integration tests/e2e -q -p no:cacheprovider

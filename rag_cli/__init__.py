@@ -4,6 +4,7 @@
     rag upload FILE|FOLDER --kb ID      rag status DOC | --task ID | --kb ID
     rag retry TASK                      rag reindex DOC | --kb ID
     rag requeue-stuck                   rag dlq list | rag dlq replay ID
+    rag ops JOB --once                  (relay, scanner, sweep, cache-evictor, metrics-sampler)
     rag worker                          rag api
 
 User commands (upload, status, retry, reindex) go through the HTTP API (``--api-url`` /
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -32,18 +33,22 @@ from rag_cli import admin
 from rag_cli.client import ApiClient, ApiError, TooManyRequests, UploadRun, collect_files, split_supported
 from shared.domain.errors import TransientError
 from shared.settings import KnowledgeSettings
+from task_service.jobs.oneshot import OPS, Report
 
 T = TypeVar("T")
 
 HELP = ("One CLI for RAG users and operators.\n\n"
         "User commands (upload, status, retry, reindex) go through the HTTP API: --api-url / RAG_API_URL, "
-        "--token / RAG_TOKEN. Operator commands (users, tokens, KBs, requeue-stuck, dlq) use the database and "
+        "--token / RAG_TOKEN. Operator commands (users, tokens, KBs, requeue-stuck, dlq, ops) use the database and "
         "broker from the settings (.env / environment), like the services. worker and api start the services.\n\n"
         "Exit codes: 0 done, 1 a refusal or a failed document, 2 bad arguments.")
 app = typer.Typer(name="rag", help=HELP, no_args_is_help=True, add_completion=False, rich_markup_mode="markdown",
                   context_settings={"help_option_names": ["-h", "--help"]})
 dlq_app = typer.Typer(help="Dead letters: messages the scanner moved out of rag.index.dlq.", no_args_is_help=True)
 app.add_typer(dlq_app, name="dlq")
+ops_app = typer.Typer(help="The worker's periodic jobs, one pass now: `rag ops JOB --once` prints a JSON report. "
+                           "Every worker also runs them on its own.", no_args_is_help=True)
+app.add_typer(ops_app, name="ops")
 
 out = Console()
 err = Console(stderr=True)
@@ -335,6 +340,24 @@ def dlq_replay(dead_letter_id: Annotated[int, typer.Argument(help="dead letter i
     _print_json(result)
     if not result["replayed"]:
         raise typer.Exit(1)
+
+
+Once = Annotated[bool, typer.Option("--once", help="run one pass now and exit (required: the worker runs the "
+                                                    "job periodically)")]
+
+
+def _ops_command(run: Callable[[], Coroutine[Any, Any, Report]]) -> Callable[[bool], None]:
+    def command(once: Once = False) -> None:
+        if not once:
+            _fail("give --once (the worker runs this job periodically by itself)", 2)
+        _print_json(_run(run()))
+
+    command.__doc__ = run.__doc__
+    return command
+
+
+for _name, _run_job in OPS.items():
+    ops_app.command(_name)(_ops_command(_run_job))
 
 
 # ------------------------------------------------------------------ services

@@ -13,15 +13,15 @@ from shared.adapters.postgres.pool import PoolConfig
 from shared.adapters.s3 import StorageConfig
 from shared.domain.scan_policy import ScanThresholds
 from shared.settings import CommonSettings, WorkerSettings
-from task_service.cache_evictor import EvictConfig
 from task_service.consumer import ConsumerConfig
 from task_service.handler import HandlerConfig
+from task_service.jobs.cache_evictor import EvictConfig
+from task_service.jobs.relay import RelayConfig
+from task_service.jobs.scanner import ScanConfig, thresholds
+from task_service.jobs.sweep import SweepConfig
 from task_service.pipeline.chunk import ChunkSettings
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.sandbox import SandboxLimits
-from task_service.relay import RelayConfig
-from task_service.scanner import ScanConfig, thresholds
-from task_service.sweep import SweepConfig
 
 DEFAULTS = WorkerSettings.model_construct()
 

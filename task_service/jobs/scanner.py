@@ -2,13 +2,11 @@
 dead-lettered messages into FAILED tasks (kept in ``dead_letter`` for the DLQ CLI).
 
 Runs every ``SCAN_INTERVAL_S`` inside each worker (conditional updates make concurrent scanners
-safe); ``python -m task_service.scanner --once`` runs one pass.
+safe); ``rag ops scanner --once`` runs one pass.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -21,7 +19,7 @@ from shared.adapters.postgres.pool import connection
 from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.domain import messages
-from shared.domain.errors import DeliveryLimitError, TaskTimeoutError, TransientError
+from shared.domain.errors import DeliveryLimitError, TaskTimeoutError
 from shared.domain.messages import IndexMessage, InvalidMessageError
 from shared.domain.records import Claim
 from shared.domain.scan_policy import ScanAction, ScanThresholds, decide_scan
@@ -29,7 +27,6 @@ from shared.domain.states import TaskStatus
 from shared.log import bind
 from shared.settings import WorkerSettings
 from task_service.metrics import WorkerMetrics
-from task_service.oneshot import one_shot
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +104,8 @@ async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, repor
         await message.ack()
 
 
-async def scan_once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: ScanThresholds,
-                    metrics: WorkerMetrics | None = None) -> ScanReport:
+async def once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: ScanThresholds,
+               metrics: WorkerMetrics | None = None) -> ScanReport:
     """Time out, re-publish (outbox rows) and drain the DLQ once; what it ended is counted in
     ``rag_tasks_finished_total`` when ``metrics`` is given."""
     report = ScanReport()
@@ -125,7 +122,7 @@ async def scan_once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: Sca
 
 @dataclass(frozen=True)
 class ScanConfig:
-    """The scanner loop's settings: ``SCAN_INTERVAL_S`` (seconds; 0 disables) and the thresholds."""
+    """The scanner job's settings: ``SCAN_INTERVAL_S`` (seconds; 0 disables) and the thresholds."""
 
     interval_s: float
     thresholds: ScanThresholds
@@ -133,34 +130,3 @@ class ScanConfig:
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ScanConfig:
         return cls(interval_s=s.scan_interval_s, thresholds=thresholds(s))
-
-
-async def scan_forever(pool: asyncpg.Pool, channel: AbstractChannel, config: ScanConfig,
-                       stop: asyncio.Event, metrics: WorkerMetrics | None = None) -> None:
-    """Run :func:`scan_once` every ``config.interval_s`` seconds until ``stop`` is set."""
-    while not stop.is_set():
-        try:
-            await scan_once(pool, channel, config.thresholds, metrics)
-        except TransientError as exc:
-            log.warning("scan failed", extra={"error": str(exc)})
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=config.interval_s)
-        except TimeoutError:
-            pass
-
-
-async def _main_once() -> ScanReport:
-    async with one_shot("task_service.scanner") as (settings, pool, _, channel):
-        return await scan_once(pool, channel, thresholds(settings))
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--once", action="store_true", required=True, help="run one pass and exit")
-    parser.parse_args()
-    r = asyncio.run(_main_once())
-    print(f"timed out {r.timed_out}, re-published {r.republished}, dead-lettered {r.dead_lettered}")
-
-
-if __name__ == "__main__":
-    main()
