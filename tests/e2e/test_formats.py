@@ -75,8 +75,8 @@ def _generated() -> dict[str, Callable[[], Sample]]:
 
 def _scans() -> dict[str, tuple[str, bytes, tuple[str, ...], tuple[str, ...]]]:
     """An image, a scanned PDF and a half-scanned PDF, rendered from known text (OCR)."""
-    from tests import ocrgen
-    from tests.pdfgen import text_page
+    from tests.support import ocrgen
+    from tests.support.pdfgen import text_page
 
     page = ocrgen.degrade(ocrgen.language_page("eng", 200))
     quillmoor = ocrgen.page_image(("The Quillmoor depot closes at six.",), 200)
