@@ -11,12 +11,16 @@ user's document list take 6 s).
   its KB still there (:func:`shared.adapters.postgres.repo.streams.stream_allowed`); otherwise it
   sends ``end`` with the reason and closes.
 - A KB stream reads only what changed since its watermark
-  (:func:`shared.adapters.postgres.repo.streams.kb_changes`, ``sql/0016_stream_watermark.sql``).
+  (:func:`shared.adapters.postgres.repo.streams.kb_changes`, ``sql/0016_stream_watermark.sql``);
+  its full reads (at first, then every ``EVENTS_RESYNC_S``) are shared by the streams of the
+  same KB that ask within ``FULL_READ_SHARE_S`` (one read and one validation of the documents,
+  not one per stream: 200 streams opened together once cost 200 reads of the whole KB).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -36,6 +40,7 @@ from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.settings import KnowledgeSettings
 
 T = TypeVar("T")
+FULL_READ_SHARE_S = 1.0  # a KB's full read is reused by its other streams for this long, seconds
 SSE_PING_S = 15  # comment lines that keep proxies from closing a quiet stream
 SSE_429: dict[int | str, dict[str, Any]] = {
     429: {"description": "too many open event streams (per user or in all); retry after Retry-After seconds"}
@@ -60,6 +65,7 @@ class StreamGate:
     retry_after_s: int
     db: asyncio.Semaphore
     open_by_user: Counter[int] = field(default_factory=Counter)
+    shared: dict[tuple[Any, ...], tuple[float, asyncio.Future[Any]]] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, s: KnowledgeSettings) -> StreamGate:
@@ -95,6 +101,19 @@ class StreamGate:
         """``work()`` under the streams' share of the pool."""
         async with self.db:
             return await work()
+
+    async def once(self, key: tuple[Any, ...], fresh_s: float, work: Callable[[], Awaitable[T]]) -> T:
+        """``work()``'s answer for ``key``, shared: callers within ``fresh_s`` seconds of its
+        start (or while it runs) get the same answer (or error). Runs under :meth:`run`."""
+        now = time.monotonic()
+        hit = self.shared.get(key)
+        if hit is None or now - hit[0] >= fresh_s or (hit[1].done() and hit[1].exception() is not None):
+            if len(self.shared) > 256:  # forget stale keys (KBs no longer streamed)
+                self.shared = {k: v for k, v in self.shared.items() if now - v[0] < fresh_s}
+            hit = (now, asyncio.ensure_future(self.run(work)))
+            self.shared[key] = hit
+        result: T = await asyncio.shield(hit[1])
+        return result
 
 
 def gate_of(request: Request, res: Resources) -> StreamGate:
@@ -144,13 +163,14 @@ def kb_stream(request: Request, res: Resources, user_id: int, kb_id: int,
     s = res.settings
 
     async def load_changes(since: datetime | None) -> events.Changes:
-        async def read() -> tuple[datetime, list[asyncpg.Record], list[int]]:
+        async def read() -> events.Changes:
             async with connection(res.pool) as conn:
-                return await streams_repo.kb_changes(conn, user_id, kb_id, since)
+                now, rows, ids = await streams_repo.kb_changes(conn, user_id, kb_id, since)
+            return now, {r["document_id"]: document(r).model_dump(mode="json") for r in rows}, frozenset(ids)
 
-        now, rows, ids = await gate.run(read)
-        changed = {r["document_id"]: document(r).model_dump(mode="json") for r in rows}
-        return now, changed, frozenset(ids)
+        if since is None:
+            return await gate.once(("kb", user_id, kb_id), FULL_READ_SHARE_S, read)
+        return await gate.run(read)
 
     stream = events.kb_events(load_changes, interval_s=s.events_poll_interval_s, kb_id=kb_id,
                               max_s=s.events_max_stream_s, resync_s=s.events_resync_s,

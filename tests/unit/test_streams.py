@@ -84,3 +84,38 @@ def test_share_leaves_the_pool_a_connection_for_requests() -> None:
     settings = KnowledgeSettings(events_db_share=50, db_pool_max=4)  # type: ignore[call-arg]
     gate = StreamGate.from_settings(settings)
     assert gate.db._value == 3
+
+
+async def test_a_full_read_is_shared_by_the_streams_that_ask_together() -> None:
+    gate = _gate(share=1)
+    calls = 0
+    release = asyncio.Event()
+
+    async def read() -> int:
+        nonlocal calls
+        calls += 1
+        await release.wait()
+        return calls
+
+    waiting = [asyncio.ensure_future(gate.once(("kb", 1, 2), 60, read)) for _ in range(50)]
+    await asyncio.sleep(0)
+    release.set()
+    assert await asyncio.gather(*waiting) == [1] * 50 and calls == 1
+    assert await gate.once(("kb", 1, 2), 60, read) == 1  # still fresh
+    assert await gate.once(("kb", 1, 3), 60, read) == 2  # another KB: its own read
+    assert await gate.once(("kb", 1, 2), 0, read) == 3  # stale: read again
+
+
+async def test_a_failed_shared_read_is_not_reused() -> None:
+    gate = _gate()
+    answers: list[int | Exception] = [RuntimeError("down"), 7]
+
+    async def read() -> int:
+        got = answers.pop(0)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    with pytest.raises(RuntimeError):
+        await gate.once(("kb", 1, 1), 60, read)
+    assert await gate.once(("kb", 1, 1), 60, read) == 7

@@ -3,19 +3,25 @@ watermark, and whether a stream may go on (its token unrevoked, its KB still the
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 import asyncpg
 
 from shared.adapters.postgres.repo.sql import _PENDING_JSON, _TASK_JSON, DOCUMENT_COLUMNS
 
-# Documents of the KB whose row or task changed after $3 (indexes of sql/0016_stream_watermark.sql).
-_CHANGED = (
+# One statement, one snapshot: the watermark, every document id of the KB, and the ids of those
+# whose row or task changed after $3 (the indexes of sql/0016_stream_watermark.sql). An idle poll
+# is this one round trip.
+_PROBE = (
+    "SELECT now() AS now,"
+    " ARRAY(SELECT id FROM document_info WHERE kb_id = $1 AND user_id = $2 ORDER BY id) AS ids,"
+    " ARRAY(SELECT id FROM document_info WHERE kb_id = $1 AND user_id = $2 AND update_time > $3"
+    "  UNION SELECT t.document_id FROM index_task t JOIN document_info d ON d.id = t.document_id"
+    "   WHERE t.kb_id = $1 AND d.user_id = $2 AND t.update_time > $3) AS changed"
+)
+_DOCUMENTS = (
     f"SELECT {DOCUMENT_COLUMNS}, {_TASK_JSON}, {_PENDING_JSON} FROM document_info d"
-    " WHERE d.kb_id = $1 AND d.user_id = $2 AND d.id IN ("
-    "  SELECT id FROM document_info WHERE kb_id = $1 AND update_time > $3"
-    "  UNION SELECT document_id FROM index_task WHERE kb_id = $1 AND update_time > $3)"
-    " ORDER BY d.id"
+    " WHERE d.id = ANY($1::bigint[]) AND d.user_id = $2 ORDER BY d.id"
 )
 
 
@@ -24,18 +30,14 @@ async def kb_changes(
 ) -> tuple[datetime, list[asyncpg.Record], list[int]]:
     """``(now, documents, ids)``: the database's ``now()`` (the next watermark), the documents
     (as ``list_documents`` rows) of the user's KB changed after ``since`` (all of them when None),
-    and the ids of every document of the KB (to notice removals). One snapshot (a read-only
-    REPEATABLE READ transaction), three short index reads."""
-    async with conn.transaction(isolation="repeatable_read", readonly=True):
-        now = await conn.fetchval("SELECT now()")
-        if since is None:
-            rows = await conn.fetch(
-                f"SELECT {DOCUMENT_COLUMNS}, {_TASK_JSON}, {_PENDING_JSON} FROM document_info d"
-                " WHERE d.kb_id = $1 AND d.user_id = $2 ORDER BY d.id", kb_id, user_id)
-        else:
-            rows = await conn.fetch(_CHANGED, kb_id, user_id, since)
-        ids = await conn.fetch("SELECT id FROM document_info WHERE kb_id = $1 AND user_id = $2", kb_id, user_id)
-    return now, list(rows), [r["id"] for r in ids]
+    and the ids of every document of the KB (to notice removals). One short statement; a second
+    one only when something changed."""
+    probe = await conn.fetchrow(_PROBE, kb_id, user_id, since or datetime.min.replace(tzinfo=UTC))
+    assert probe is not None
+    ids = list(probe["ids"])
+    wanted = ids if since is None else list(probe["changed"])
+    rows = list(await conn.fetch(_DOCUMENTS, wanted, user_id)) if wanted else []
+    return probe["now"], rows, ids
 
 
 async def stream_allowed(
