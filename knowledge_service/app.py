@@ -19,6 +19,7 @@ from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
 from knowledge_service.metrics import router as metrics_router
 from knowledge_service.routes import health, router
+from knowledge_service.security_headers import SecurityHeadersMiddleware
 from shared import usecases
 from shared.adapters import rabbitmq
 from shared.adapters.embedding.configured import embedder_from_settings
@@ -111,5 +112,6 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
     app.include_router(health)
     app.include_router(metrics_router)
     app.add_middleware(UploadResultMiddleware, metrics=metrics)
+    app.add_middleware(SecurityHeadersMiddleware)  # X-Frame-Options, CSP, nosniff, no-referrer on every answer
     web.mount(app)
     return app

@@ -113,6 +113,30 @@ class KnowledgeSettings(CommonSettings):
         3600.0, gt=0, description="Server-Sent Events: a stream closes after this many seconds (bounds a"
         " connection's life; EventSource clients reconnect and get a fresh snapshot)"
     )
+    # --- event streams: caps, pool share, token re-check (issue 18; knowledge_service/streams.py)
+    events_max_streams_per_user: int = Field(
+        20, ge=1, description="open /events streams per user (per API process); past it a 429 with Retry-After"
+    )
+    events_max_streams: int = Field(
+        400, ge=1, description="open /events streams in all (per API process); past it a 429 with Retry-After"
+    )
+    events_retry_after_s: int = Field(5, ge=1, description="Retry-After of a 429 for a stream, seconds")
+    events_db_share: int = Field(
+        3, ge=1, description="pooled connections the streams' polls may hold at once (of DB_POOL_MAX; the rest"
+        " stay for requests)"
+    )
+    events_token_check_s: float = Field(
+        5.0, gt=0, le=5.0, description="a stream re-checks its token (and its KB) this often, seconds; it ends"
+        " once the token is revoked or the KB deleted"
+    )
+    events_resync_s: float = Field(
+        30.0, gt=0, description="a KB stream re-reads the whole KB this often (queue positions; rows a long"
+        " transaction committed behind the watermark), seconds"
+    )
+    events_watermark_overlap_s: float = Field(
+        10.0, ge=0, description="a KB stream re-reads rows changed this long before its watermark (writes"
+        " whose transaction began earlier but committed later), seconds"
+    )
 
 
 class WorkerSettings(CommonSettings):
