@@ -131,7 +131,7 @@ class TcpProxy:
             finally:
                 self._open.discard(up_writer)
                 up_writer.close()
-        except OSError:
+        except (OSError, asyncio.CancelledError):  # CancelledError: close(); the task ends here, quietly
             pass
         finally:
             self._open.discard(writer)
