@@ -85,6 +85,8 @@ bench: migrate
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.drain
 	$(BIN)/python -m bench.model_calls
+	# issue 19: the partition suite with every cut point (CI runs the commit cut only)
+	RAG_PARTITION_FULL=1 $(BIN)/python -m pytest tests/e2e/test_partitions.py -q -s -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -37,6 +37,7 @@ from shared.adapters.postgres.migrate import migrate
 from shared.adapters.postgres.pg_store import PgReleasedObjects, PgWorkerStore
 from shared.adapters.postgres.pool import PoolConfig, create_pool
 from shared.adapters.redis_lock import DocumentLock
+from shared.adapters.redis_lock import connect as redis_connect
 from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.domain.errors import ConfigurationError
 from shared.log import configure
@@ -82,11 +83,7 @@ async def _open(settings: WorkerSettings, name: str) -> _Resources:
     embedder = embedder_from_settings(settings)
     await migrate(settings.database_url)
     pool = await create_pool(PoolConfig.from_settings(settings), app_name=name)
-    redis = aioredis.from_url(
-        settings.redis_url.get_secret_value(),
-        socket_timeout=settings.redis_timeout_s,
-        socket_connect_timeout=settings.redis_timeout_s,
-    )
+    redis = redis_connect(settings)
     store = ObjectStore(StorageConfig.from_settings(settings))
     await store.ensure_bucket()
     return _Resources(pool, redis, store, parser, embedder)

@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
-from shared.adapters.postgres.pool import connection
+from shared.adapters.postgres.pool import connection, row_locked
 from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.domain import messages
@@ -47,26 +47,42 @@ def thresholds(s: WorkerSettings) -> ScanThresholds:
 
 
 async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport) -> None:
-    """One pass over active tasks older than the smallest threshold."""
+    """One pass over active tasks older than the smallest threshold, each in its own short
+    transaction: a task whose rows another session holds locked (a worker partitioned inside its
+    commit) is passed over after ``DB_LOCK_TIMEOUT_S`` and left to the next pass; the others are
+    handled. Any other database failure ends the pass (TransientError)."""
     oldest = min(th.heartbeat_timeout, th.hard_limit, th.requeue_after).total_seconds()
     async with connection(pool) as conn:
         rows = await tasks_repo.active_tasks_older_than(conn, oldest, 500)
-        for r in rows:
-            decision = decide_scan(TaskStatus(r["status"]), r["start_time"], r["update_time"], r["now"], th)
-            with bind(task_id=r["id"], document_id=r["document_id"], generation=r["generation"],
-                      attempt=r["attempt"]):
-                if decision.action is ScanAction.TIMEOUT:
-                    if await tasks_repo.finish_unsuccessfully(
-                        conn, Claim(r["id"], r["generation"], r["attempt"]), document_id=r["document_id"],
-                        status=TaskStatus.TIMEOUT, error_code=TaskTimeoutError.error_code,
-                        error_message=f"timed out by the scanner: {decision.reason}",
-                    ):
-                        log.warning("task timed out", extra={"reason": decision.reason})
-                        report.timed_out.append(r["id"])
-                elif decision.action is ScanAction.REPUBLISH:
-                    if await tasks_repo.requeue_task(conn, r["id"], r["status"], r["generation"], r["update_time"]):
-                        log.warning("queued task re-published", extra={"reason": decision.reason})
-                        report.republished.append(r["id"])
+    for r in rows:
+        decision = decide_scan(TaskStatus(r["status"]), r["start_time"], r["update_time"], r["now"], th)
+        if decision.action is ScanAction.NONE:
+            continue
+        with bind(task_id=r["id"], document_id=r["document_id"], generation=r["generation"], attempt=r["attempt"]):
+            try:
+                async with connection(pool) as conn:
+                    await _apply(conn, r, decision.action, decision.reason, report)
+            except TransientError as exc:
+                if not row_locked(exc):
+                    raise
+                log.warning("task passed over: its rows are locked by another session", extra={"error": str(exc)})
+
+
+async def _apply(conn: asyncpg.Connection, r: asyncpg.Record, action: ScanAction, reason: str,
+                 report: ScanReport) -> None:
+    """Time out or re-publish one task the scan decided on (conditional: concurrent scanners act once)."""
+    if action is ScanAction.TIMEOUT:
+        if await tasks_repo.finish_unsuccessfully(
+            conn, Claim(r["id"], r["generation"], r["attempt"]), document_id=r["document_id"],
+            status=TaskStatus.TIMEOUT, error_code=TaskTimeoutError.error_code,
+            error_message=f"timed out by the scanner: {reason}",
+        ):
+            log.warning("task timed out", extra={"reason": reason})
+            report.timed_out.append(r["id"])
+    elif action is ScanAction.REPUBLISH:
+        if await tasks_repo.requeue_task(conn, r["id"], r["status"], r["generation"], r["update_time"]):
+            log.warning("queued task re-published", extra={"reason": reason})
+            report.republished.append(r["id"])
 
 
 def _death_reason(message: AbstractIncomingMessage) -> str:

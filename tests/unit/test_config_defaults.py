@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from shared.adapters.keepalive import Keepalive
 from shared.adapters.postgres.pool import PoolConfig
 from shared.adapters.s3 import StorageConfig
 from shared.domain.scan_policy import ScanThresholds
@@ -48,8 +49,8 @@ def test_every_dataclass_default_is_the_settings_default(built: Any, cls: type[A
     assert {name: getattr(built, name) for name in stated} == stated
 
 
-@pytest.mark.parametrize("cls", [HandlerConfig, ConsumerConfig, PoolConfig, StorageConfig, RelayConfig, ScanConfig,
-                                 SweepConfig, EvictConfig])
+@pytest.mark.parametrize("cls", [HandlerConfig, ConsumerConfig, PoolConfig, Keepalive, StorageConfig, RelayConfig,
+                                 ScanConfig, SweepConfig, EvictConfig])
 def test_adapter_configs_state_no_defaults(cls: type[Any]) -> None:
     """Built only by ``from_settings`` in a composition root: the settings hold every default."""
     assert _stated_defaults(cls) == {}
