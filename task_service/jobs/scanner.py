@@ -19,7 +19,7 @@ from shared.adapters.postgres.pool import connection, row_locked
 from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.domain import messages
-from shared.domain.errors import DeliveryLimitError, TaskTimeoutError
+from shared.domain.errors import DeliveryLimitError, TaskTimeoutError, TransientError
 from shared.domain.messages import IndexMessage, InvalidMessageError
 from shared.domain.records import Claim
 from shared.domain.scan_policy import ScanAction, ScanThresholds, decide_scan
