@@ -23,7 +23,7 @@ from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.domain.errors import DatabaseUnavailableError
 from shared.domain.scan_policy import ScanThresholds
 from shared.settings import KnowledgeSettings
-from task_service.scanner import ScanReport, scan_tasks
+from task_service.jobs.scanner import ScanReport, scan_tasks
 from tests.integration.conftest import Connect
 from tests.integration.helpers import apoll, new_document
 from tests.tcp_proxy import TcpProxy
