@@ -34,7 +34,7 @@ class CommonSettings(BaseSettings):
 
     @property
     def delay_ms(self) -> int:
-        """TTL of the delay queue (``rag.index.delay.<ms>ms``), milliseconds."""
+        """TTL of the delay queue (``rag.index.delay.quorum.<ms>ms``), milliseconds."""
         return int(self.lock_retry_delay_s * 1000)
 
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")

@@ -6,11 +6,15 @@ new queue name)::
     rag.index.exchange (direct, durable) --rag.index.document--> rag.index.queue
         (quorum, x-delivery-limit 5, dead-letter → rag.index.dlx)
     rag.index.dlx (fanout, durable) --> rag.index.dlq (quorum)
-    "" (default exchange) --rag.index.delay.<ms>ms--> rag.index.delay.<ms>ms
-        (classic durable, x-message-ttl <ms>, dead-letter → rag.index.exchange / rag.index.document)
+    "" (default exchange) --rag.index.delay.quorum.<ms>ms--> rag.index.delay.quorum.<ms>ms
+        (quorum, x-message-ttl <ms>, dead-letter at-least-once → rag.index.exchange / rag.index.document)
 
 The delay queue carries deliveries whose document lock was held; its TTL is in its name so a
-changed setting declares a new queue instead of failing on the old one.
+changed setting declares a new queue instead of failing on the old one. It is a quorum queue
+(message TTL needs RabbitMQ >= 3.10): a classic queue lives on one node, and while that node is
+down re-declaring it fails (``NOT_FOUND - home node ... is down``), which stopped every worker's
+session in a cluster (tests/e2e/test_broker_cluster.py). Earlier versions' classic
+``rag.index.delay.<ms>ms`` queues are left alone: their messages still expire into the main queue.
 
 Several brokers (a cluster): ``AMQP_URL`` may name several nodes, either as several hosts in one
 URL (``amqp://user:pass@h1:5672,h2:5672,h3:5672/vhost``: credentials, vhost and query once) or as
@@ -168,9 +172,13 @@ async def _declare(channel: AbstractChannel, delay_ms: int) -> tuple[AbstractExc
         delay_queue_name(delay_ms),
         durable=True,
         arguments={
+            "x-queue-type": "quorum",
             "x-message-ttl": delay_ms,
             "x-dead-letter-exchange": EXCHANGE,
             "x-dead-letter-routing-key": ROUTING_KEY,
+            # at-least-once dead-lettering (3.10+) needs reject-publish: no expiry is dropped in transit
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",
         },
     )
     return exchange, queue
