@@ -4,8 +4,9 @@
 stand-in (``bench.fake_embeddings``, fixed latency), the API and two workers whose ``AMQP_URL``
 names all three nodes, and uploads distinct text documents at a steady pace from a thread (an
 upload answered 5xx or not at all is retried, and the outage it saw timed). Meanwhile the faults
-run one after the other, each followed by a *probe*: a document uploaded right after the fault,
-timed until INDEXED (the recovery time: publish, delivery, indexing all work again):
+run one after the other, each right after a burst of uploads (documents queued or indexing when it
+hits) and followed by a *probe*: a document uploaded right after the fault, timed until INDEXED
+(the recovery time: publish, delivery, indexing all work again):
 
 1. kill -9 the node leading ``rag.index.queue``;   2. start it again (its replica rejoins);
 3. stop a follower (graceful);                        4. start it again;
@@ -230,48 +231,58 @@ def _probe(dsn: str, uploader: Uploader, since: float, timeout_s: float = 240) -
     return time.monotonic() - since
 
 
-def fault_steps(cluster: RabbitCluster) -> list[tuple[str, Callable[[], None]]]:
-    """The faults in order; node indexes are chosen when a step runs (the leader moves)."""
+Step = tuple[str, Callable[[], None], Callable[[], None]]
+
+
+def fault_steps(cluster: RabbitCluster) -> list[Step]:
+    """``(name, fault, settle)`` in order: the probe is uploaded right after ``fault`` returns (a
+    node killed or stopped, or a node's start begun), ``settle`` then waits until the cluster is
+    whole again where needed (the node booted, every replica online). Node indexes are chosen when a
+    step runs (the leader moves)."""
     n = len(cluster.nodes)
     chosen: dict[str, int] = {}
+
+    def nothing() -> None:
+        return None
 
     def kill_leader() -> None:
         chosen["leader"] = cluster.leader(VHOST, QUEUE)
         cluster.kill_node(chosen["leader"])
-
-    def restart_old_leader() -> None:
-        cluster.start_node(chosen["leader"])
-        cluster.wait_online(VHOST, QUEUE, n)
 
     def stop_follower() -> None:
         leader = cluster.leader(VHOST, QUEUE)
         chosen["follower"] = next(i for i in range(n) if i != leader)
         cluster.stop_node(chosen["follower"])
 
-    def start_follower() -> None:
-        cluster.start_node(chosen["follower"])
-        cluster.wait_online(VHOST, QUEUE, n)
+    def starting(role: str | int) -> tuple[Callable[[], None], Callable[[], None]]:
+        def begin() -> None:
+            cluster.start_node(chosen[role] if isinstance(role, str) else role, wait=False)
 
-    steps: list[tuple[str, Callable[[], None]]] = [
-        ("kill -9 the queue's leader node", kill_leader), ("start the old leader again", restart_old_leader),
-        ("stop a follower node", stop_follower), ("start the follower again", start_follower)]
+        def settle() -> None:
+            cluster.wait_running(chosen[role] if isinstance(role, str) else role)
+            cluster.wait_online(VHOST, QUEUE, n)
+
+        return begin, settle
+
+    steps: list[Step] = [("kill -9 the queue's leader node", kill_leader, nothing),
+                         ("start the old leader again", *starting("leader")),
+                         ("stop a follower node (graceful)", stop_follower, nothing),
+                         ("start the follower again", *starting("follower"))]
     for i in range(n):
         def stop(i: int = i) -> None:
             cluster.stop_node(i)
 
-        def begin(i: int = i) -> None:
-            cluster.start_node(i)
-            cluster.wait_online(VHOST, QUEUE, n)
-
-        steps += [(f"rolling restart: stop node {i + 1}", stop), (f"rolling restart: start node {i + 1}", begin)]
+        steps += [(f"rolling restart: stop node {i + 1}", stop, nothing),
+                  (f"rolling restart: start node {i + 1}", *starting(i))]
     return steps
 
 
-def run(env: dict[str, str], log_dir: Path, *, documents: int, gap_s: float, words: int = 900,
+def run(env: dict[str, str], log_dir: Path, *, documents: int, gap_s: float, burst: int, words: int = 900,
         workers: int = 2, seed: int = 1) -> Outcome:
     """One run (see the module docstring) on the resources ``env`` names (DATABASE_URL, REDIS_URL,
-    S3_BUCKET); ``AMQP_URL`` is replaced by the cluster's. At least ``documents`` are uploaded, one
-    every ``gap_s`` seconds for as long as the faults last."""
+    S3_BUCKET); ``AMQP_URL`` is replaced by the cluster's. ``burst`` documents are uploaded right
+    before each fault (in flight when it hits), others one every ``gap_s`` seconds for as long as the
+    faults last and until at least ``documents`` went in."""
     dsn = env["DATABASE_URL"]
     out = Outcome()
     with ExitStack() as stack:
@@ -292,11 +303,14 @@ def run(env: dict[str, str], log_dir: Path, *, documents: int, gap_s: float, wor
         uploader.start()
         try:
             poll(lambda: len(uploader.ids) >= 3 or None, timeout=60, what="first uploads")
-            for name, act in fault_steps(cluster):
+            for name, fault, settle in fault_steps(cluster):
+                for _ in range(burst):  # documents queued or indexing when the fault hits
+                    uploader.upload_one()
                 in_flight = _in_flight(dsn, list(uploader.ids))
                 at = time.monotonic()
-                act()
+                fault()
                 out.faults.append(Fault(name, at - t0, in_flight, _probe(dsn, uploader, at)))
+                settle()
         finally:
             uploader.stop.set()
             uploader.join(600)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(available() is not None, reason=f"RabbitMQ clust
 
 
 def test_every_document_indexed_once_through_node_failures(services_env: dict[str, str], log_dir: Path) -> None:
-    out = broker_faults.run(services_env, log_dir, documents=30, gap_s=3.0)
+    out = broker_faults.run(services_env, log_dir, documents=30, gap_s=5.0, burst=2)
     print(out.summary())
     print(out.table())
     assert out.documents >= 30 and out.indexed == out.documents and out.lost == 0, out.summary()
