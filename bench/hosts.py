@@ -34,6 +34,7 @@ import httpx
 
 from bench.stack import LOGS, NO_CACHE, ROOT, Stack, children, indexing_span, upload_all
 from bench.workers import documents, fake_server, words
+from shared.settings import KnowledgeSettings
 from tests.support import Proc, free_port
 
 LATENCY_MS = 200
@@ -198,6 +199,7 @@ async def run(counts: list[int], per_worker: int, words_each: int) -> list[Step]
             env = stack.child_env(embedding_provider="openai", embedding_base_url=f"http://127.0.0.1:{port}",
                                   embedding_model="all-MiniLM-L6-v2", embedding_batch_size=str(BATCH),
                                   dispatch_workers=str(max(counts)), **NO_CACHE)
+            env.setdefault("S3_ENDPOINT", KnowledgeSettings().s3_endpoint)  # else read from .env
             for h in hosts:
                 h.create(service_ports(env))
             url = await stack.start_api(embedding_provider="openai", dispatch_workers=str(max(counts)),

@@ -65,6 +65,7 @@ class Outcome:
     embedded_twice: int = 0  # documents with embedding runs in more than one attempt
     cut_runs: int = 0  # embedding runs of attempts that did not commit
     committing_embedded_once: bool = True
+    skipped: dict[str, int] = field(default_factory=dict)  # delivery_skip rows by reason (fenced redeliveries)
     queue_messages: int = -1
     outbox_unpublished: int = -1
     uploads_retried: int = 0
@@ -81,7 +82,7 @@ class Outcome:
     def summary(self) -> str:
         return (f"{self.documents} documents: {self.indexed} INDEXED, {self.lost} lost, {self.embedded_twice} embedded "
                 f"in two attempts ({self.cut_runs} cut runs), committing attempt embedded once: "
-                f"{self.committing_embedded_once}; queue left {self.queue_messages} messages, outbox "
+                f"{self.committing_embedded_once}; deliveries skipped {self.skipped or 0}; queue left {self.queue_messages} messages, outbox "
                 f"{self.outbox_unpublished} unpublished; {self.uploads_retried} uploads retried, longest upload "
                 f"outage {self.worst_upload_outage_s:.1f} s; {self.duration_s:.0f} s in all")
 
@@ -335,6 +336,9 @@ def _read_outcome(out: Outcome, dsn: str, ids: list[int], uploader: Uploader) ->
     out.embedded_twice = sum(1 for r in runs if r["runs"] > 1)
     out.cut_runs = sum(int(r["runs"]) - int(r["committing"]) for r in runs)
     out.committing_embedded_once = len(runs) == len(ids) and all(r["committing"] == 1 for r in runs)
+    out.skipped = {r["reason"]: int(r["n"]) for r in sql(
+        dsn, "SELECT reason, count(*) AS n FROM delivery_skip WHERE document_id = ANY($1::bigint[]) GROUP BY reason",
+        ids)}
     out.outbox_unpublished = int(sql_value(dsn, "SELECT count(*) FROM outbox WHERE published_at IS NULL"))
     out.uploads_retried = uploader.retried
     out.worst_upload_outage_s = uploader.worst_outage_s
