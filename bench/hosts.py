@@ -40,7 +40,7 @@ from tests.support import Proc, free_port
 LATENCY_MS = 200
 WORDS = 2_000
 BATCH = 4
-DOCS_PER_WORKER = 6
+DOCS_PER_WORKER = 10
 SUBNET = "10.213"
 
 

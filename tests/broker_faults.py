@@ -82,7 +82,8 @@ class Outcome:
     def summary(self) -> str:
         return (f"{self.documents} documents: {self.indexed} INDEXED, {self.lost} lost, {self.embedded_twice} embedded "
                 f"in two attempts ({self.cut_runs} cut runs), committing attempt embedded once: "
-                f"{self.committing_embedded_once}; deliveries skipped {self.skipped or 0}; queue left {self.queue_messages} messages, outbox "
+                f"{self.committing_embedded_once}; deliveries skipped {self.skipped or 0}; queue left "
+                f"{self.queue_messages} messages, outbox "
                 f"{self.outbox_unpublished} unpublished; {self.uploads_retried} uploads retried, longest upload "
                 f"outage {self.worst_upload_outage_s:.1f} s; {self.duration_s:.0f} s in all")
 
