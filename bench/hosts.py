@@ -9,9 +9,10 @@ The stand-in (:mod:`bench.fake_embeddings`) answers every ``/v1/embeddings`` req
 200 ms, like a remote model.
 
 In one run, on one stack: 1, 2, 4 and 8 workers (on hosts 1..n) each index ``DOCS_PER_WORKER`` x n
-distinct text documents (uploaded by 8 concurrent clients, faster than the workers index them) of ``WORDS`` words in a fresh KB (embedding cache off, batch size
-``BATCH``). Throughput = chunks / seconds from the first claim to the last SUCCESS; the scaling is
-each throughput over the one-worker one (goal: 4 workers >= 3.6x). Per step the bench samples the
+distinct text documents of ``WORDS`` words in a fresh KB (uploaded by 8 concurrent clients, faster
+than the workers index them; embedding cache off, batch size ``BATCH``). Throughput = chunks /
+seconds from the first claim to the last SUCCESS; the scaling is each throughput over the
+one-worker one (goal: 4 workers >= 3.6x). Per step the bench samples the
 machine's CPU (busy share of all cores, from ``/proc/stat``) and the CPU seconds the workers (and
 their parse sandboxes) used per second: the first to reach its ceiling is what saturates. Writes
 the ``hosts`` section of bench/RESULTS.md (``--smoke``: 1 and 2 workers, 2 documents each, print only).
@@ -193,8 +194,8 @@ async def one_step(stack: Stack, http: httpx.AsyncClient, hosts: list[Host], env
             raise RuntimeError(f"{by['FAILED']} documents FAILED; see {LOGS}")
         span, chunks = await indexing_span(stack.dsn, ids)
         task_s = float(await stack.fetchval(
-            "SELECT avg(extract(epoch FROM end_time - start_time)) FROM index_task WHERE document_id = ANY($1::bigint[])"
-            " AND status = 'SUCCESS'", ids))
+            "SELECT avg(extract(epoch FROM end_time - start_time)) FROM index_task"
+            " WHERE document_id = ANY($1::bigint[]) AND status = 'SUCCESS'", ids))
         return Step(n, len(ids), chunks, chunks / span, (busy1 - busy0) / max(1.0, total1 - total0),
                     (cpu1 - cpu0) / (t1 - t0), task_s, task_s * len(ids) / (n * span))
     finally:
