@@ -4,8 +4,8 @@
 (``get_text_bounded``, the reader before issue 17: "old") and for ``pdf.extract_pdf`` (character
 boxes → ``pdf_layout``: "new"):
 
-1. the share of sentences intact (their words contiguous and in order, ``tests.pdfgen.intact``)
-   on generated 2- and 3-column Letter pages (``tests.pdfgen.column_page``: title, columns,
+1. the share of sentences intact (their words contiguous and in order, ``tests.support.pdfgen.intact``)
+   on generated 2- and 3-column Letter pages (``tests.support.pdfgen.column_page``: title, columns,
    footer) drawn column after column, row by row (columns interleaved) and right column first,
    ``SEEDS`` pages each;
 2. on the corpus PDFs (``/work/shared/corpus`` or ``$CORPUS_DIR``): MB/s (median of ``RUNS``,
@@ -31,7 +31,7 @@ import pypdfium2 as pdfium
 from bench.report import write_section
 from task_service.pipeline.hyphens import load_word_list, resolve_line_hyphens
 from task_service.pipeline.pdf import extract_pdf
-from tests.pdfgen import column_page, intact, pdf_document, sentences
+from tests.support.pdfgen import column_page, intact, pdf_document, sentences
 
 SEEDS = 10
 RUNS = 5

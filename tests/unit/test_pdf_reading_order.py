@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from task_service.pipeline.parse import parse_document
-from tests.pdfgen import (
+from tests.support.pdfgen import (
     annotation_ref,
     appearance,
     column_page,

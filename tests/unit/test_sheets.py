@@ -185,13 +185,6 @@ def test_column_letters() -> None:
     assert [tables.column_letter(i) for i in (0, 25, 26, 701, 702, 16_383)] == ["A", "Z", "AA", "ZZ", "AAA", "XFD"]
 
 
-def test_a_100000_row_csv_is_read_row_by_row() -> None:
-    data = b"Item,Count\n" + b"".join(b"gasket %d,%d\n" % (i, i) for i in range(100_000))
-    blocks = csv.read(data, DEFAULT_LIMITS).blocks
-    assert len(blocks) == 100_000
-    assert blocks[-1].text == "Item: gasket 99999 | Count: 99999"
-
-
 def test_a_row_that_fits_in_a_chunk_is_never_split() -> None:
     from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
 
