@@ -1,6 +1,6 @@
 """Issue 19 item 3 at full size: ``python -m bench.cluster [--docs 200]``.
 
-The scenario of ``tests/e2e/test_broker_cluster.py`` (:mod:`tests.broker_faults`: a three-node
+The scenario of ``tests/e2e/test_broker_cluster.py`` (:mod:`tests.support.broker_faults`: a three-node
 RabbitMQ cluster on this host, ``AMQP_URL`` naming all three nodes, kill -9 the queue's leader,
 start it again, stop a follower, start it, restart the cluster node by node, documents uploaded
 throughout), with at least ``--docs`` documents (200; CI runs 30): ``docs / 16`` right before each fault, the
@@ -17,8 +17,8 @@ import asyncio
 import sys
 
 from bench.stack import LOGS, Stack
-from tests import broker_faults
-from tests.rabbit_cluster import available
+from tests.support import broker_faults
+from tests.support.rabbit_cluster import available
 
 #: Expected length of the fault sequence, seconds: uploads are spread over it.
 SPAN_S = 150.0

@@ -1,5 +1,5 @@
 """Issue 19 item 3: the services on a three-node RabbitMQ cluster, ``AMQP_URL`` naming all three,
-while its nodes fail one after the other (``tests/broker_faults.py``: kill -9 the queue's leader,
+while its nodes fail one after the other (``tests/support/broker_faults.py``: kill -9 the queue's leader,
 start it again, stop a follower, start it, restart the cluster node by node), with documents
 uploaded throughout. CI size: 30 documents (``make bench`` runs 200: ``bench/cluster.py``)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import broker_faults
-from tests.rabbit_cluster import available
+from tests.support import broker_faults
+from tests.support.rabbit_cluster import available
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=f"RabbitMQ cluster: {available()}")
 

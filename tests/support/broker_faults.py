@@ -1,7 +1,7 @@
 """Broker-node faults under load, against a three-node RabbitMQ cluster (issue 19 item 3).
 
-:func:`run` starts a :class:`tests.rabbit_cluster.RabbitCluster`, the OpenAI-compatible embedding
-stand-in (``bench.fake_embeddings``, fixed latency), the API and two workers whose ``AMQP_URL``
+:func:`run` starts a :class:`tests.support.rabbit_cluster.RabbitCluster`, an OpenAI-compatible embedding
+stand-in (:class:`EmbeddingStandIn`, fixed latency, in this process), the API and two workers whose ``AMQP_URL``
 names all three nodes, and uploads distinct text documents at a steady pace from a thread (an
 upload answered 5xx or not at all is retried, and the outage it saw timed). Meanwhile the faults
 run one after the other, each right after a burst of uploads (documents queued or indexing when it
@@ -21,22 +21,24 @@ published. Used by ``tests/e2e/test_broker_cluster.py`` (CI size) and ``bench/cl
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import random
 import secrets
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 
-from tests.rabbit_cluster import RabbitCluster
 from tests.support import FAST, MGMT_AUTH, ROOT, Proc, child_env, free_port, poll, sql, sql_value, start
+from tests.support.rabbit_cluster import RabbitCluster
 
 QUEUE = "rag.index.queue"
 VHOST = "rag"
@@ -192,18 +194,62 @@ def _wait_http(url: str, proc: Proc, what: str) -> None:
     poll(ready, timeout=180, interval=0.3, what=what)
 
 
+class _StandInHandler(BaseHTTPRequestHandler):
+    """``POST /v1/embeddings``: after the server's latency, a deterministic unit vector per input
+    text (seeded by its SHA-256), as ``shared.adapters.embedding.openai_compat`` expects."""
+
+    server: EmbeddingStandIn
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        time.sleep(self.server.latency_s)
+        data = []
+        for i, text in enumerate(texts):
+            seed = int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "little")
+            v = np.random.default_rng(seed).standard_normal(self.server.dim)
+            data.append({"object": "embedding", "index": i, "embedding": (v / np.linalg.norm(v)).round(6).tolist()})
+        payload = json.dumps({"object": "list", "data": data}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class EmbeddingStandIn(ThreadingHTTPServer):
+    """An OpenAI-compatible embeddings endpoint on a free loopback port, one thread per request
+    (requests overlap freely), answering after ``latency_s``; :meth:`start` / :meth:`close`."""
+
+    daemon_threads = True
+
+    def __init__(self, latency_s: float, dim: int = 384) -> None:
+        super().__init__(("127.0.0.1", 0), _StandInHandler)
+        self.latency_s, self.dim = latency_s, dim
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def start(self) -> EmbeddingStandIn:
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+    def close(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
 @contextmanager
 def services(env: dict[str, str], log_dir: Path, workers: int) -> Iterator[tuple[str, list[Proc]]]:
     """The embedding stand-in, the API and ``workers`` workers on ``env``; (API URL, workers)."""
     procs: list[Proc] = []
+    standin = EmbeddingStandIn(EMBED_LATENCY_MS / 1000).start()
     try:
-        port = free_port()
-        fake = Proc("fake-embeddings", subprocess.Popen(
-            [sys.executable, "-m", "bench.fake_embeddings", "--port", str(port), "--latency-ms", str(EMBED_LATENCY_MS)],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), log_dir / "fake-embeddings.log")
-        procs.append(fake)
-        _wait_http(f"http://127.0.0.1:{port}/healthz", fake, "embedding stand-in")
-        env = {**env, "EMBEDDING_PROVIDER": "openai", "EMBEDDING_BASE_URL": f"http://127.0.0.1:{port}",
+        env = {**env, "EMBEDDING_PROVIDER": "openai", "EMBEDDING_BASE_URL": standin.url,
                "EMBEDDING_BATCH_SIZE": "4", "EMBEDDING_CACHE_MAX_ROWS": "0", "DISPATCH_WORKERS": str(workers),
                "RELAY_INTERVAL_S": "1", "RELAY_GRACE_S": "2", **{k.upper(): v for k, v in FAST.items()}}
         api_port = free_port()
@@ -218,6 +264,7 @@ def services(env: dict[str, str], log_dir: Path, workers: int) -> Iterator[tuple
     finally:
         for p in reversed(procs):
             p.stop()
+        standin.close()
 
 
 def _in_flight(dsn: str, ids: list[int]) -> int:
