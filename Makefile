@@ -5,7 +5,7 @@ VENV  ?= .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench clean browser
+.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench clean browser ocr netns-tools
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,7 +20,7 @@ install: $(STAMP)
 env:
 	scripts/gen-env.sh
 
-services: install env
+services: install env ocr
 	scripts/services.sh up
 
 services-down:
@@ -39,7 +39,7 @@ run-worker: migrate
 	$(BIN)/python -m task_service
 
 lint: install
-	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
+	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench scripts
 	$(BIN)/mypy
 
 # The unit tier runs with the network cut (scripts/offline.sh): fakes only, no service.
@@ -54,11 +54,23 @@ integration: services
 browser:
 	test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
+# Tesseract's language data for OCR (task_service/pipeline/ocr.py; the engine itself comes in the tesserocr
+# wheel). OCR_LANGUAGES names which; each needs tesseract-ocr-<lang>. Idempotent: apt only when missing.
+# The fonts render the OCR tests' pages from known text (tests/ocrgen.py): Latin and Simplified Chinese.
+OCR_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-chi-sim fonts-dejavu-core fonts-wqy-zenhei
+ocr:
+	dpkg -s $(OCR_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(OCR_PACKAGES); }
+
+# ip (network namespaces) and socat (forwarders) for bench/hosts.py's simulated hosts (issue 19 item 5).
+# Idempotent: apt only when missing.
+netns-tools:
+	command -v ip >/dev/null && command -v socat >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 socat; }
+
 e2e: services browser
 	$(BIN)/python -m pytest tests/e2e -q
 
-test: services browser
-	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
+test: services browser netns-tools
+	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench scripts
 	$(BIN)/mypy
 	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
 	$(BIN)/python -m pytest tests/integration tests/e2e -q -p no:cacheprovider
@@ -67,7 +79,7 @@ test: services browser
 
 # Benchmarks: each writes its section of bench/RESULTS.md (figures as ratios or MB/s measured in one run).
 # P1-P6 of issue 13: upload (P1), throughput + memory (P2, P5), workers (P4), drain (P6).
-bench: migrate
+bench: migrate netns-tools
 	# PyICU (a bench candidate) builds from source against ICU's headers
 	dpkg -s libicu-dev pkg-config >/dev/null 2>&1 || apt-get install -y -q libicu-dev pkg-config
 	$(BIN)/pip install -q -e '.[dev,bench]'
@@ -80,6 +92,10 @@ bench: migrate
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.drain
 	$(BIN)/python -m bench.model_calls
+	# issue 19: the partition suite with every cut point (CI runs the commit cut only)
+	RAG_PARTITION_FULL=1 $(BIN)/python -m pytest tests/e2e/test_partitions.py -q -s -p no:cacheprovider
+	$(BIN)/python -m bench.hosts
+	$(BIN)/python -m bench.cluster
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -25,7 +25,8 @@ from bench.report import write_section
 from shared.domain.errors import DependencyMissingError
 from tests.fidelity import Sample
 
-FORMATS = ("docx", "html", "md", "txt", "pptx", "odp", "epub", "odt", "rtf", "jsondoc", "xml", "eml", "msg")
+FORMATS = ("docx", "html", "md", "txt", "pptx", "odp", "epub", "odt", "rtf", "jsondoc", "xml", "eml", "msg",
+           "xlsx", "ods", "csv")
 RUNS = 5
 
 

@@ -17,7 +17,7 @@ Candidates, each measured on the same set and the same SQL, and applied to chunk
   (then 0006: CJK still single characters);
 * ``bigrams``: every run of those scripts and of CJK as overlapping bigrams, a run of one
   character as itself (Elasticsearch ``cjk_bigram`` default);
-* ``uni+bigrams``: the same plus every character as a unigram, interleaved (sql/0013).
+* ``uni+bigrams``: the same plus every character as a unigram, interleaved (sql/0014).
 
 Speed: segmentation in Python (ms per 1,000 chunks) where a candidate has one, and the SQL cost
 of ``to_tsvector('rag_simple', rag_search_text(content))`` over the set (what the generated
@@ -157,11 +157,11 @@ def _function(migration: str, name: str) -> str:
 
 
 def _bigrams_only(production: str) -> str:
-    """sql/0013's function without the unigrams: a run of one character stays itself, a longer run
+    """sql/0014's function without the unigrams: a run of one character stays itself, a longer run
     becomes its overlapping bigrams (Elasticsearch ``cjk_bigram``, ``output_unigrams: false``)."""
     m = re.search(r"'\(\[([^\]]+)\]\+\)'", production)
     if m is None:
-        raise ValueError("the script class of sql/0013 not found")
+        raise ValueError("the script class of sql/0014 not found")
     c = m.group(1)
     return f"""CREATE OR REPLACE FUNCTION rag_search_text(t text) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
@@ -210,12 +210,12 @@ class Candidate:
 
 def candidates() -> list[Candidate]:
     before = [_function("0006_keyword_search.sql", "rag_search_text")]
-    after = [_function("0013_script_ngrams.sql", "rag_search_text")]
+    after = [_function("0014_script_ngrams.sql", "rag_search_text")]
     out = [Candidate("0006 (before)", before)]
     for name, made in (("pythainlp newmm (Thai) + 0006", _pythainlp()), ("ICU word break + 0006", _icu())):
         out.append(Candidate(name, before, made) if callable(made) else Candidate(name, before, missing=made))
     out.append(Candidate("bigrams", [_bigrams_only(after[0])]))
-    out.append(Candidate("uni+bigrams (0013, chosen)", after))
+    out.append(Candidate("uni+bigrams (0014, chosen)", after))
     return out
 
 
@@ -286,7 +286,7 @@ async def measure(conn: asyncpg.Connection, cand: Candidate, sets: dict[str, tup
 async def script_recall(conn: asyncpg.Connection, n_chunks: int, params: SearchParams,
                         rng: np.random.Generator) -> list[tuple[Candidate, Measured | None]]:
     """Every candidate on the same generated sets (``n_chunks`` chunks per script); the
-    production functions (sql/0013) are installed again at the end."""
+    production functions (sql/0014) are installed again at the end."""
     sets = {s.name: generate(s, n_chunks, rng) for s in SCRIPTS}
     results: list[tuple[Candidate, Measured | None]] = []
     try:

@@ -134,6 +134,7 @@ class Parts:
         from shared.adapters.postgres.repo import documents as documents_repo
         from shared.adapters.rabbitmq import Publisher
         from shared.adapters.s3 import ObjectStore
+        from shared.domain.records import NewContent
 
         store, publisher = self.store, self.publisher
         assert isinstance(store, ObjectStore) and isinstance(publisher, Publisher)
@@ -144,8 +145,8 @@ class Parts:
         await store.put(key, stream, len(data), part_size=max(5 * MB, len(data)))  # one PUT request
         async with translate_errors(), self.pool.acquire() as conn:  # type: ignore[attr-defined]
             _, row = await documents_repo.create_document_with_task(
-                conn, kb_id=self.kb_id, user_id=self.user_id, filename=f"p{i}.txt", content_type="text/plain",
-                size_bytes=len(data), sha256="0" * 64, object_key=key)
+                conn, kb_id=self.kb_id, user_id=self.user_id,
+                content=NewContent(f"p{i}.txt", "text/plain", len(data), "0" * 64, key))
         await publisher.publish(row.body, message_id=str(row.message_id))
         return (time.perf_counter() - t0) * 1000
 
@@ -159,8 +160,8 @@ async def _settle_tasks(pool: object) -> None:
 
 async def run(plan: Plan) -> str:
     from shared.adapters import rabbitmq
-    from shared.adapters.postgres.pool import create_pool
-    from shared.adapters.s3 import ObjectStore
+    from shared.adapters.postgres.pool import PoolConfig, create_pool
+    from shared.adapters.s3 import ObjectStore, StorageConfig
     from shared.settings import KnowledgeSettings
 
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(64))
@@ -170,8 +171,8 @@ async def run(plan: Plan) -> str:
         url = await stack.start_api(max_in_flight_tasks_per_user=str(10**9), embedding_provider="openai")
         user_id, token = await stack.create_user()
         settings = KnowledgeSettings()
-        store = ObjectStore(settings)
-        pool = await create_pool(settings, app_name="bench-parts")
+        store = ObjectStore(StorageConfig.from_settings(settings))
+        pool = await create_pool(PoolConfig.from_settings(settings), app_name="bench-parts")
         conn = await rabbitmq.connect(settings.amqp_url.get_secret_value(), name="bench-parts", heartbeat_s=30,
                                   robust=False)
         publisher = await rabbitmq.Publisher.open(conn, 30)

@@ -8,7 +8,6 @@ import logging
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
-import redis.asyncio as aioredis
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
@@ -18,18 +17,63 @@ from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
 from knowledge_service.metrics import router as metrics_router
 from knowledge_service.routes import health, router
+from knowledge_service.security_headers import SecurityHeadersMiddleware
 from shared import usecases
 from shared.adapters import rabbitmq
 from shared.adapters.embedding.configured import embedder_from_settings
 from shared.adapters.postgres.migrate import migrate
-from shared.adapters.postgres.pool import create_pool
+from shared.adapters.postgres.pool import PoolConfig, create_pool
+from shared.adapters.postgres.reads import PgReads
+from shared.adapters.redis_lock import connect as redis_connect
 from shared.adapters.s3 import POOL_CONNECTIONS as STORAGE_THREADS
-from shared.adapters.s3 import ObjectStore
+from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.bootstrap import usecase_deps
-from shared.domain.errors import BrokerUnavailableError
 from shared.settings import KnowledgeSettings
 
 log = logging.getLogger("knowledge_service")
+
+
+async def _open_publisher(settings: KnowledgeSettings, metrics: ApiMetrics) -> rabbitmq.FailoverPublisher:
+    """A confirmed publisher over every broker node ``AMQP_URL`` names, reconnecting to any of them
+    after its node is lost; connected (and the topology declared) now if a node answers, else at
+    the first publish (uploads meanwhile go to the outbox)."""
+    publisher = rabbitmq.FailoverPublisher(
+        settings.amqp_url.get_secret_value(), name="knowledge_service", heartbeat_s=settings.amqp_heartbeat_s,
+        timeout_s=settings.amqp_publish_timeout_s, delay_ms=settings.delay_ms, app_id="knowledge_service",
+        on_failure=metrics.publish_failures.labels("api").inc,
+    )
+    if not await publisher.ensure_open():
+        log.error("broker unavailable at start-up; uploads go to the outbox until a node answers")
+    return publisher
+
+
+async def _open(settings: KnowledgeSettings, metrics: ApiMetrics) -> Resources:
+    """Everything the routes use, opened once (the composition root)."""
+    # Storage calls (the SDK is blocking) run in the default executor: size it like the
+    # storage connection pool, not asyncio's min(32, cores + 4) (6 here: concurrent uploads
+    # queued behind each other's PUTs)
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="knowledge-service-io"))
+    await migrate(settings.database_url)
+    pool = await create_pool(PoolConfig.from_settings(settings), app_name="knowledge_service")
+    store = ObjectStore(StorageConfig.from_settings(settings))
+    await store.ensure_bucket()
+    redis = redis_connect(settings)
+    embedder = embedder_from_settings(settings)
+    publisher = await _open_publisher(settings, metrics)
+    return Resources(settings, pool, store, redis, embedder, publisher,
+                     usecase_deps(settings, pool, store, publisher), PgReads(pool), metrics)
+
+
+async def _close(res: Resources) -> None:
+    await usecases.flush_marks()  # outbox marks written off the requests' path
+    if res.publisher is not None:
+        await res.publisher.close()
+    await res.redis.aclose()
+    await res.pool.close()
+    close = getattr(res.embedder, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def create_app(settings: KnowledgeSettings) -> FastAPI:
@@ -39,49 +83,12 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Storage calls (the SDK is blocking) run in the default executor: size it like the
-        # storage connection pool, not asyncio's min(32, cores + 4) (6 here: concurrent uploads
-        # queued behind each other's PUTs)
-        asyncio.get_running_loop().set_default_executor(
-            ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="knowledge-service-io"))
-        await migrate(settings.database_url)
-        pool = await create_pool(settings, app_name="knowledge_service")
-        store = ObjectStore(settings)
-        await store.ensure_bucket()
-        redis = aioredis.from_url(
-            settings.redis_url.get_secret_value(),
-            socket_timeout=settings.redis_timeout_s,
-            socket_connect_timeout=settings.redis_timeout_s,
-        )
-        embedder = embedder_from_settings(settings)
-        connection = None
-        publisher = None
-        try:
-            connection = await rabbitmq.connect(
-                settings.amqp_url.get_secret_value(), name="knowledge_service", heartbeat_s=settings.amqp_heartbeat_s,
-                robust=True,
-            )
-            channel = await connection.channel()
-            await rabbitmq.declare_topology(channel, delay_ms=settings.delay_ms)
-            await channel.close()
-            publisher = await rabbitmq.Publisher.open(connection, settings.amqp_publish_timeout_s,
-                                                  app_id="knowledge_service",
-                                                  on_failure=metrics.publish_failures.labels("api").inc)
-        except BrokerUnavailableError as exc:
-            log.error("broker unavailable at start-up; uploads go to the outbox", extra={"error": str(exc)})
-        app.state.resources = Resources(settings, pool, store, redis, embedder, publisher,
-                                        usecase_deps(settings, pool, store, publisher), metrics)
+        res = await _open(settings, metrics)
+        app.state.resources = res
         try:
             yield
         finally:
-            await usecases.flush_marks()  # outbox marks written off the requests' path
-            if connection is not None:
-                await connection.close()
-            await redis.aclose()
-            await pool.close()
-            close = getattr(embedder, "aclose", None)
-            if close is not None:
-                await close()
+            await _close(res)
 
     # /docs is served by knowledge_service.web from local files (FastAPI's default loads a CDN)
     app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
@@ -91,5 +98,6 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
     app.include_router(health)
     app.include_router(metrics_router)
     app.add_middleware(UploadResultMiddleware, metrics=metrics)
+    app.add_middleware(SecurityHeadersMiddleware)  # X-Frame-Options, CSP, nosniff, no-referrer on every answer
     web.mount(app)
     return app

@@ -14,9 +14,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from knowledge_service.metrics import ApiMetrics
 from shared import usecases
 from shared.adapters.embedding import Embedder
-from shared.adapters.postgres.pool import connection
-from shared.adapters.postgres.repo import users as users_repo
-from shared.adapters.rabbitmq import Publisher
+from shared.adapters.postgres.reads import PgReads
+from shared.adapters.rabbitmq import FailoverPublisher
 from shared.adapters.s3 import ObjectStore
 from shared.settings import KnowledgeSettings
 
@@ -30,9 +29,11 @@ class Resources:
     store: ObjectStore
     redis: aioredis.Redis
     embedder: Embedder
-    publisher: Publisher | None
-    #: the use cases' ports (PostgreSQL store, object store, publisher) and limits
+    publisher: FailoverPublisher | None
+    #: the use cases' ports (PostgreSQL store, object store, publisher) and limits: every write
     deps: usecases.Deps
+    #: the read side of the routes (ownership checks, documents, tasks, chunks, tokens)
+    reads: PgReads
     metrics: ApiMetrics = field(default_factory=ApiMetrics.unregistered)
 
 
@@ -62,8 +63,7 @@ async def current_user(
     if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials:
         raise unauthorized
     digest = token_digest(creds.credentials)
-    async with connection(res.pool) as conn:  # DatabaseUnavailableError → 503
-        user_id = await users_repo.user_for_token(conn, digest)
+    user_id = await res.reads.user_for_token(digest)  # DatabaseUnavailableError → 503
     # Looked up by SHA-256 digest: an index comparison on the digest leaks nothing usable about
     # the secret (no prefix of the token can be probed through timing).
     if user_id is None:

@@ -1,7 +1,8 @@
 """HTTP error responses: the one table from domain errors to status codes, and the 422 fix.
 
 Use cases raise :mod:`shared.domain.errors` ``ServiceError`` subclasses; :data:`EXCEPTION_HANDLERS`
-turns them into ``{"detail": ...}`` answers (:data:`STATUS_FOR`), and an unavailable dependency
+turns them into ``{"detail": ...}`` answers (:data:`STATUS_FOR`; a 415 also carries
+``"error_code"``: ``unsupported_type`` or ``encrypted``), and an unavailable dependency
 (``StorageUnavailableError``, ``DatabaseUnavailableError``) into a 503, never a 500. Nothing else
 in the API builds an error status.
 
@@ -87,8 +88,8 @@ def status_for(exc: ServiceError) -> int:
     return 400
 
 
-def _error(status_code: int, detail: Any, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(status_code=status_code, content={"detail": detail}, headers=headers)
+def _error(status_code: int, detail: Any, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+    return JSONResponse(status_code=status_code, content={"detail": detail, **extra}, headers=headers)
 
 
 async def service_error(request: Request, exc: Exception) -> JSONResponse:
@@ -105,7 +106,8 @@ async def service_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, UploadRejectedError):
         log.info("upload refused", extra={"status": code, "reason": str(exc)})
         # Close the connection: the rest of the body is not read (nor drained for ever).
-        return _error(code, encodable(exc.detail), {"Connection": "close"})
+        extra = {"error_code": exc.error_code} if isinstance(exc, UnsupportedUploadError) else {}
+        return _error(code, encodable(exc.detail), {"Connection": "close"}, **extra)
     return _error(code, encodable(str(exc)))
 
 

@@ -1,8 +1,10 @@
 """HTTP routes. Every ``/api/v1`` route authenticates and checks ownership (404 otherwise).
 
-Routes parse the request, call a use case (:mod:`shared.usecases`) or a read query, and shape
-the answer; errors are ``shared.domain.errors`` types, turned into HTTP by ``errors_http``. Queries run
-on :func:`shared.adapters.postgres.pool.connection`: the database down is a 503, never a 500.
+Routes parse the request, then read through ``res.reads``
+(:class:`shared.adapters.postgres.reads.PgReads`) and write through a use case
+(:mod:`shared.usecases`), never anything else, and shape the answer; errors are
+``shared.domain.errors`` types, turned into HTTP by ``errors_http`` (the database down is a 503,
+never a 500).
 """
 
 from __future__ import annotations
@@ -16,15 +18,11 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, st
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
-from knowledge_service import events, schemas, upload
+from knowledge_service import schemas, streams, upload
 from knowledge_service.deps import Res, UserId
 from knowledge_service.search import retrieval
 from shared import usecases
-from shared.adapters.postgres.pool import connection
-from shared.adapters.postgres.repo import chunks as chunks_repo
-from shared.adapters.postgres.repo import documents as documents_repo
-from shared.adapters.postgres.repo import tasks as tasks_repo
-from shared.adapters.postgres.repo import users as users_repo
+from shared.domain import formats
 from shared.domain.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
 from shared.domain.fencing import Action
 from shared.domain.records import Duplicate, NewContent
@@ -43,7 +41,6 @@ SSE_EVENT_SCHEMA: dict[str, Any] = {
 SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {"description": "Server-Sent Events", "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}}}
 }
-SSE_PING_S = 15  # comment lines that keep proxies from closing a quiet stream
 #: Path IDs are BIGSERIAL: out-of-range values are a 422, not a database error.
 Id = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
@@ -73,22 +70,19 @@ def _document(r: asyncpg.Record) -> schemas.DocumentOut:
 
 
 async def _owned_kb(res: Res, user_id: int, kb_id: Id) -> None:
-    async with connection(res.pool) as conn:
-        if not await users_repo.kb_owned(conn, user_id, kb_id):
-            raise KnowledgeBaseNotFound()
+    if not await res.reads.kb_owned(user_id, kb_id):
+        raise KnowledgeBaseNotFound()
 
 
 async def _owned_document(res: Res, user_id: int, document_id: Id) -> asyncpg.Record:
-    async with connection(res.pool) as conn:
-        row = await documents_repo.document_owned(conn, user_id, document_id)
+    row = await res.reads.document_owned(user_id, document_id)
     if row is None or row["task_id"] is None:
         raise DocumentNotFound()
     return row
 
 
 async def _document_out(res: Res, user_id: int, document_id: Id) -> schemas.DocumentOut:
-    async with connection(res.pool) as conn:
-        row = await documents_repo.get_document(conn, user_id, document_id)
+    row = await res.reads.get_document(user_id, document_id)
     if row is None:
         raise DocumentNotFound()
     return _document(row)
@@ -99,34 +93,43 @@ async def _document_out(res: Res, user_id: int, document_id: Id) -> schemas.Docu
 
 @router.post("/knowledge-bases", status_code=201, response_model=schemas.KnowledgeBaseOut)
 async def create_kb(body: schemas.KnowledgeBaseCreate, res: Res, user_id: UserId) -> schemas.KnowledgeBaseOut:
-    async with connection(res.pool) as conn:
-        s = res.settings
-        row = await users_repo.create_kb(conn, user_id, body.name, s.embedding_model, s.embedding_dim)
-    return schemas.KnowledgeBaseOut.model_validate(dict(row.items()))
+    s = res.settings
+    row = await usecases.create_knowledge_base(res.deps, user_id, body.name, model=s.embedding_model,
+                                               dim=s.embedding_dim)
+    return schemas.KnowledgeBaseOut.model_validate(row)
 
 
 @router.get("/knowledge-bases", response_model=schemas.KnowledgeBaseList)
 async def list_kbs(res: Res, user_id: UserId) -> schemas.KnowledgeBaseList:
-    async with connection(res.pool) as conn:
-        rows = await users_repo.list_kbs(conn, user_id)
+    rows = await res.reads.list_kbs(user_id)
     return schemas.KnowledgeBaseList(items=[schemas.KnowledgeBaseOut.model_validate(dict(r.items())) for r in rows])
 
 
-@router.get("/knowledge-bases/{kb_id}/events", response_class=EventSourceResponse, responses=SSE_RESPONSE)
-async def kb_events(kb_id: Id, res: Res, user_id: UserId) -> EventSourceResponse:
+@router.get("/knowledge-bases/{kb_id}/events", response_class=EventSourceResponse,
+            responses={**SSE_RESPONSE, **streams.SSE_429})
+async def kb_events(kb_id: Id, request: Request, res: Res, user_id: UserId) -> EventSourceResponse:
     """Server-Sent Events: ``document`` (a document with its task, as in the list) for every
     document at first and on each change of status, stage, progress..., ``removed``
-    (``{"document_id"}``); until the client disconnects."""
+    (``{"document_id"}``); until the client disconnects, or ``end`` (``{"kb_id", "reason"}``)
+    once the token is revoked or the KB deleted. 429 past the open-stream caps."""
     await _owned_kb(res, user_id, kb_id)
+    return streams.kb_stream(request, res, user_id, kb_id, _document)
 
-    async def load() -> dict[int, dict[str, Any]]:
-        async with connection(res.pool) as conn:
-            rows = await documents_repo.list_documents(conn, user_id, kb_id)
-        return {r["document_id"]: _document(r).model_dump(mode="json") for r in rows}
 
-    return EventSourceResponse(events.kb_events(load, interval_s=res.settings.events_poll_interval_s, kb_id=kb_id,
-                                                max_s=res.settings.events_max_stream_s),
-                               ping=SSE_PING_S)
+# ------------------------------------------------------------------ formats
+
+
+@router.get("/formats", response_model=schemas.FormatList)
+async def list_formats(user_id: UserId) -> schemas.FormatList:
+    """The format registry: what uploads accept (and what is recognised only to be refused,
+    with the answer it gets). Authenticated like every ``/api/v1`` route."""
+    items = [
+        schemas.FormatOut(kind=f.kind, label=f.label, extensions=list(f.extensions), mime=f.mime,
+                          mime_aliases=list(f.mime_aliases), accepted=f.accepted, refusal=f.refusal,
+                          zip_based=f.zip_based)
+        for f in formats.FORMATS
+    ]
+    return schemas.FormatList(items=items, accept=",".join(f".{e}" for e in formats.accepted_extensions()))
 
 
 # ------------------------------------------------------------------ documents
@@ -135,9 +138,8 @@ async def kb_events(kb_id: Id, res: Res, user_id: UserId) -> EventSourceResponse
 async def _receive(request: Request, res: Res, kb_id: int) -> NewContent:
     """Stream the ``file`` part into storage (see :mod:`knowledge_service.upload`). Raises
     ``UploadRejectedError`` subclasses and ``StorageUnavailableError``; nothing is stored then."""
-    got = await upload.receive_upload(request, res.store, kb_id=kb_id, limit=res.settings.max_upload_bytes,
-                                      part_size=res.settings.upload_part_size)
-    return NewContent(got.filename, got.content_type, got.size_bytes, got.sha256, got.key)
+    return await upload.receive_upload(request, res.store, kb_id=kb_id, limit=res.settings.max_upload_bytes,
+                                       part_size=res.settings.upload_part_size)
 
 
 @router.post("/knowledge-bases/{kb_id}/documents", status_code=202, response_model=schemas.UploadAccepted,
@@ -147,7 +149,7 @@ async def _receive(request: Request, res: Res, kb_id: int) -> NewContent:
 async def upload_document(
     kb_id: Id, request: Request, res: Res, user_id: UserId, response: Response, allow_duplicate: bool = False,
 ) -> schemas.UploadAccepted:
-    """Multipart ``file``: typed by content (pdf, docx, html, md, txt), streamed to storage.
+    """Multipart ``file``: typed by content (the formats of ``GET /api/v1/formats``), streamed to storage.
 
     Bytes equal (SHA-256) to a document's of the same KB: 200 with that document and
     ``duplicate_of``, nothing created or kept; ``?allow_duplicate=true`` creates a new one anyway.
@@ -172,8 +174,7 @@ async def upload_document(
 @router.get("/knowledge-bases/{kb_id}/documents", response_model=schemas.DocumentList)
 async def list_documents(kb_id: Id, res: Res, user_id: UserId) -> schemas.DocumentList:
     await _owned_kb(res, user_id, kb_id)
-    async with connection(res.pool) as conn:
-        rows = await documents_repo.list_documents(conn, user_id, kb_id)
+    rows = await res.reads.list_documents(user_id, kb_id)
     return schemas.DocumentList(items=[_document(r) for r in rows])
 
 
@@ -195,8 +196,7 @@ async def replace_content(document_id: Id, request: Request, res: Res, user_id: 
     await usecases.check_in_flight(res.deps, user_id)  # new content counts toward the cap
     content = await _receive(request, res, owned["kb_id"])
     msg = await usecases.replace_content(res.deps, owned["task_id"], content)
-    async with connection(res.pool) as conn:
-        row = await documents_repo.get_document(conn, user_id, document_id)
+    row = await res.reads.get_document(user_id, document_id)
     return schemas.UploadAccepted(
         document_id=document_id, task_id=msg.task_id, status=row["status"] if row else "INDEXING",
         task_status="WAITING", generation=msg.generation,
@@ -241,8 +241,7 @@ async def list_chunks(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> schemas.ChunkPage:
     await _owned_document(res, user_id, document_id)
-    async with connection(res.pool) as conn:
-        rows, total = await chunks_repo.list_chunks(conn, document_id, offset, limit)
+    rows, total = await res.reads.list_chunks(document_id, offset, limit)
     return schemas.ChunkPage(items=[schemas.ChunkOut.model_validate(dict(r.items())) for r in rows], total=total)
 
 
@@ -251,29 +250,20 @@ async def list_chunks(
 
 @router.get("/tasks/{task_id}", response_model=schemas.TaskOut)
 async def get_task(task_id: Id, res: Res, user_id: UserId) -> schemas.TaskOut:
-    async with connection(res.pool) as conn:
-        row = await tasks_repo.get_task(conn, user_id, task_id)
+    row = await res.reads.get_task(user_id, task_id)
     if row is None:
         raise TaskNotFound()
     return schemas.TaskOut.model_validate(dict(row.items()))
 
 
-@router.get("/tasks/{task_id}/events", response_class=EventSourceResponse, responses=SSE_RESPONSE)
-async def task_events(task_id: Id, res: Res, user_id: UserId) -> EventSourceResponse:
+@router.get("/tasks/{task_id}/events", response_class=EventSourceResponse,
+            responses={**SSE_RESPONSE, **streams.SSE_429})
+async def task_events(task_id: Id, request: Request, res: Res, user_id: UserId) -> EventSourceResponse:
     """Server-Sent Events: ``task`` (the task, as ``GET /tasks/{id}``) at first and on every
     change of status, stage, progress or queue position; then ``end`` once the task is
-    terminal, or ``gone`` if it is deleted."""
+    terminal (or the token revoked), or ``gone`` if it is deleted. 429 past the open-stream caps."""
     await get_task(task_id, res, user_id)  # 404 before the stream starts
-
-    async def load() -> dict[str, Any] | None:
-        async with connection(res.pool) as conn:
-            row = await tasks_repo.get_task(conn, user_id, task_id)
-        return None if row is None else schemas.TaskOut.model_validate(dict(row.items())).model_dump(mode="json")
-
-    return EventSourceResponse(
-        events.task_events(load, interval_s=res.settings.events_poll_interval_s, task_id=task_id,
-                           max_s=res.settings.events_max_stream_s), ping=SSE_PING_S
-    )
+    return streams.task_stream(request, res, user_id, task_id)
 
 
 @router.post("/tasks/{task_id}/retry", status_code=202, response_model=schemas.TaskOut,
@@ -346,7 +336,7 @@ async def readyz(res: Res) -> JSONResponse:
         detail["storage"] = "ok"
     except Exception as exc:
         detail["storage"] = f"unavailable: {type(exc).__name__}"
-    broker_ok = res.publisher is not None and res.publisher.is_open
+    broker_ok = res.publisher is not None and await res.publisher.ensure_open()  # reconnects after a node loss
     detail["broker"] = "ok" if broker_ok else "unavailable"
     ok = all(v == "ok" for v in detail.values())
     body = schemas.Health(status="ok" if ok else "unavailable", detail=detail)

@@ -46,10 +46,11 @@ class TaskOut(BaseModel):
     end_time: datetime | None
     create_time: datetime
     update_time: datetime
-    stage: Literal["DOWNLOADING", "PARSING", "CHUNKING", "EMBEDDING", "WRITING"] | None = Field(
+    stage: Literal["DOWNLOADING", "PARSING", "OCR", "CHUNKING", "EMBEDDING", "WRITING"] | None = Field(
         None, description="where the current run is (FAILED/TIMEOUT: where it stopped); null before the first claim")
     progress: float | None = Field(
-        None, ge=0, le=1, description="share of the run's chunks embedded (0 before EMBEDDING, 1 from WRITING on); "
+        None, ge=0, le=1, description="stage OCR: share of the scanned pages OCRed; otherwise share of the run's "
+                                      "chunks embedded (0 before EMBEDDING, 1 from WRITING on); "
                                       "written at most about once per second")
     queue_position: int | None = Field(
         None, description="WAITING/RETRYING: approximate 1-based place among all waiting tasks; null otherwise")
@@ -108,6 +109,24 @@ class UploadAccepted(BaseModel):
     duplicate_of: int | None = Field(
         None, description="set (200) when the bytes equal this document's of the same KB: nothing was created"
     )
+
+
+class FormatOut(BaseModel):
+    """One entry of the format registry (``shared.domain.formats``)."""
+
+    kind: str
+    label: str
+    extensions: list[str] = Field(description="lower case, without the dot; the canonical one first")
+    mime: str = Field(description="the content type stored for it")
+    mime_aliases: list[str]
+    accepted: bool
+    refusal: str | None = Field(description="for a format recognised only to be refused: what the 415 says")
+    zip_based: bool = Field(description="ZIP-bomb and nesting limits apply (ZIP_MAX_*)")
+
+
+class FormatList(BaseModel):
+    items: list[FormatOut]
+    accept: str = Field(description="the accepted extensions as an HTML file input's accept attribute")
 
 
 class ChunkOut(BaseModel):

@@ -1,7 +1,7 @@
 """The HTTP side of the ``rag`` CLI: a small API client that honours 429 ``Retry-After``, and the
 folder upload that follows its tasks to the end.
 
-Pure parts (``retry_after_seconds``, ``collect_files``, ``UploadRun``) are unit-tested; the
+Pure parts (``retry_after_seconds``, ``collect_files``, ``split_supported``, ``UploadRun``) are unit-tested; the
 client takes an ``httpx.Client`` and a ``sleep`` so tests can drive it.
 """
 
@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from shared.domain.formats import skip_reason
 
 TERMINAL = frozenset({"SUCCESS", "FAILED", "TIMEOUT"})
 #: Longest wait honoured from one Retry-After, seconds (a wrong header must not hang the CLI).
@@ -72,6 +74,21 @@ def collect_files(path: Path) -> list[Path]:
         p for p in path.rglob("*")
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
     )
+
+
+def split_supported(paths: Iterable[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """``(files to send, [(file, why it is skipped)])``: a file whose extension no accepted
+    format has (``shared.domain.formats``) is skipped; one without an extension is sent (the
+    API types it by content)."""
+    send: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for p in paths:
+        reason = skip_reason(p.name)
+        if reason is None:
+            send.append(p)
+        else:
+            skipped.append((p, reason))
+    return send, skipped
 
 
 def _detail(r: httpx.Response) -> Any:

@@ -8,7 +8,7 @@ each live in ``tests/fakes.py``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from shared.domain.fencing import EnqueueDecision, TaskSnapshot
 from shared.domain.messages import IndexMessage
-from shared.domain.records import Chunk, Duplicate, NewContent, OutboxRow, SkipRecord
+from shared.domain.records import ChunkCommit, Claim, Duplicate, NewContent, OutboxRow, SkipRecord
 from shared.domain.states import TaskStatus
 
 __all__ = [
@@ -27,6 +27,8 @@ __all__ = [
     "IssueRefused",
     "ObjectReader",
     "ObjectRemover",
+    "ObjectStream",
+    "ObjectWriter",
     "Publisher",
     "ReleasedObjects",
     "TaskStore",
@@ -96,6 +98,11 @@ class TaskStore(Protocol):
 
     async def mark_dead_letter_replayed(self, dead_letter_id: int) -> bool: ...
 
+    async def create_knowledge_base(self, user_id: int, name: str, model: str, dim: int) -> dict[str, Any]:
+        """A new knowledge base of ``user_id`` for vectors of ``model`` (``dim`` floats):
+        ``{"kb_id", "name", "embedding_model", "embedding_dim", "create_time"}``."""
+        ...
+
 
 class Publisher(Protocol):
     """Confirmed publish (``shared.adapters.rabbitmq.Publisher``); raises ``BrokerUnavailableError``."""
@@ -108,6 +115,48 @@ class Publisher(Protocol):
 
 class ObjectRemover(Protocol):
     """The part of the object store the use cases need; raises ``StorageUnavailableError``."""
+
+    async def remove(self, key: str) -> None: ...
+
+
+class ObjectStream(Protocol):
+    """An object being stored from a stream (:meth:`ObjectWriter.put_stream`)."""
+
+    async def write(self, data: bytes) -> None:
+        """Queue ``data`` (waits, without blocking the loop, while the queue is full). Raises
+        the upload's error (``StorageUnavailableError``) once it has failed."""
+        ...
+
+    async def close(self) -> None:
+        """End of data; returns once the object is stored. Raises ``StorageUnavailableError``."""
+        ...
+
+    async def abort(self) -> None:
+        """Abandon the upload: nothing of it is kept (never raises)."""
+        ...
+
+
+#: Called with every piece of an object as the writer stores it (in the writer's thread, off the
+#: event loop): e.g. ``hashlib.sha256().update``.
+Tap = Callable[[bytes], None]
+
+
+class ObjectWriter(Protocol):
+    """What the upload path needs from the object store (``shared.adapters.s3.ObjectStore``);
+    raises ``StorageUnavailableError`` / ``ObjectMissingError``."""
+
+    def put_stream(self, key: str, *, content_type: str, part_size: int, tap: Tap) -> ObjectStream:
+        """Start storing an object of unknown length, ``part_size`` bytes per part; at most
+        about one part and a bounded queue in memory."""
+        ...
+
+    async def put_bytes(self, key: str, data: bytes, *, content_type: str, tap: Tap) -> None:
+        """Store a small object with one request."""
+        ...
+
+    async def get_range(self, key: str, offset: int, length: int) -> bytes:
+        """``length`` bytes from ``offset`` (fewer at the end)."""
+        ...
 
     async def remove(self, key: str) -> None: ...
 
@@ -157,13 +206,13 @@ class WorkerStore(Protocol):
 
     async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None: ...
 
-    async def claim_task(self, task_id: int, generation: int) -> int | None:
-        """RUNNING, attempt + 1; the new attempt, or None if not claimable."""
+    async def claim_task(self, task_id: int, generation: int) -> Claim | None:
+        """RUNNING, attempt + 1; the claim (its new attempt), or None if not claimable."""
         ...
 
-    async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool: ...
+    async def heartbeat(self, claim: Claim) -> bool: ...
 
-    async def report_progress(self, task_id: int, generation: int, attempt: int, stage: str, progress: float) -> bool:
+    async def report_progress(self, claim: Claim, stage: str, progress: float) -> bool:
         """The run's stage (``task_service.progress.Stage`` value) and progress (0..1); also a heartbeat."""
         ...
 
@@ -171,10 +220,10 @@ class WorkerStore(Protocol):
         """``(object_key, filename, content_type)``; None if the document was deleted."""
         ...
 
-    async def claim_is_current(self, task_id: int, generation: int, attempt: int) -> bool: ...
+    async def claim_is_current(self, claim: Claim) -> bool: ...
 
     async def record_embedding_run(
-        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str,
+        self, claim: Claim, document_id: int, chunk_count: int, worker: str,
         *, cache_hits: int = 0, cache_misses: int | None = None,
     ) -> None:
         """One row per embedding step: ``cache_hits`` chunks from the cache, ``cache_misses``
@@ -201,16 +250,13 @@ class WorkerStore(Protocol):
         """``delivery_skip`` rows, all in one round trip."""
         ...
 
-    async def commit_chunks(
-        self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
-        chunks: Sequence[Chunk], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
-    ) -> bool:
+    async def commit_chunks(self, commit: ChunkCommit) -> bool:
         """The one fenced transaction (chunks + vectors replaced, task SUCCESS)."""
         ...
 
     async def finish_unsuccessfully(
-        self, *, task_id: int, document_id: int, generation: int, attempt: int, status: TaskStatus,
-        error_code: str, error_message: str, warnings: Sequence[str] = (),
+        self, claim: Claim, *, document_id: int, status: TaskStatus, error_code: str, error_message: str,
+        warnings: Sequence[str] = (),
     ) -> bool:
         """Task FAILED/TIMEOUT and document FAILED, fenced on the claim."""
         ...

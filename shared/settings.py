@@ -7,7 +7,7 @@ Every field can be set with the upper-case env var of the same name (``KS_PORT=8
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.domain.errors import ConfigurationError
@@ -25,7 +25,8 @@ class CommonSettings(BaseSettings):
     db_connect_timeout_s: float = 10.0
 
     amqp_url: SecretStr = Field(
-        SecretStr(""), description="amqp://USER:PASSWORD@host:port/vhost of the project's own broker user (make env)"
+        SecretStr(""), description="amqp://USER:PASSWORD@host:port/vhost of the project's own broker user (make env);"
+        " a cluster: several hosts, amqp://USER:PASSWORD@h1:5672,h2:5672,h3:5672/vhost (tried in turn)"
     )
     amqp_heartbeat_s: int = 30
     amqp_publish_timeout_s: float = 10.0
@@ -33,11 +34,34 @@ class CommonSettings(BaseSettings):
 
     @property
     def delay_ms(self) -> int:
-        """TTL of the delay queue (``rag.index.delay.<ms>ms``), milliseconds."""
+        """TTL of the delay queue (``rag.index.delay.quorum.<ms>ms``), milliseconds."""
         return int(self.lock_retry_delay_s * 1000)
 
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
     redis_timeout_s: float = 5.0
+
+    # Partitions (issue 19; README "Guarantees", timing argument): no PostgreSQL session and no
+    # client connection outlives its peer's partition; a waiter on a row lock gives up and retries.
+    db_idle_in_transaction_timeout_s: float = Field(
+        30.0, ge=0, description="PostgreSQL ends a session idle inside a transaction this long (its row locks"
+        " released), seconds; below LOCK_TTL_S (0: never)"
+    )
+    db_lock_timeout_s: float = Field(
+        10.0, ge=0, description="a statement waiting this long for a row or advisory lock fails (retried later),"
+        " seconds (0: waits until DB_STATEMENT_TIMEOUT_S)"
+    )
+    tcp_keepalive_idle_s: int = Field(30, ge=0, description="TCP keepalive of PostgreSQL (both ends) and Redis"
+                                      " connections: idle seconds before the first probe (0: the OS default)")
+    tcp_keepalive_interval_s: int = Field(10, ge=0, description="TCP keepalive: seconds between probes")
+    tcp_keepalive_count: int = Field(3, ge=0, description="TCP keepalive: unanswered probes before the"
+                                     " connection is dropped")
+    tcp_user_timeout_s: float = Field(
+        60.0, ge=0, description="PostgreSQL (both ends) and Redis drop a connection whose sent data stays"
+        " unacknowledged this long (TCP_USER_TIMEOUT), seconds (0: the OS default, ~15 min)"
+    )
+    redis_health_check_interval_s: float = Field(
+        15.0, ge=0, description="a Redis connection idle this long is pinged before use, seconds (0: never)"
+    )
 
     s3_endpoint: str = "127.0.0.1:9000"
     s3_access_key: SecretStr = SecretStr("")
@@ -113,6 +137,30 @@ class KnowledgeSettings(CommonSettings):
         3600.0, gt=0, description="Server-Sent Events: a stream closes after this many seconds (bounds a"
         " connection's life; EventSource clients reconnect and get a fresh snapshot)"
     )
+    # --- event streams: caps, pool share, token re-check (issue 18; knowledge_service/streams.py)
+    events_max_streams_per_user: int = Field(
+        20, ge=1, description="open /events streams per user (per API process); past it a 429 with Retry-After"
+    )
+    events_max_streams: int = Field(
+        400, ge=1, description="open /events streams in all (per API process); past it a 429 with Retry-After"
+    )
+    events_retry_after_s: int = Field(5, ge=1, description="Retry-After of a 429 for a stream, seconds")
+    events_db_share: int = Field(
+        3, ge=1, description="pooled connections the streams' polls may hold at once (of DB_POOL_MAX; the rest"
+        " stay for requests)"
+    )
+    events_token_check_s: float = Field(
+        5.0, gt=0, le=5.0, description="a stream re-checks its token (and its KB) this often, seconds; it ends"
+        " once the token is revoked or the KB deleted"
+    )
+    events_resync_s: float = Field(
+        30.0, gt=0, description="a KB stream re-reads the whole KB this often (queue positions; rows a long"
+        " transaction committed behind the watermark), seconds"
+    )
+    events_watermark_overlap_s: float = Field(
+        10.0, ge=0, description="a KB stream re-reads rows changed this long before its watermark (writes"
+        " whose transaction began earlier but committed later), seconds"
+    )
 
 
 class WorkerSettings(CommonSettings):
@@ -186,9 +234,16 @@ class WorkerSettings(CommonSettings):
     parse_timeout_s: float = Field(180.0, gt=0, description="wall-clock seconds per document; the child is killed")
     parse_start_timeout_s: float = Field(120.0, gt=0, description="child start-up and warm-up deadline, seconds")
     # Structural limits checked by the parser (task_service/pipeline/limits.py).
-    docx_max_uncompressed_mb: int = Field(200, ge=1, description="DOCX (ZIP) total declared uncompressed size, MiB")
-    docx_max_entries: int = Field(10_000, ge=1, description="DOCX (ZIP) entries")
-    docx_max_inflate_ratio: float = Field(100.0, gt=1, description="DOCX (ZIP) inflate ratio, per entry and overall")
+    # ZIP-based formats (DOCX, PPTX, XLSX, ODF, EPUB); the DOCX_MAX_* names of earlier versions are still read.
+    zip_max_uncompressed_mb: int = Field(200, ge=1, description="ZIP package total declared uncompressed size, MiB",
+                                         validation_alias=AliasChoices("zip_max_uncompressed_mb",
+                                                                       "docx_max_uncompressed_mb"))
+    zip_max_entries: int = Field(10_000, ge=1, description="ZIP package entries",
+                                 validation_alias=AliasChoices("zip_max_entries", "docx_max_entries"))
+    zip_max_inflate_ratio: float = Field(100.0, gt=1, description="ZIP package inflate ratio, per entry and overall",
+                                         validation_alias=AliasChoices("zip_max_inflate_ratio",
+                                                                       "docx_max_inflate_ratio"))
+    zip_max_depth: int = Field(3, ge=0, description="packages nested in packages (attachments, embedded files)")
     pdf_max_pages: int = Field(2_000, ge=1, description="PDF pages")
     pdf_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text extracted from one PDF")
     # JSON / JSONL / XML readers
@@ -198,3 +253,14 @@ class WorkerSettings(CommonSettings):
     mail_max_depth: int = Field(3, ge=0, description="nested messages read (attached mail); deeper: a warning")
     mail_max_nesting: int = Field(50, ge=1, description="MIME parts / embedded messages nesting; deeper: parse_limit")
     mail_max_header_chars: int = Field(100_000, ge=1, description="characters kept of one e-mail header value")
+    # OCR (issue 22): images and scanned PDF pages, Tesseract with Debian's language data (ocr.py).
+    ocr_languages: str = Field("eng+deu+chi_sim", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$",
+                               description="Tesseract languages, '+'-joined (each needs tesseract-ocr-<lang>)")
+    ocr_tessdata_dir: str = Field("/usr/share/tesseract-ocr/5/tessdata", description="Tesseract language data")
+    ocr_dpi: int = Field(200, ge=72, le=600, description="resolution at which PDF pages are rendered for OCR")
+    ocr_max_pages: int = Field(100, ge=1, description="pages (PDF pages, image frames) OCRed per document")
+    image_max_pixels: int = Field(50_000_000, ge=1_000_000, description="pixels of one image or rendered page")
+    # tables (XLSX, ODS, CSV/TSV read as rows)
+    table_max_cells: int = Field(5_000_000, ge=1, description="cells of a sheet's used range / a CSV")
+    table_max_columns: int = Field(16_384, ge=1, description="columns of one sheet or CSV")
+    table_max_row_chars: int = Field(1_000_000, ge=1, description="characters of one table row or CSV line")

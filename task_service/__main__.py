@@ -20,6 +20,8 @@ import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any
 
 import asyncpg
@@ -29,25 +31,28 @@ from aio_pika.abc import AbstractConnection
 from prometheus_client import CollectorRegistry
 
 from shared.adapters import rabbitmq
+from shared.adapters.embedding import Embedder
 from shared.adapters.embedding.configured import embedder_from_settings
 from shared.adapters.postgres.migrate import migrate
 from shared.adapters.postgres.pg_store import PgReleasedObjects, PgWorkerStore
-from shared.adapters.postgres.pool import create_pool
+from shared.adapters.postgres.pool import PoolConfig, create_pool
 from shared.adapters.redis_lock import DocumentLock
-from shared.adapters.s3 import ObjectStore
+from shared.adapters.redis_lock import connect as redis_connect
+from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.domain.errors import ConfigurationError
 from shared.log import configure
 from shared.settings import WorkerSettings
 from task_service import APP_ID
-from task_service.cache_evictor import evict_forever
-from task_service.consumer import Consumer
+from task_service.consumer import Consumer, ConsumerConfig
 from task_service.handler import HandlerConfig, IndexHandler
-from task_service.metrics import WorkerMetrics, sample_forever, serve
+from task_service.jobs import cache_evictor, every, metrics_sampler, relay, scanner, sweep
+from task_service.jobs.cache_evictor import EvictConfig
+from task_service.jobs.relay import RelayConfig
+from task_service.jobs.scanner import ScanConfig
+from task_service.jobs.sweep import SweepConfig
+from task_service.metrics import WorkerMetrics, serve
 from task_service.pipeline.parse import ensure_parsers_ready
-from task_service.pipeline.sandbox import SandboxedParser, parser_from_settings
-from task_service.relay import relay_forever
-from task_service.scanner import scan_forever
-from task_service.sweep import sweep_forever
+from task_service.pipeline.sandbox import InProcessParser, SandboxedParser, parser_from_settings
 from task_service.threads import DaemonThreadPool
 
 log = logging.getLogger("task_service")
@@ -55,38 +60,37 @@ SHUTDOWN_GRACE_S = 8.0  # after SIGTERM: then the process exits whatever still r
 CLOSE_TIMEOUT_S = 3.0  # per connection pool / client closed at shutdown
 
 
-async def run(settings: WorkerSettings) -> None:
-    name = settings.worker_name or f"task_service@{socket.gethostname()}:{os.getpid()}"
-    loop = asyncio.get_running_loop()
-    loop.set_default_executor(DaemonThreadPool(16, "task-service"))
+@dataclass(frozen=True)
+class _Resources:
+    """What one worker process opens (and closes at the end)."""
+
+    pool: asyncpg.Pool
+    redis: aioredis.Redis
+    store: ObjectStore
+    parser: SandboxedParser | InProcessParser
+    embedder: Embedder
+
+
+async def _open(settings: WorkerSettings, name: str) -> _Resources:
+    """Parsers and the model first (a missing one fails here, not mid-task), then migrations,
+    PostgreSQL, Redis and the object store."""
     parser = parser_from_settings(settings)
     if isinstance(parser, SandboxedParser):
-        # parsers and the tokenizer load and warm in the sandbox child; a missing model fails
-        # here, not mid-task
+        # parsers and the tokenizer load and warm in the sandbox child
         await asyncio.to_thread(parser.start, wait_ready=True)
     else:
         ensure_parsers_ready()
     embedder = embedder_from_settings(settings)
     await migrate(settings.database_url)
-    pool = await create_pool(settings, app_name=name)
-    redis = aioredis.from_url(
-        settings.redis_url.get_secret_value(),
-        socket_timeout=settings.redis_timeout_s,
-        socket_connect_timeout=settings.redis_timeout_s,
-    )
-    store = ObjectStore(settings)
+    pool = await create_pool(PoolConfig.from_settings(settings), app_name=name)
+    redis = redis_connect(settings)
+    store = ObjectStore(StorageConfig.from_settings(settings))
     await store.ensure_bucket()
-    stop = asyncio.Event()
-    relay_wake = asyncio.Event()  # set after each delivery: a finished task frees a dispatch slot
-    metrics = WorkerMetrics(CollectorRegistry())
-    metrics_server = serve(metrics, settings.worker_metrics_host, settings.worker_metrics_port) \
-        if settings.worker_metrics_port else None
-    handler = IndexHandler(
-        config=HandlerConfig.from_settings(settings), db=PgWorkerStore(pool),
-        lock=lambda document_id: DocumentLock(redis, document_id, settings.lock_ttl_s),
-        objects=store, released=PgReleasedObjects(pool, store), embedder=embedder, parse=parser,
-        worker_name=name, metrics=metrics, on_delivery_done=relay_wake.set,
-    )
+    return _Resources(pool, redis, store, parser, embedder)
+
+
+def _on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """SIGTERM / SIGINT set ``stop`` and arm the exit timer (``SHUTDOWN_GRACE_S``)."""
 
     def on_signal(sig: signal.Signals) -> None:
         if not stop.is_set():
@@ -100,54 +104,112 @@ async def run(settings: WorkerSettings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
 
+
+async def run(settings: WorkerSettings) -> None:
+    name = settings.worker_name or f"task_service@{socket.gethostname()}:{os.getpid()}"
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(DaemonThreadPool(16, "task-service"))
+    r = await _open(settings, name)
+    stop = asyncio.Event()
+    relay_wake = asyncio.Event()  # set after each delivery: a finished task frees a dispatch slot
+    metrics = WorkerMetrics(CollectorRegistry())
+    metrics_server = serve(metrics, settings.worker_metrics_host, settings.worker_metrics_port) \
+        if settings.worker_metrics_port else None
+    handler = IndexHandler(
+        config=HandlerConfig.from_settings(settings), db=PgWorkerStore(r.pool),
+        lock=lambda document_id: DocumentLock(r.redis, document_id, settings.lock_ttl_s),
+        objects=r.store, released=PgReleasedObjects(r.pool, r.store), embedder=r.embedder, parse=r.parser,
+        worker_name=name, metrics=metrics, on_delivery_done=relay_wake.set,
+    )
+    _on_signals(loop, stop)
+    jobs = _Jobs.from_settings(settings, sample=metrics_server is not None)
     background: list[asyncio.Task[None]] = []
 
     async def on_connected(conn: AbstractConnection) -> None:
         """(Re)start the outbox relay, the recovery scanner and the metrics sampler on the new connection."""
         for t in background:
             t.cancel()
-        background[:] = await _start_background(conn, pool, settings, stop, metrics, relay_wake,
-                                                sample=metrics_server is not None)
+        background[:] = await _start_background(conn, r.pool, jobs, stop, metrics, relay_wake)
 
-    # Need no broker: run for the worker's lifetime, not per connection.
-    lifelong = [asyncio.create_task(sweep_forever(pool, store, settings, stop)),
-                asyncio.create_task(evict_forever(pool, settings, stop))]
+    lifelong = _start_lifelong(r.pool, r.store, jobs, stop)
     log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch,
                                        "dispatch_per_user": settings.dispatch_limit})
     try:
-        await Consumer(settings, handler, name).run(stop, on_connected)
+        await Consumer(ConsumerConfig.from_settings(settings), handler, name).run(stop, on_connected)
     finally:
         for t in [*background, *lifelong]:
             t.cancel()
         if metrics_server is not None:
             metrics_server.shutdown()
-        parser.close()  # kills the sandbox child, even one still working for an abandoned task
-        await handler.flush()  # delivery_skip rows still being written
-        await _close(pool.close(), "database pool", on_timeout=pool.terminate)
-        await _close(redis.aclose(), "redis")
-        close = getattr(embedder, "aclose", None)
-        if close is not None:
-            await _close(close(), "embedder")
+        await _shutdown(r, handler)
     log.info("worker stopped")
 
 
-async def _start_background(conn: AbstractConnection, pool: asyncpg.Pool, settings: WorkerSettings,
-                            stop: asyncio.Event, metrics: WorkerMetrics, relay_wake: asyncio.Event, *,
-                            sample: bool) -> list[asyncio.Task[None]]:
-    """The outbox relay, the recovery scanner and (when metrics are served) the gauge sampler,
-    each on its own channel of ``conn``."""
-    publisher = await rabbitmq.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID,
-                                          on_failure=metrics.publish_failures.labels("relay").inc)
-    tasks = [asyncio.create_task(
-        relay_forever(pool, publisher, interval_s=settings.relay_interval_s,
-                      grace_s=settings.relay_grace_s, dispatch_limit=settings.dispatch_limit,
-                      stop=stop, wake=relay_wake)
-    )]
-    if settings.scan_interval_s > 0:
-        tasks.append(asyncio.create_task(scan_forever(pool, await conn.channel(), settings, stop, metrics)))
-    if sample:
-        tasks.append(asyncio.create_task(
-            sample_forever(metrics, pool, await conn.channel(), settings.worker_metrics_sample_s, stop)))
+async def _shutdown(r: _Resources, handler: IndexHandler) -> None:
+    r.parser.close()  # kills the sandbox child, even one still working for an abandoned task
+    await handler.flush()  # delivery_skip rows still being written
+    await _close(r.pool.close(), "database pool", on_timeout=r.pool.terminate)
+    await _close(r.redis.aclose(), "redis")
+    close = getattr(r.embedder, "aclose", None)
+    if close is not None:
+        await _close(close(), "embedder")
+
+
+@dataclass(frozen=True)
+class _Jobs:
+    """The periodic jobs' settings, built once: relay, scanner, sweep, cache eviction, and the
+    gauge sampler (``sample``: metrics are served; ``sample_s`` its period)."""
+
+    relay: RelayConfig
+    scan: ScanConfig
+    sweep: SweepConfig
+    evict: EvictConfig
+    publish_timeout_s: float
+    sample: bool
+    sample_s: float
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings, *, sample: bool) -> _Jobs:
+        return cls(relay=RelayConfig.from_settings(s), scan=ScanConfig.from_settings(s),
+                   sweep=SweepConfig.from_settings(s), evict=EvictConfig.from_settings(s),
+                   publish_timeout_s=s.amqp_publish_timeout_s, sample=sample, sample_s=s.worker_metrics_sample_s)
+
+
+def _start_lifelong(pool: asyncpg.Pool, store: ObjectStore, jobs: _Jobs,
+                    stop: asyncio.Event) -> list[asyncio.Task[None]]:
+    """The jobs that need no broker, for the worker's lifetime: the orphan sweep (first pass after
+    one period; interval 0 disables it) and the embedding-cache evictor (not when the cache is
+    disabled: max rows 0)."""
+    tasks = []
+    if jobs.sweep.interval_s > 0:
+        tasks.append(asyncio.create_task(every(
+            "orphan sweep", partial(sweep.once, pool, store, grace_s=jobs.sweep.grace_s),
+            jobs.sweep.interval_s, stop, delay_first=True)))
+    if jobs.evict.max_rows > 0:
+        tasks.append(asyncio.create_task(every(
+            "embedding cache eviction", partial(cache_evictor.once, pool, jobs.evict.max_rows),
+            jobs.evict.interval_s, stop)))
+    return tasks
+
+
+async def _start_background(conn: AbstractConnection, pool: asyncpg.Pool, jobs: _Jobs, stop: asyncio.Event,
+                            metrics: WorkerMetrics, relay_wake: asyncio.Event) -> list[asyncio.Task[None]]:
+    """The jobs that need the broker, (re)started on each connection ``conn``, each on its own
+    channel: the outbox relay, the recovery scanner and (when metrics are served) the gauge sampler."""
+    publisher = await rabbitmq.Publisher.open(conn, jobs.publish_timeout_s, app_id=APP_ID,
+                                              on_failure=metrics.publish_failures.labels("relay").inc)
+    tasks = [asyncio.create_task(every(
+        "outbox relay pass", partial(relay.once, pool, publisher, grace_s=jobs.relay.grace_s,
+                                     dispatch_limit=jobs.relay.dispatch_limit),
+        jobs.relay.interval_s, stop, wake=relay_wake, again=relay.full))]
+    if jobs.scan.interval_s > 0:
+        tasks.append(asyncio.create_task(every(
+            "scan", partial(scanner.once, pool, await conn.channel(), jobs.scan.thresholds, metrics),
+            jobs.scan.interval_s, stop)))
+    if jobs.sample:
+        tasks.append(asyncio.create_task(every(
+            "metrics sampling", partial(metrics_sampler.once, metrics, pool, await conn.channel()),
+            jobs.sample_s, stop, errors=metrics_sampler.ERRORS)))
     return tasks
 
 

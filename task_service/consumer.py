@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
@@ -30,7 +31,7 @@ from shared.domain.messages import IndexMessage, InvalidMessageError
 from shared.log import bind
 from shared.settings import WorkerSettings
 from task_service import APP_ID
-from task_service.handler import IndexHandler, Outcome
+from task_service.handler import IndexHandler, Outcome, decode
 
 log = logging.getLogger(__name__)
 
@@ -65,29 +66,51 @@ def failed_deliveries(message: AbstractIncomingMessage) -> int:
     return _int_header(message, CARRIED_HEADER) + _int_header(message, "x-delivery-count")
 
 
-class Consumer:
-    """Consumes ``rag.index.queue`` with manual ack and prefetch from settings."""
+@dataclass(frozen=True)
+class ConsumerConfig:
+    """The consumer's settings: broker URL, heartbeat (s), prefetch, publish-confirm timeout (s),
+    delay-queue TTL (ms); built once by the composition root."""
 
-    def __init__(self, settings: WorkerSettings, handler: IndexHandler, name: str) -> None:
-        self._s = settings
+    amqp_url: str = field(repr=False)
+    heartbeat_s: int
+    prefetch: int
+    publish_timeout_s: float
+    delay_ms: int
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> ConsumerConfig:
+        return cls(amqp_url=s.amqp_url.get_secret_value(), heartbeat_s=s.amqp_heartbeat_s, prefetch=s.prefetch,
+                   publish_timeout_s=s.amqp_publish_timeout_s, delay_ms=s.delay_ms)
+
+
+class Consumer:
+    """Consumes ``rag.index.queue`` with manual ack and ``config.prefetch``."""
+
+    def __init__(self, config: ConsumerConfig, handler: IndexHandler, name: str) -> None:
+        self._s = config
         self._handler = handler
         self._metrics = handler.metrics
         self._name = name
-        self._delay_ms = settings.delay_ms
+        self._delay_ms = config.delay_ms
         self._in_flight: set[asyncio.Task[None]] = set()
         self.connected = asyncio.Event()
 
     async def run(self, stop: asyncio.Event, on_connected: OnConnected | None = None) -> None:
-        """Consume until ``stop`` is set, reconnecting with backoff after any broker failure."""
+        """Consume until ``stop`` is set, reconnecting with backoff after any broker failure.
+
+        Each reconnect tries every node ``AMQP_URL`` names (:func:`rabbitmq.connect`); the backoff
+        (1 s doubling to 30 s) grows only while no node can be reached: a session that was
+        consuming when it ended (its node stopped) reconnects after 1 s."""
         backoff = 1.0
         while not stop.is_set():
             try:
                 await self._session(stop, on_connected)
-                backoff = 1.0
             except (BrokerUnavailableError, ConnectionError, OSError, RuntimeError) as exc:
                 log.warning("broker session ended, reconnecting", extra={"error": str(exc), "backoff_s": backoff})
             except Exception as exc:  # aio-pika raises a zoo of types on a dying connection
                 log.warning("broker session failed, reconnecting", extra={"error": f"{type(exc).__name__}: {exc}"})
+            if self.connected.is_set():
+                backoff = 1.0
             self.connected.clear()
             if stop.is_set():
                 break
@@ -98,9 +121,7 @@ class Consumer:
             backoff = min(backoff * 2, 30.0)
 
     async def _session(self, stop: asyncio.Event, on_connected: OnConnected | None) -> None:
-        conn = await rabbitmq.connect(
-            self._s.amqp_url.get_secret_value(), name=self._name, heartbeat_s=self._s.amqp_heartbeat_s, robust=False
-        )
+        conn = await rabbitmq.connect(self._s.amqp_url, name=self._name, heartbeat_s=self._s.heartbeat_s, robust=False)
         closed = asyncio.Event()
         conn.close_callbacks.add(lambda *_: closed.set())
         try:
@@ -108,7 +129,7 @@ class Consumer:
             channel.close_callbacks.add(lambda *_: closed.set())
             await channel.set_qos(prefetch_count=self._s.prefetch)
             _, queue = await rabbitmq.declare_topology(channel, delay_ms=self._delay_ms)
-            publisher = await rabbitmq.Publisher.open(conn, self._s.amqp_publish_timeout_s, app_id=APP_ID,
+            publisher = await rabbitmq.Publisher.open(conn, self._s.publish_timeout_s, app_id=APP_ID,
                                                   on_failure=self._metrics.publish_failures.labels("consumer").inc)
 
             async def on_message(message: AbstractIncomingMessage) -> None:
@@ -158,17 +179,19 @@ class Consumer:
 
     async def _process(self, message: AbstractIncomingMessage, publisher: rabbitmq.Publisher) -> None:
         """Settle one delivery; its log lines carry the message's task_id, document_id, generation."""
-        with bind(**log_fields(message.body)):
-            await self._process_bound(message, publisher)
+        msg = decode(message.body)
+        with bind(**log_fields(msg)):
+            await self._process_bound(message, msg, publisher)
 
-    async def _process_bound(self, message: AbstractIncomingMessage, publisher: rabbitmq.Publisher) -> None:
+    async def _process_bound(self, message: AbstractIncomingMessage, msg: IndexMessage | InvalidMessageError,
+                             publisher: rabbitmq.Publisher) -> None:
         attempts = delay_attempts(message)
         if failed_deliveries(message) > messages.DELIVERY_LIMIT:
             self._metrics.deliveries.labels("dead_letter").inc()
             await self._dead_letter(message, publisher, DeliveryLimitError.error_code)
             return
         try:
-            outcome = await self._handler.handle(message.body, delay_attempts=attempts)
+            outcome = await self._handler.handle(msg, delay_attempts=attempts)
         except Exception:
             log.exception("handler crashed; delivery returned to the queue")
             self._metrics.deliveries.labels("requeue").inc()
@@ -208,11 +231,9 @@ class Consumer:
         await _settle(message.ack())
 
 
-def log_fields(body: bytes) -> dict[str, int]:
-    """``task_id``, ``document_id``, ``generation`` of an index message body; {} if it is not one."""
-    try:
-        msg = IndexMessage.from_json(body)
-    except InvalidMessageError:
+def log_fields(msg: IndexMessage | InvalidMessageError) -> dict[str, int]:
+    """``task_id``, ``document_id``, ``generation`` of an index message; {} if the body was not one."""
+    if isinstance(msg, InvalidMessageError):
         return {}
     return {"task_id": msg.task_id, "document_id": msg.document_id, "generation": msg.generation}
 

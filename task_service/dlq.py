@@ -1,4 +1,4 @@
-"""Dead-letter CLI: ``python -m task_service.dlq list`` and ``python -m task_service.dlq replay ID``.
+"""Dead letters for the operator CLI: ``rag dlq list`` and ``rag dlq replay ID`` (``rag_cli``).
 
 The scanner moves messages from ``rag.index.dlq`` into the ``dead_letter`` table (their tasks
 FAILED with the reason). ``replay`` re-runs the task after a fix: a forced retry, i.e. a new
@@ -7,19 +7,13 @@ generation and a new message — never the old message, whose generation is spen
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
 import logging
-import sys
-
-import asyncpg
 
 from shared import usecases
 from shared.adapters import rabbitmq
-from shared.adapters.postgres.pool import create_pool
+from shared.adapters.postgres.pool import PoolConfig, create_pool, session
 from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
-from shared.adapters.s3 import ObjectStore
+from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.bootstrap import usecase_deps
 from shared.domain.errors import BrokerUnavailableError, InFlightLimitExceeded
 from shared.settings import WorkerSettings
@@ -28,18 +22,15 @@ from task_service import APP_ID
 log = logging.getLogger(__name__)
 
 
-async def list_dead(dsn: str, include_replayed: bool) -> list[dict[str, object]]:
-    conn = await asyncpg.connect(dsn)
-    try:
+async def list_dead(settings: WorkerSettings, include_replayed: bool) -> list[dict[str, object]]:
+    async with session(PoolConfig.from_settings(settings), app_name="task_service.dlq") as conn:
         return [dict(r.items()) for r in await dead_letters_repo.list_dead_letters(conn, include_replayed)]
-    finally:
-        await conn.close()
 
 
 async def replay(settings: WorkerSettings, dead_letter_id: int) -> dict[str, object]:
     """Force-retry the task of a dead letter through the same use case as the API's retry
     (:func:`shared.usecases.replay_dead_letter`: per-user cap, race retry, outbox + publish)."""
-    pool = await create_pool(settings, max_size=2, app_name="task_service.dlq")
+    pool = await create_pool(PoolConfig.from_settings(settings, max_size=2), app_name="task_service.dlq")
     broker = None
     publisher = None
     try:
@@ -49,7 +40,7 @@ async def replay(settings: WorkerSettings, dead_letter_id: int) -> dict[str, obj
             publisher = await rabbitmq.Publisher.open(broker, settings.amqp_publish_timeout_s, app_id=APP_ID)
         except BrokerUnavailableError as exc:  # the outbox relay publishes it later
             log.warning("broker unavailable; the replayed message stays in the outbox", extra={"error": str(exc)})
-        deps = usecase_deps(settings, pool, ObjectStore(settings), publisher)
+        deps = usecase_deps(settings, pool, ObjectStore(StorageConfig.from_settings(settings)), publisher)
         try:
             return await usecases.replay_dead_letter(deps, dead_letter_id)
         except InFlightLimitExceeded as exc:
@@ -58,25 +49,3 @@ async def replay(settings: WorkerSettings, dead_letter_id: int) -> dict[str, obj
         if broker is not None:
             await broker.close()
         await pool.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m task_service.dlq", description=__doc__)
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("list", help="dead letters not yet replayed (JSON lines)")
-    p.add_argument("--all", action="store_true", help="include replayed ones")
-    p = sub.add_parser("replay", help="force-retry the task of a dead letter")
-    p.add_argument("id", type=int)
-    args = parser.parse_args(argv)
-    settings = WorkerSettings()
-    if args.cmd == "list":
-        for item in asyncio.run(list_dead(settings.database_url, args.all)):
-            print(json.dumps(item, default=str))
-        return 0
-    result = asyncio.run(replay(settings, args.id))
-    print(json.dumps(result))
-    return 0 if result["replayed"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

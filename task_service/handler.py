@@ -22,7 +22,6 @@ from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from shared.adapters.embedding.vectors import empty_matrix
-from shared.doc_types import parser_filename
 from shared.domain.errors import (
     FencedOut,
     IndexingError,
@@ -33,9 +32,10 @@ from shared.domain.errors import (
     TaskTimeoutError,
     TransientError,
 )
-from shared.domain.fencing import Claim, Reject, SettledTasks, Skip, SkipReason, decide_claim
+from shared.domain.fencing import Proceed, Reject, SettledTasks, Skip, SkipReason, decide_claim
+from shared.domain.formats import parser_filename
 from shared.domain.messages import IndexMessage, InvalidMessageError
-from shared.domain.records import SkipRecord
+from shared.domain.records import ChunkCommit, Claim, SkipRecord
 from shared.domain.retry_policy import transient_retrying
 from shared.domain.states import TaskStatus
 from shared.faults import fault_point
@@ -53,6 +53,14 @@ R = TypeVar("R")
 #: delivery_skip rows waiting for the background writer, at most (then a skip waits for it).
 MAX_PENDING_SKIPS = 1000
 CACHE_WRITE_BATCH = 1000  # vectors per embedding-cache INSERT (≈1.5 MB of parameters at 384-d)
+
+
+def decode(body: bytes) -> IndexMessage | InvalidMessageError:
+    """A delivery's body as an index message, or why it is not one (parsed once per delivery)."""
+    try:
+        return IndexMessage.from_json(body)
+    except InvalidMessageError as exc:
+        return exc
 
 
 class Outcome(StrEnum):
@@ -77,7 +85,8 @@ class Extractor(Protocol):
 
 @dataclass(frozen=True)
 class HandlerConfig:
-    """The handler's settings (seconds): built once from WorkerSettings by the composition root."""
+    """The handler's settings (seconds): built once from WorkerSettings by the composition root
+    (:meth:`from_settings`); no defaults here, the settings hold them."""
 
     lock_retry_max_attempts: int
     lease_period_s: float  # lock renewal + task heartbeat period
@@ -86,11 +95,11 @@ class HandlerConfig:
     retry_initial_s: float
     retry_max_s: float
     # embedding cache: on/off (EMBEDDING_CACHE_MAX_ROWS > 0), namespace, last_used touch period
-    cache_enabled: bool = False
-    embedding_provider: str = "sentence-transformers"
-    embedding_model_revision: str = ""
-    cache_touch_interval_s: float = 3600.0
-    embed_chunks: int = 16  # chunks per embedding call, a progress report after each
+    cache_enabled: bool
+    embedding_provider: str
+    embedding_model_revision: str
+    cache_touch_interval_s: float
+    embed_chunks: int  # chunks per embedding call, a progress report after each
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> HandlerConfig:
@@ -108,7 +117,7 @@ class HandlerConfig:
 @dataclass(frozen=True)
 class _Run:
     msg: IndexMessage
-    attempt: int
+    claim: Claim
     warnings: list[str] = field(default_factory=list)  # the extraction's, once it has run
     throttle: ProgressThrottle = field(default_factory=ProgressThrottle)
 
@@ -192,20 +201,19 @@ class IndexHandler:
 
     # -------------------------------------------------------------- entry
 
-    async def handle(self, body: bytes, *, delay_attempts: int) -> Outcome:
-        """Process one delivery. ``delay_attempts``: times it already went through the delay queue.
+    async def handle(self, msg: IndexMessage | InvalidMessageError, *, delay_attempts: int) -> Outcome:
+        """Process one delivery: its body as decoded once by the consumer (:func:`decode`; an
+        ``InvalidMessageError`` is rejected). ``delay_attempts``: times it already went through the delay queue.
         Afterwards (its commit done) ``on_delivery_done`` is called: a task that ended frees a
         dispatch slot, and the relay releases the next held message at once."""
         try:
-            return await self._handle(body, delay_attempts=delay_attempts)
+            return await self._handle(msg, delay_attempts=delay_attempts)
         finally:
             self._on_done()
 
-    async def _handle(self, body: bytes, *, delay_attempts: int) -> Outcome:
-        try:
-            msg = IndexMessage.from_json(body)
-        except InvalidMessageError as exc:
-            log.error("invalid message rejected", extra={"error": str(exc)[:500]})
+    async def _handle(self, msg: IndexMessage | InvalidMessageError, *, delay_attempts: int) -> Outcome:
+        if isinstance(msg, InvalidMessageError):
+            log.error("invalid message rejected", extra={"error": str(msg)[:500]})
             return Outcome.REJECT
         with bind(task_id=msg.task_id, document_id=msg.document_id, generation=msg.generation):
             early = await self._skip_without_lock(msg)
@@ -259,12 +267,12 @@ class IndexHandler:
         if isinstance(decision, Reject):
             log.error("message rejected", extra={"reason": decision.reason})
             return Outcome.REJECT
-        assert isinstance(decision, Claim)
-        attempt = await self._db(self._repo.claim_task, msg.task_id, msg.generation)
-        if attempt is None:
+        assert isinstance(decision, Proceed)
+        claim = await self._db(self._repo.claim_task, msg.task_id, msg.generation)
+        if claim is None:
             return await self._skip(SkipReason.NOT_RUNNABLE, msg)
-        with bind(attempt=attempt):
-            return await self._run_claimed(_Run(msg, attempt), lock)
+        with bind(attempt=claim.attempt):
+            return await self._run_claimed(_Run(msg, claim), lock)
 
     async def _run_claimed(self, run: _Run, lock: DocumentLock) -> Outcome:
         """Run a claimed task to a terminal state. A lost lock cancels the work and sends the
@@ -276,7 +284,7 @@ class IndexHandler:
 
         async def renew() -> None:
             await lock.renew()
-            alive = await self._repo.heartbeat(run.msg.task_id, run.msg.generation, run.attempt)
+            alive = await self._repo.heartbeat(run.claim)
             if not alive:
                 raise StaleGenerationError("claim superseded (heartbeat fenced out)")
 
@@ -313,9 +321,8 @@ class IndexHandler:
         log.warning("task finished unsuccessfully",
                     extra={"status": status.value, "error_code": code, "error": message})
         ok = await self._db(
-            self._repo.finish_unsuccessfully, task_id=run.msg.task_id, document_id=run.msg.document_id,
-            generation=run.msg.generation, attempt=run.attempt, status=status, error_code=code,
-            error_message=message, warnings=run.warnings,
+            self._repo.finish_unsuccessfully, run.claim, document_id=run.msg.document_id, status=status,
+            error_code=code, error_message=message, warnings=run.warnings,
         )
         if ok:
             self.metrics.finished(status.value, code)
@@ -343,13 +350,13 @@ class IndexHandler:
         chunks = extraction.chunks
         run.warnings[:] = extraction.warnings
         # Fence before the expensive call: a stale run never reaches the model.
-        if not await self._db(self._repo.claim_is_current, msg.task_id, msg.generation, run.attempt):
+        if not await self._db(self._repo.claim_is_current, run.claim):
             raise StaleGenerationError("generation or claim superseded before embedding")
         texts = [c.content for c in chunks]
         cached = await self._cache_lookup(texts)
         p = embedding_cache.plan(texts, cached)
-        await self._db(self._repo.record_embedding_run, msg.task_id, msg.document_id, msg.generation,
-                       run.attempt, len(chunks), self.worker_name, cache_hits=p.hits, cache_misses=p.misses)
+        await self._db(self._repo.record_embedding_run, run.claim, msg.document_id, len(chunks), self.worker_name,
+                       cache_hits=p.hits, cache_misses=p.misses)
         log.info("embedding", extra={"chunks": len(chunks), "cache_hits": p.hits, "cache_misses": p.misses})
         await fault_point("during_embed")
         with self.metrics.stage("embed"):
@@ -358,11 +365,8 @@ class IndexHandler:
         embeddings = embedding_cache.assemble(p, cached, fresh, self._embedder.dim)
         await self._report(run, Stage.WRITING, 1.0)
         with self.metrics.stage("write"):
-            committed = await self._db(
-                self._repo.commit_chunks, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
-                generation=msg.generation, attempt=run.attempt, chunks=chunks, embeddings=embeddings,
-                warnings=extraction.warnings,
-            )
+            committed = await self._db(self._repo.commit_chunks, ChunkCommit(
+                run.claim, msg.document_id, msg.kb_id, chunks, embeddings, extraction.warnings))
         if not committed:
             raise StaleGenerationError("fenced out at commit")
         await self._cache_update(p, fresh, hit_keys=[k for k in p.keys if k in cached])
@@ -437,8 +441,7 @@ class IndexHandler:
         if not run.throttle.should_write(time.monotonic(), stage, progress):
             return
         try:
-            alive = await self._db(self._repo.report_progress, run.msg.task_id, run.msg.generation, run.attempt,
-                                   stage.value, progress)
+            alive = await self._db(self._repo.report_progress, run.claim, stage.value, progress)
         except TransientError as exc:
             log.warning("progress not written", extra={"stage": stage.value, "error": str(exc)})
             return
@@ -452,8 +455,8 @@ class IndexHandler:
         loop = asyncio.get_running_loop()
         reports: list[concurrent.futures.Future[None]] = []
 
-        def on_stage(stage: str) -> None:  # in the extractor's thread
-            reports.append(asyncio.run_coroutine_threadsafe(self._report(run, Stage(stage)), loop))
+        def on_stage(stage: str, progress: float = 0.0) -> None:  # in the extractor's thread
+            reports.append(asyncio.run_coroutine_threadsafe(self._report(run, Stage(stage), progress), loop))
 
         token = threading.Event()
         try:

@@ -1,6 +1,7 @@
 """Live progress of an indexing run: the stages and the write throttle (pure; no I/O).
 
-A run goes DOWNLOADING → PARSING (→ CHUNKING, when the parser reports it) → EMBEDDING →
+A run goes DOWNLOADING → PARSING (→ OCR, while scanned pages are OCRed: progress = pages done /
+pages to OCR) (→ CHUNKING, when the parser reports it) → EMBEDDING →
 WRITING; ``progress`` is the share of the run's chunks embedded (0.0 before EMBEDDING, 1.0
 from WRITING on). The worker asks :class:`ProgressThrottle` before each write so that a task
 row is written at most about once per second: a stage change is always written (at most five
@@ -18,6 +19,7 @@ from enum import StrEnum
 class Stage(StrEnum):
     DOWNLOADING = "DOWNLOADING"
     PARSING = "PARSING"
+    OCR = "OCR"  # scanned pages / images being OCRed; progress = pages done / pages to OCR
     CHUNKING = "CHUNKING"
     EMBEDDING = "EMBEDDING"
     WRITING = "WRITING"

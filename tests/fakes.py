@@ -22,7 +22,7 @@ import numpy.typing as npt
 from shared.domain.errors import BrokerUnavailableError, LockUnavailableError, StorageUnavailableError
 from shared.domain.fencing import EnqueueDecision, StaleThresholds, TaskSnapshot
 from shared.domain.messages import EXCHANGE, ROUTING_KEY, IndexMessage
-from shared.domain.records import Chunk, Duplicate, NewContent, OutboxRow, SkipRecord
+from shared.domain.records import Chunk, ChunkCommit, Claim, Duplicate, NewContent, OutboxRow, SkipRecord
 from shared.domain.states import ACTIVE, DocumentStatus, TaskStatus
 from shared.ports import IssueRefused
 from task_service.pipeline.extract import Extraction
@@ -76,6 +76,7 @@ class FakeStore:
         self.tasks: dict[int, FakeTask] = {}
         self.outbox: list[tuple[OutboxRow, bool]] = []
         self.dead_letters: dict[int, FakeDeadLetter] = {}
+        self.knowledge_bases: list[dict[str, Any]] = []
         self.skips: list[str] = []
         self.skip_writes = 0  # record_skips calls (one round trip each in the real store)
         self.released: list[str] = []  # object keys queued for removal after commit
@@ -216,30 +217,37 @@ class FakeStore:
         dl.replayed = True
         return True
 
+    async def create_knowledge_base(self, user_id: int, name: str, model: str, dim: int) -> dict[str, Any]:
+        kb = {"kb_id": self._next_id(), "name": name, "embedding_model": model, "embedding_dim": dim,
+              "create_time": datetime.now(UTC), "user_id": user_id}
+        self.knowledge_bases.append(kb)
+        return {k: v for k, v in kb.items() if k != "user_id"}
+
     # -------------------------------------------------------------- WorkerStore
 
-    def _fenced(self, task_id: int, generation: int, attempt: int) -> FakeTask | None:
-        task = self.tasks.get(task_id)
-        if task is None or (task.status, task.generation, task.attempt) != (TaskStatus.RUNNING, generation, attempt):
+    def _fenced(self, claim: Claim) -> FakeTask | None:
+        task = self.tasks.get(claim.task_id)
+        if task is None or (task.status, task.generation, task.attempt) != (
+                TaskStatus.RUNNING, claim.generation, claim.attempt):
             return None
-        if self.documents[task.document_id].generation != generation:
+        if self.documents[task.document_id].generation != claim.generation:
             return None
         return task
 
-    async def claim_task(self, task_id: int, generation: int) -> int | None:
+    async def claim_task(self, task_id: int, generation: int) -> Claim | None:
         self._maybe_fail("claim_task")
         task = self.tasks.get(task_id)
         if task is None or task.generation != generation or task.status not in ACTIVE:
             return None
         task.status = TaskStatus.RUNNING
         task.attempt += 1
-        return task.attempt
+        return Claim(task_id, generation, task.attempt)
 
-    async def heartbeat(self, task_id: int, generation: int, attempt: int) -> bool:
-        return self._fenced(task_id, generation, attempt) is not None
+    async def heartbeat(self, claim: Claim) -> bool:
+        return self._fenced(claim) is not None
 
-    async def report_progress(self, task_id: int, generation: int, attempt: int, stage: str, progress: float) -> bool:
-        task = self._fenced(task_id, generation, attempt)
+    async def report_progress(self, claim: Claim, stage: str, progress: float) -> bool:
+        task = self._fenced(claim)
         if task is None:
             return False
         task.progress.append((stage, progress))
@@ -250,11 +258,11 @@ class FakeStore:
         doc = self.documents.get(document_id)
         return None if doc is None else (doc.content.object_key, doc.content.filename, doc.content.content_type)
 
-    async def claim_is_current(self, task_id: int, generation: int, attempt: int) -> bool:
-        return self._fenced(task_id, generation, attempt) is not None
+    async def claim_is_current(self, claim: Claim) -> bool:
+        return self._fenced(claim) is not None
 
     async def record_embedding_run(
-        self, task_id: int, document_id: int, generation: int, attempt: int, chunk_count: int, worker: str,
+        self, claim: Claim, document_id: int, chunk_count: int, worker: str,
         *, cache_hits: int = 0, cache_misses: int | None = None,
     ) -> None:
         self.embedding_runs += 1
@@ -279,27 +287,24 @@ class FakeStore:
         self.skip_writes += 1
         self.skips.extend(str(s.reason) for s in skips)
 
-    async def commit_chunks(
-        self, *, task_id: int, document_id: int, kb_id: int, generation: int, attempt: int,
-        chunks: Sequence[Chunk], embeddings: npt.NDArray[Any], warnings: Sequence[str] = (),
-    ) -> bool:
+    async def commit_chunks(self, commit: ChunkCommit) -> bool:
         self._maybe_fail("commit_chunks")
-        task = self._fenced(task_id, generation, attempt)
+        task = self._fenced(commit.claim)
         if task is None:
             return False
-        assert len(embeddings) == len(chunks)
+        assert len(commit.embeddings) == len(commit.chunks)
         task.status = TaskStatus.SUCCESS
-        doc = self.documents[document_id]
+        doc = self.documents[commit.document_id]
         doc.status = DocumentStatus.INDEXED
-        doc.chunks = list(chunks)
-        doc.embeddings = embeddings
+        doc.chunks = list(commit.chunks)
+        doc.embeddings = commit.embeddings
         return True
 
     async def finish_unsuccessfully(
-        self, *, task_id: int, document_id: int, generation: int, attempt: int, status: TaskStatus,
-        error_code: str, error_message: str, warnings: Sequence[str] = (),
+        self, claim: Claim, *, document_id: int, status: TaskStatus, error_code: str, error_message: str,
+        warnings: Sequence[str] = (),
     ) -> bool:
-        task = self._fenced(task_id, generation, attempt)
+        task = self._fenced(claim)
         if task is None:
             return False
         task.status, task.error_code, task.error_message = status, error_code, error_message
@@ -359,6 +364,68 @@ class FakeObjectStore:
             raise StorageUnavailableError("fake storage down")
         self.objects.pop(key, None)
         self.removed.append(key)
+
+
+class FakeObjectStream:
+    """One ``put_stream`` of a :class:`FakeObjectWriter`: collects what is written; the object
+    appears on ``close``. Past ``fail_after`` bytes the store "goes away"."""
+
+    def __init__(self, writer: FakeObjectWriter, key: str, content_type: str, tap: Callable[[bytes], None]) -> None:
+        self._writer, self._key, self._content_type, self._tap = writer, key, content_type, tap
+        self._data = bytearray()
+        self.failed = False
+
+    async def write(self, data: bytes) -> None:
+        if self.failed:
+            raise StorageUnavailableError("put: storage went away (fake)")
+        self._tap(data)
+        self._data += data
+        limit = self._writer.fail_after
+        if limit is not None and len(self._data) > limit:
+            self.failed = True
+            raise StorageUnavailableError("put: storage went away (fake)")
+
+    async def close(self) -> None:
+        self._writer.objects[self._key] = bytes(self._data)
+        self._writer.content_types[self._key] = self._content_type
+
+    async def abort(self) -> None:
+        self._writer.aborted += 1
+        self._data.clear()
+
+
+class FakeObjectWriter:
+    """The ``ObjectWriter`` port over a dict (the upload path): ``puts`` single PUTs,
+    ``streams`` streamed uploads, ``aborted`` streams abandoned, ``ranges`` ranged reads."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.objects: dict[str, bytes] = {}
+        self.content_types: dict[str, str] = {}
+        self.fail_after = fail_after
+        self.puts = 0
+        self.streams = 0
+        self.aborted = 0
+        self.ranges: list[tuple[int, int]] = []
+
+    def put_stream(self, key: str, *, content_type: str, part_size: int,
+                   tap: Callable[[bytes], None]) -> FakeObjectStream:
+        self.streams += 1
+        return FakeObjectStream(self, key, content_type, tap)
+
+    async def put_bytes(self, key: str, data: bytes, *, content_type: str, tap: Callable[[bytes], None]) -> None:
+        if self.fail_after is not None and len(data) > self.fail_after:
+            raise StorageUnavailableError("put: storage went away (fake)")
+        tap(data)
+        self.puts += 1
+        self.objects[key] = data
+        self.content_types[key] = content_type
+
+    async def get_range(self, key: str, offset: int, length: int) -> bytes:
+        self.ranges.append((offset, length))
+        return self.objects[key][offset:offset + length]
+
+    async def remove(self, key: str) -> None:
+        self.objects.pop(key, None)
 
 
 class FakeLocks:
@@ -469,6 +536,8 @@ __all__ = [
     "FakeExtractor",
     "FakeLocks",
     "FakeObjectStore",
+    "FakeObjectStream",
+    "FakeObjectWriter",
     "FakePublisher",
     "FakeReleasedObjects",
     "FakeStore",

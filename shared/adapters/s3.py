@@ -1,21 +1,29 @@
 """Object storage adapter (the ``minio`` SDK against any S3 server); errors mapped to shared.domain.errors.
 
 The SDK is synchronous: every call runs in a worker thread so the event loop (and the AMQP
-heartbeats it serves) never blocks on storage I/O.
+heartbeats it serves) never blocks on storage I/O. :meth:`ObjectStore.put_stream` (the
+``ObjectWriter`` port) bridges an async producer to the SDK's blocking multipart upload: the
+producer writes into a bounded :class:`_Pipe`; a thread of its own runs the SDK, which reads
+whole parts from it (and taps each piece, e.g. to hash it off the loop).
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import urllib3
 from minio import Minio
 from minio.error import MinioException, S3Error
 
-from shared.domain.errors import ObjectMissingError, StorageUnavailableError
+from shared.domain.errors import ObjectMissingError, StorageUnavailableError, UploadAbortedError
+from shared.ports import ObjectStream, Tap
 from shared.settings import CommonSettings
 
 
@@ -29,26 +37,50 @@ def _translate(exc: Exception, what: str) -> Exception:
 POOL_CONNECTIONS = 64
 _MIN_PART = 5 * 1024 * 1024  # S3's smallest multipart part; below it put_object sends one PUT
 _ERRORS = (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError)
+#: Bytes queued between the producer and the storage thread (on top of the part being built).
+PIPE_CAPACITY = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    """What the object store needs (``S3_ENDPOINT`` host:port, keys, ``S3_BUCKET``, ``S3_SECURE``
+    for TLS, ``S3_TIMEOUT_S`` seconds per read); built by the composition root."""
+
+    endpoint: str
+    access_key: str
+    secret_key: str
+    bucket: str
+    secure: bool
+    timeout_s: float
+
+    @classmethod
+    def from_settings(cls, s: CommonSettings) -> StorageConfig:
+        return cls(endpoint=s.s3_endpoint, access_key=s.s3_access_key.get_secret_value(),
+                   secret_key=s.s3_secret_key.get_secret_value(), bucket=s.s3_bucket, secure=s.s3_secure,
+                   timeout_s=s.s3_timeout_s)
+
+    def __repr__(self) -> str:  # never the keys
+        return f"StorageConfig(endpoint={self.endpoint!r}, bucket={self.bucket!r}, secure={self.secure})"
 
 
 class ObjectStore:
     """One bucket of an S3 server."""
 
-    def __init__(self, settings: CommonSettings) -> None:
-        timeout = settings.s3_timeout_s
+    def __init__(self, config: StorageConfig) -> None:
+        timeout = config.timeout_s
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=min(5.0, timeout), read=timeout),
             retries=urllib3.Retry(total=1, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
             maxsize=POOL_CONNECTIONS,
         )
         self._client = Minio(
-            settings.s3_endpoint,
-            access_key=settings.s3_access_key.get_secret_value(),
-            secret_key=settings.s3_secret_key.get_secret_value(),
-            secure=settings.s3_secure,
+            config.endpoint,
+            access_key=config.access_key,
+            secret_key=config.secret_key,
+            secure=config.secure,
             http_client=http,
         )
-        self.bucket = settings.s3_bucket
+        self.bucket = config.bucket
 
     async def ensure_bucket(self) -> None:
         """Create the bucket if missing. Raises StorageUnavailableError."""
@@ -95,6 +127,21 @@ class ObjectStore:
             raise _translate(exc, f"stat {key}") from exc
         except _ERRORS as exc:
             raise _translate(exc, f"stat {key}") from exc
+
+    def put_stream(self, key: str, *, content_type: str, part_size: int, tap: Tap) -> ObjectStream:
+        """Start a multipart upload of unknown length fed by the returned stream's ``write``
+        (``ObjectWriter`` port); ``tap`` sees every piece in the storage thread."""
+        return StreamUpload(lambda stream: self.put_stream_blocking(key, stream, part_size, content_type),
+                            tap, name=f"upload:{key}")
+
+    async def put_bytes(self, key: str, data: bytes, *, content_type: str, tap: Tap) -> None:
+        """Store ``data`` with one PUT request (``tap(data)`` first, in the same thread)."""
+
+        def _do() -> None:
+            tap(data)
+            self.put_bytes_blocking(key, data, content_type)
+
+        await asyncio.to_thread(_do)
 
     def put_stream_blocking(self, key: str, stream: BinaryIO, part_size: int, content_type: str) -> None:
         """Store a stream of unknown length (BLOCKING: call it from a thread of its own).
@@ -167,3 +214,162 @@ class ObjectStore:
             await asyncio.to_thread(self._client.bucket_exists, self.bucket)
         except _ERRORS as exc:
             raise _translate(exc, "ping") from exc
+
+
+# ------------------------------------------------------------------ async producer → SDK thread
+
+
+class _Pipe:
+    """Bytes from the event loop to one blocking reader thread, at most ``capacity`` queued.
+
+    ``write`` (event loop) waits for room without blocking the loop; ``read`` (thread) blocks
+    until it has ``size`` bytes or the end, so the SDK gets a whole part in one call.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._capacity = capacity
+        self._cond = threading.Condition()
+        self._chunks: deque[bytes] = deque()
+        self._queued = 0
+        self._eof = False
+        self._aborted = False
+        self._reader_gone = False
+        self._room = asyncio.Event()
+
+    async def write(self, data: bytes) -> bool:
+        """Queue ``data``; False if the reader has stopped (its error is the upload's result)."""
+        while True:
+            with self._cond:
+                if self._reader_gone:
+                    return False
+                if self._queued < self._capacity:
+                    self._chunks.append(data)
+                    self._queued += len(data)
+                    self._cond.notify_all()
+                    return True
+                self._room.clear()
+            await self._room.wait()
+
+    def close(self) -> None:
+        """End of data: the reader sees EOF once the queue is drained."""
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
+
+    def abort(self) -> None:
+        """The reader's next ``read`` raises :class:`UploadAbortedError`."""
+        with self._cond:
+            self._aborted = True
+            self._chunks.clear()
+            self._queued = 0
+            self._cond.notify_all()
+
+    def _signal_room(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._room.set)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+    def reader_done(self) -> None:
+        """Called by the reader thread when it stops, whatever the reason."""
+        with self._cond:
+            self._reader_gone = True
+        self._signal_room()
+
+    def read(self, size: int = -1) -> bytes:
+        out = bytearray()
+        with self._cond:
+            while size < 0 or len(out) < size:
+                if self._aborted:
+                    raise UploadAbortedError("upload abandoned by the request")
+                if not self._chunks:
+                    if self._eof:
+                        break
+                    self._cond.wait()
+                    continue
+                chunk = self._chunks.popleft()
+                want = len(chunk) if size < 0 else min(len(chunk), size - len(out))
+                if want < len(chunk):
+                    self._chunks.appendleft(chunk[want:])
+                out += chunk[:want]
+                self._queued -= want
+                self._signal_room()
+        return bytes(out)
+
+
+class _TapReader:
+    """``read`` of the pipe, handing what it reads to ``tap`` (in the storage thread)."""
+
+    def __init__(self, pipe: _Pipe, tap: Tap) -> None:
+        self._pipe, self._tap = pipe, tap
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._pipe.read(size)
+        self._tap(data)
+        return data
+
+
+def _in_thread(fn: Callable[[], None], name: str) -> asyncio.Future[None]:
+    """Run ``fn`` in a thread of its own (not the default executor: a slow client would hold
+    one of its few threads for the whole upload and starve every other storage call)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle(exc: BaseException | None) -> None:
+        if done.done():
+            return
+        if exc is None:
+            done.set_result(None)
+        else:
+            done.set_exception(exc)
+
+    def run() -> None:
+        error: BaseException | None = None
+        try:
+            fn()
+        except BaseException as exc:  # handed to the awaiting coroutine
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, error)
+        except RuntimeError:  # loop closed (shutdown)
+            pass
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return done
+
+
+class StreamUpload:
+    """:class:`~shared.ports.ObjectStream` over a blocking ``put(stream)`` (the SDK's
+    ``put_object`` with length -1) running in a thread of its own, fed through a :class:`_Pipe`
+    of :data:`PIPE_CAPACITY` bytes. ``stream.read`` raises ``UploadAbortedError`` after
+    :meth:`abort`, which makes the SDK abort its multipart upload."""
+
+    def __init__(self, put: Callable[[BinaryIO], None], tap: Tap, *, name: str,
+                 capacity: int = PIPE_CAPACITY) -> None:
+        pipe = self._pipe = _Pipe(capacity)
+        reader = _TapReader(pipe, tap)
+
+        def run() -> None:
+            try:
+                put(cast(BinaryIO, reader))
+            finally:
+                pipe.reader_done()
+
+        self._done = _in_thread(run, name)
+
+    async def write(self, data: bytes) -> None:
+        if not await self._pipe.write(data):
+            await self._done  # raises the storage thread's error
+            raise StorageUnavailableError("upload ended early")
+
+    async def close(self) -> None:
+        self._pipe.close()
+        await self._done
+
+    async def abort(self) -> None:
+        self._pipe.abort()
+        try:
+            await asyncio.shield(self._done)
+        except BaseException:  # its error is not ours to report: the caller's reason is
+            pass

@@ -46,7 +46,8 @@ never here). ``error_code`` is a class attribute, stored in ``index_task.error_c
     │   ├── InFlightLimitExceeded           the user is at the in-flight cap           (429 + Retry-After)
     │   └── UploadRejectedError             the upload is refused; nothing stored      (400)
     │       ├── UploadTooLargeError         over MAX_UPLOAD_BYTES                      (413)
-    │       ├── UnsupportedUploadError      type not allowed / disagrees with the name (415)
+    │       ├── UnsupportedUploadError      type not allowed / disagrees with the name (415,
+    │       │                               ``error_code`` unsupported_type or encrypted)
     │       ├── MalformedUploadError        broken multipart body                      (400)
     │       └── MissingFileError            no ``file`` part                           (422)
     ├── InvalidMessageError (ValueError)    a queue message that is not an IndexMessage → DLQ
@@ -334,7 +335,12 @@ class UploadTooLargeError(UploadRejectedError):
 
 
 class UnsupportedUploadError(UploadRejectedError):
-    pass
+    """415: the type is not accepted, or the content disagrees with the name. ``error_code``
+    (in the 415 body): ``unsupported_type``, or ``encrypted`` for a password-protected file."""
+
+    def __init__(self, detail: str, *, error_code: str = "unsupported_type") -> None:
+        super().__init__(detail)
+        self.error_code = error_code
 
 
 class MalformedUploadError(UploadRejectedError):
@@ -356,7 +362,12 @@ class InvalidMessageError(ValueError):
 
 
 class UnsupportedContentError(ValueError):
-    """The file's type is not allowed, or its content disagrees with its name (→ 415)."""
+    """The file's type is not allowed, or its content disagrees with its name (→ 415);
+    ``error_code`` as :class:`UnsupportedUploadError`'s."""
+
+    def __init__(self, message: str, *, error_code: str = "unsupported_type") -> None:
+        super().__init__(message)
+        self.error_code = error_code
 
 
 class ConfigurationError(Exception):
@@ -371,11 +382,13 @@ class DependencyMissingError(ConfigurationError):
 
 
 class NeedBytesError(Exception):
-    """``sniff.docx_has_document`` needs the file from ``offset`` on (it only had the tail)."""
+    """A reader of part of a file (``shared.domain.containers.SparseFile``) needs ``length``
+    bytes from ``offset`` on, which it was not given."""
 
-    def __init__(self, offset: int) -> None:
-        super().__init__(f"need bytes from offset {offset}")
+    def __init__(self, offset: int, length: int = 0) -> None:
+        super().__init__(f"need {length} bytes from offset {offset}")
         self.offset = offset
+        self.length = length
 
 
 class UploadAbortedError(Exception):

@@ -48,7 +48,7 @@ class SkipReason(StrEnum):
 
 
 @dataclass(frozen=True)
-class Claim:
+class Proceed:
     """Go ahead: claim the task (attempt + 1) and run it."""
 
 
@@ -66,7 +66,7 @@ class Reject:
     reason: str
 
 
-ClaimDecision = Claim | Skip | Reject
+ClaimDecision = Proceed | Skip | Reject
 
 
 def decide_claim(msg: IndexMessage, snap: TaskSnapshot | None) -> ClaimDecision:
@@ -83,7 +83,7 @@ def decide_claim(msg: IndexMessage, snap: TaskSnapshot | None) -> ClaimDecision:
         return Skip(SkipReason.STALE_GENERATION)
     if snap.status not in CLAIMABLE:
         return Skip(SkipReason.NOT_RUNNABLE)
-    return Claim()
+    return Proceed()
 
 
 class SettledTasks:

@@ -35,6 +35,7 @@ from typing import Literal
 import olefile
 
 from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError, PermanentError, UnsupportedTypeError
+from shared.domain.formats import ENCRYPTED_MESSAGE, by_extension, by_kind
 
 __all__ = ["OLE_MAGIC", "OleKind", "classify_ole", "is_ole", "legacy_message", "refusal"]
 
@@ -84,10 +85,7 @@ def refusal(data: bytes) -> PermanentError | None:
     if base == "msg":
         return None
     if base == "encrypted_ooxml":
-        return EncryptedDocumentError(
-            "the file is password-protected (an encrypted Word, Excel or PowerPoint file): open it, remove "
-            "the password (File > Info > Protect > Encrypt with Password, empty) and upload it again"
-        )
+        return EncryptedDocumentError(ENCRYPTED_MESSAGE)
     if base == "unknown_ole":
         return UnsupportedTypeError(
             "this OLE compound file is not a document type we read (not Word, Excel, PowerPoint or Outlook); "
@@ -99,21 +97,14 @@ def refusal(data: bytes) -> PermanentError | None:
             f"this {one} is password-protected, and {what} are not supported: open it in {app} or "
             f"LibreOffice, remove the password and save it as {ext}"
         )
-    return UnsupportedTypeError(_not_supported(what, one, app, ext))
+    return UnsupportedTypeError(by_kind(base).refusal or f"{one} is not supported")
 
 
 def legacy_message(ext: str) -> str | None:
-    """The refusal for a file *named* .doc/.xls/.ppt (``ext`` without the dot, any case), else None.
-
-    For the upload API, which types by name and head before the whole file is stored.
-    """
-    entry = _SAVE_AS.get(ext.lower().lstrip("."))
-    return None if entry is None else _not_supported(*entry)
-
-
-def _not_supported(what: str, one: str, app: str, ext: str) -> str:
-    del one
-    return f"{what} are not supported: open it in {app} or LibreOffice and save it as {ext}"
+    """The refusal for a file *named* .doc/.xls/.ppt (``ext`` without the dot, any case), else None:
+    the format registry's (``shared.domain.formats``), which the upload API answers too."""
+    fmt = by_extension(ext.lower().lstrip("."))
+    return None if fmt is None else fmt.refusal
 
 
 def _inspect(data: bytes) -> tuple[_Base, bool]:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Chunk", "NewContent", "OutboxRow", "SkipRecord"]
+import numpy.typing as npt
+
+__all__ = ["Chunk", "ChunkCommit", "Claim", "Duplicate", "NewContent", "OutboxRow", "SkipRecord"]
 
 
 @dataclass(frozen=True)
@@ -65,3 +69,27 @@ class Duplicate:
     status: str
     task_status: str
     generation: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A worker's claim on a task: its fencing token ``(generation, attempt)`` (see
+    :mod:`shared.domain.fencing`). Every write of a run is conditional on it."""
+
+    task_id: int
+    generation: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class ChunkCommit:
+    """What the one fenced commit writes: ``chunks`` and their ``embeddings``
+    (``(len(chunks), dim)`` float32, row i for chunk i) of ``document_id`` in ``kb_id``, the
+    run's ``warnings`` (sentences), under ``claim``."""
+
+    claim: Claim
+    document_id: int
+    kb_id: int
+    chunks: Sequence[Chunk]
+    embeddings: npt.NDArray[Any]
+    warnings: Sequence[str] = ()

@@ -1,6 +1,6 @@
 """Text or binary, and which Unicode encoding form, from raw bytes (pure; stdlib only, no I/O).
 
-Shared by the upload check (``knowledge_service.sniff``: 415 or not, on the first 8 KiB) and the
+Shared by the upload check (``knowledge_service.upload.sniff``: 415 or not, on the first 8 KiB) and the
 worker's decoder (``task_service.pipeline.decode``) so both call the same bytes text.
 
 **UTF-16/32 without a byte-order mark.** Text in UTF-16 has a NUL byte in every code unit below

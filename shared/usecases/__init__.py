@@ -1,4 +1,5 @@
-"""Use cases that create work: upload, replace content, reindex, retry, delete, DLQ replay.
+"""Use cases that write: create a knowledge base; create work: upload, replace content, reindex,
+retry, delete, DLQ replay.
 
 One module per use case (``documents``, ``enqueue``, ``dead_letters``) over ``common``; the
 package re-exports the public names (``from shared import usecases; usecases.retry(...)``).
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from shared.usecases.common import Deps, Limits, check_in_flight, discard_object, flush_marks, publish_now
 from shared.usecases.dead_letters import replay_dead_letter
-from shared.usecases.documents import create_document, delete_document, drop_pending
+from shared.usecases.documents import create_document, create_knowledge_base, delete_document, drop_pending
 from shared.usecases.enqueue import EnqueueResult, reindex, replace_content, request_enqueue, retry
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "Limits",
     "check_in_flight",
     "create_document",
+    "create_knowledge_base",
     "delete_document",
     "discard_object",
     "drop_pending",

@@ -1,8 +1,10 @@
-"""Documents: create one for an upload, delete one, drop its pending version."""
+"""Knowledge bases and documents: create a KB, create a document for an upload, delete one, drop
+its pending version."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from shared.domain.errors import PendingVersionNotFound
 from shared.domain.messages import IndexMessage
@@ -12,6 +14,12 @@ from shared.log import bind
 from shared.usecases.common import Deps, discard_object, over_cap, publish_now
 
 log = logging.getLogger(__name__)
+
+
+async def create_knowledge_base(deps: Deps, user_id: int, name: str, *, model: str, dim: int) -> dict[str, Any]:
+    """A new knowledge base of ``user_id`` whose vectors are ``model``'s (``dim`` floats):
+    ``{"kb_id", "name", "embedding_model", "embedding_dim", "create_time"}``."""
+    return await deps.store.create_knowledge_base(user_id, name, model, dim)
 
 
 async def create_document(

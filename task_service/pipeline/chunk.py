@@ -24,7 +24,10 @@ held a worker for 25 minutes):
    (punctuation, CJK). Cuts inside a word only happen when one word alone breaks a bound.
 3. Greedy packing from the current start: the largest token window within both bounds; the cut
    is the first section start in it (unless only headings precede it: a heading stays with its
-   text), else the highest-level boundary in the window's second half, the latest one on ties.
+   text), else the highest-level boundary in the window's second half, the latest one on ties;
+   a cut that would fall inside a paragraph (block) moves back to that paragraph's start when
+   the whole paragraph fits in one chunk from there (a table row, with its headers, is never
+   split unless it alone breaks a bound).
 4. A cut inside a paragraph is overlapped: the next chunk starts up to ``overlap_tokens`` tokens
    (and ``max_chars · overlap_tokens / max_tokens`` characters) earlier, at the earliest line
    start within that budget, else the earliest word start after a space, never before the
@@ -490,7 +493,19 @@ class _Packer:
             best = int(window.max()) if len(window) else INSIDE_WORD
             if best < WORD:
                 return None
-        return lo + len(window) - 1 - int(np.argmax(window[::-1] == best))
+        cut = lo + len(window) - 1 - int(np.argmax(window[::-1] == best))
+        return cut if best >= PARAGRAPH else self._whole_paragraph(first, cut, e_max)
+
+    def _whole_paragraph(self, first: int, cut: int, e_max: int) -> int:
+        """``cut`` (inside a paragraph), or the start of that paragraph when the paragraph fits in
+        one chunk from there: a block that fits (a table row with its headers) is never split."""
+        starts = np.flatnonzero(self.tokens.level[first:cut] >= PARAGRAPH)
+        if not len(starts):
+            return cut
+        q = first + int(starts[-1])
+        reach = self._reach(q)
+        following = np.flatnonzero(self.tokens.level[e_max + 1:reach + 1] >= PARAGRAPH)
+        return q if len(following) or reach >= len(self.tokens) else cut
 
     def _section_cut(self, s: int, last: int) -> int | None:
         """The first section start in tokens ``(s, last]`` with text (not only headings) before it."""

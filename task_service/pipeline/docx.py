@@ -22,10 +22,14 @@ This module walks every story of the package (ECMA-376 Part 1, §17):
   after the row / paragraph that holds them (never also inside it);
 - kept: runs inside content controls (``w:sdt``, block, row, cell and run level), hyperlinks,
   smart tags, custom XML, tracked insertions and moves (``w:ins``, ``w:moveTo``), simple fields
-  (``w:fldSimple``) and complex-field *results*, math (``m:t``), DrawingML and VML text boxes
+  (``w:fldSimple``) and complex-field *results*, DrawingML and VML text boxes
   (of an ``mc:AlternateContent`` only the first branch we understand: a text box is stored
   twice, as ``wps`` in ``mc:Choice`` and as VML in ``mc:Fallback``), a drawing's alt text
   (``wp:docPr/@descr``, else ``@title``) as a block after its paragraph;
+- list labels as Word shows them ("4.2", "Clause 4.2", "a)", "•") before the item's text
+  (``docx_numbering.py``: ``numbering.xml``, direct or style numbering, restarts, overrides);
+- Office math (OMML), inline and as a block of its own under the body, as linear text with
+  separators ("ZELTRONI / BC", "mc^2"; ``omml.py``), set apart from neighbouring words;
 - dropped: deleted text (``w:del``, ``w:delText``, ``w:moveFrom``), field instructions
   (``w:instrText``), properties, comments (counted in a warning);
 - ``w:tab``/``w:ptab`` → tab, ``w:br``/``w:cr`` → newline, ``w:noBreakHyphen`` → ``-``,
@@ -56,8 +60,12 @@ from collections.abc import Callable, Iterator
 from lxml import etree
 
 from shared.domain.errors import CorruptDocumentError, UnsupportedTypeError
-from task_service.pipeline.document import Block, ParsedDocument, section_path
-from task_service.pipeline.readers.ooxml import SECURE_XML, Package, check_doctype, choose, xml_errors
+from task_service.pipeline.document import Block, HeadingStack, ParsedDocument, count_warnings
+from task_service.pipeline.docx_numbering import ListNumbering
+from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.omml import GAP, math_text, resolve_gaps
+from task_service.pipeline.readers._xmlzip import SECURE_XML, check_doctype, xml_errors
+from task_service.pipeline.readers.ooxml import Package, choose
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 _W = "{" + W_NS + "}"
@@ -101,14 +109,18 @@ _SYMBOL = dict(zip(
 _STRICT_DOCUMENT = "{http://purl.oclc.org/ooxml/wordprocessingml/main}document"
 
 
-def extract_docx(data: bytes) -> ParsedDocument:
+def extract_docx(data: bytes, limits: ParseLimits | None = None) -> ParsedDocument:
     """Return the blocks of a DOCX package in reading order (text not yet normalized) and warnings.
+
+    With ``limits``, the images of the main story big enough to hold text (a scanned page pasted into
+    Word) are OCRed (``ocr.ocr_embedded_images``); their paragraphs follow the document's text.
 
     Raises ``CorruptDocumentError`` when ``data`` is not a readable Word package and
     ``ParseLimitError`` when a part's XML exceeds libxml2's default depth or text-node limits.
     """
     package, main = _load(data)
-    walker = _Walker(_heading_levels(package.xml(package.related(main, "styles"))))
+    styles = package.xml(package.related(main, "styles"))
+    walker = _Walker(_heading_levels(styles), ListNumbering(package.xml(package.related(main, "numbering")), styles))
     header_ids = _walk_main(package, main, walker)
     for kind in ("footnotes", "endnotes"):
         walker.walk_notes(kind, package.xml(package.related(main, kind)))
@@ -117,7 +129,28 @@ def extract_docx(data: bytes) -> ParsedDocument:
     comments = package.xml(package.related(main, "comments"))
     if comments is not None:
         walker.counts["comment"] += sum(1 for _ in comments.iter(_W + "comment"))
-    return ParsedDocument(tuple(walker.blocks), _warnings(walker.counts))
+    extra: tuple[str, ...] = ()
+    if limits is not None and walker.counts["image"]:
+        extra = _ocr_images(package, main, walker, limits)
+    return ParsedDocument(tuple(walker.blocks), _warnings(walker.counts) + extra)
+
+
+def _ocr_images(package: Package, main: str, walker: _Walker, limits: ParseLimits) -> tuple[str, ...]:
+    """OCR the main story's images (in document order, once per reference); they leave the walker's
+    "images ignored" count, and ``ocr_embedded_images``' warnings say what became of them."""
+    from task_service.pipeline.ocr import ocr_embedded_images
+
+    root = package.xml(main)
+    refs = [] if root is None else [
+        node.get(_R + "embed") or node.get(_R + "id") or "" for node in root.iter(_A + "blip", _V + "imagedata")
+    ]
+    parts = [p for p in (package.target(main, rid) for rid in refs if rid) if p is not None]
+    if not parts:
+        return ()
+    walker.counts["image"] = max(walker.counts["image"] - len(refs), 0)
+    blocks, notes = ocr_embedded_images((package.read(p) or b"" for p in parts), limits)
+    walker.blocks.extend(blocks)
+    return tuple(notes)
 
 
 # ---------------------------------------------------------------- package (ZIP + relationships)
@@ -132,7 +165,10 @@ def _load(data: bytes) -> tuple[Package, str]:
     return package, main
 
 
-_BODY_CHILDREN = (_W + "p", _W + "tbl", _W + "altChunk", _W + "sectPr", _MC + "AlternateContent", *_WRAPPERS)
+_BODY_CHILDREN = (
+    _W + "p", _W + "tbl", _W + "altChunk", _W + "sectPr", _MC + "AlternateContent", _M + "oMathPara", _M + "oMath",
+    *_WRAPPERS,
+)
 
 
 def _walk_main(package: Package, part: str, walker: _Walker) -> list[str]:
@@ -145,7 +181,7 @@ def _walk_main(package: Package, part: str, walker: _Walker) -> list[str]:
     (the ZIP limit) would need ≈2 GB as a tree."""
     refs: list[str] = []
     walker.flow = True
-    with xml_errors(part, "DOCX"), package.open(part) as stream:
+    with xml_errors("DOCX", part), package.stream(part) as stream:
         events = etree.iterparse(stream, events=("end",), tag=_BODY_CHILDREN, **SECURE_XML)
         for _, element in events:
             parent = element.getparent()
@@ -162,7 +198,7 @@ def _walk_main(package: Package, part: str, walker: _Walker) -> list[str]:
 
 
 def _check_root(root: etree._Element, part: str, tag: str | None = None) -> None:
-    check_doctype(root, part, "DOCX")
+    check_doctype(root, "DOCX", part)
     if root.tag == _STRICT_DOCUMENT:
         raise UnsupportedTypeError(
             "DOCX is saved as Strict Open XML (ISO/IEC 29500 Strict), which is not supported; "
@@ -216,21 +252,23 @@ def _outline_level(ppr: etree._Element | None) -> int | None:
 class _Walker:
     """Walks WordprocessingML stories into ``blocks``; ``counts`` of things not read (warnings)."""
 
-    def __init__(self, heading_levels: dict[str, int]) -> None:
+    def __init__(self, heading_levels: dict[str, int], numbering: ListNumbering) -> None:
         self.levels = heading_levels
+        self.numbering = numbering
         self.blocks: list[Block] = []
         self.counts: Counter[str] = Counter()
         self.out = self.blocks  # where finished blocks go (a row's trailing list inside a table)
         self.cell: list[str] | None = None  # paragraph texts of the table cell being read
         self.flow = False  # headings count (body, outside tables and text boxes)
         self.section: str | None = None
-        self.headings: list[tuple[int, str]] = []
+        self.headings = HeadingStack()
         self.note_sections: dict[tuple[str, str], str | None] = {}
         self.seen_furniture: set[str] = set()
         self._block_handlers: dict[str, Callable[[etree._Element], None]] = {
             _W + "p": self._paragraph, _W + "tbl": self._table,
             _MC + "AlternateContent": lambda el: self._blocks(_choose(el)),
             _W + "altChunk": lambda el: self._count("altchunk"),
+            _M + "oMathPara": self._math_block, _M + "oMath": self._math_block,
         }
 
     # stories
@@ -275,16 +313,27 @@ class _Walker:
         parts: list[str] = []
         outer, self.out = self.out, []
         boxes = self.out
+        label = self.numbering.label(p.find(_W + "pPr"))  # counted before its text boxes' paragraphs
         self._inline(p, parts)
         self.out = outer
-        text = "".join(parts)
+        text = resolve_gaps("".join(parts))
+        if label and text.strip():
+            text = f"{label} {text.lstrip()}"
+        self._emit(text, p)
+        self.out.extend(boxes)
+
+    def _emit(self, text: str, p: etree._Element | None) -> None:
+        """A paragraph's text: into the table cell being read, or a block (a heading when ``p`` is one)."""
         if self.cell is not None:
             self.cell.append(text)
         elif text.strip():
-            if self.flow:
+            if self.flow and p is not None:
                 self._heading(p, text)
             self.out.append(Block(text, self.section))
-        self.out.extend(boxes)
+
+    def _math_block(self, element: etree._Element) -> None:
+        """An equation standing as a paragraph of its own (``m:oMathPara``/``m:oMath`` at block level)."""
+        self._emit(math_text(element), None)
 
     def _heading(self, p: etree._Element, text: str) -> None:
         ppr = p.find(_W + "pPr")
@@ -297,10 +346,7 @@ class _Walker:
             level = None if style is None else self.levels.get(style.get(_W + "val", ""))
         if level is None:
             return
-        while self.headings and self.headings[-1][0] >= level:
-            self.headings.pop()
-        self.headings.append((level, text))
-        self.section = section_path([h for _, h in self.headings])
+        self.section = self.headings.enter(level, text)
 
     def _table(self, tbl: etree._Element) -> None:
         outer_out, outer_cell, outer_flow = self.out, self.cell, self.flow
@@ -331,7 +377,7 @@ class _Walker:
             elif tag == _MC + "AlternateContent":
                 self._inline(_choose(child), parts)
             elif isinstance(tag, str) and tag.startswith(_M):
-                self._math(child, parts)
+                parts.append(f"{GAP}{math_text(child)}{GAP}")
 
     def _run(self, run: etree._Element, parts: list[str]) -> None:
         for child in run:
@@ -351,14 +397,6 @@ class _Walker:
                 self.note_sections[(kind, child.get(_W + "id", ""))] = self.section
             elif tag == _W + "ruby":
                 self._inline(child, parts)
-
-    def _math(self, element: etree._Element, parts: list[str]) -> None:
-        tag = element.tag
-        if tag == _M + "t":
-            parts.append(element.text or "")
-        elif isinstance(tag, str) and not tag.endswith("Pr"):
-            for child in element:
-                self._math(child, parts)
 
     def _objects(self, element: etree._Element) -> None:
         """Text boxes and alt texts inside a drawing/picture become blocks; images, charts, diagrams, OLE
@@ -444,8 +482,4 @@ _WARNINGS = {
 
 
 def _warnings(counts: Counter[str]) -> tuple[str, ...]:
-    return tuple(
-        f"{counts[kind]:,} {one if counts[kind] == 1 else many}"
-        for kind, (one, many) in _WARNINGS.items()
-        if counts[kind]
-    )
+    return count_warnings(counts, _WARNINGS)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from shared.domain.errors import NoTextError, ParseLimitError
 from shared.domain.records import Chunk
+from task_service.pipeline import ocr
 from task_service.pipeline.chunk import Chunker
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.parse import parse_document
@@ -56,8 +57,9 @@ Packed = tuple[
 ]
 
 
-#: Told the name of the stage extraction enters (``"CHUNKING"`` once parsing is done).
-StageCallback = Callable[[str], None]
+#: Told the name of the stage extraction enters: ``on_stage("CHUNKING")`` once parsing is done, and
+#: ``on_stage("OCR", share)`` as scanned pages are OCRed (``share`` = pages done / pages to OCR, 0..1).
+StageCallback = Callable[..., None]
 
 
 def extract(
@@ -70,7 +72,8 @@ def extract(
     ``ParseLimitError`` when it gives more than ``chunker.max_chunks`` chunks.
     """
     started = time.perf_counter()
-    parsed = parse_document(data, filename, parse_limits)
+    with ocr.progress_to(_ocr_reporter(on_stage)):
+        parsed = parse_document(data, filename, parse_limits)
     parsed_at = time.perf_counter()
     if on_stage is not None:
         on_stage("CHUNKING")
@@ -119,3 +122,13 @@ def _scripts(texts: list[str]) -> str:
         count.update(unicodedata.name(ch, "?").split()[0] for ch in text if ch.isalpha() and not ch.isascii())
     return ", ".join(name if len(name) <= 3 else name.title() for name, _ in count.most_common(3))
 
+
+
+def _ocr_reporter(on_stage: StageCallback | None) -> ocr.ProgressCallback | None:
+    if on_stage is None:
+        return None
+
+    def report(done: int, total: int) -> None:
+        on_stage("OCR", done / total if total > 0 else 0.0)
+
+    return report

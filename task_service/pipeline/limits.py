@@ -1,20 +1,24 @@
-"""Size limits checked while parsing: ZIP (DOCX) bomb pre-checks, PDF page and text limits.
+"""Size limits checked while parsing: ZIP bomb pre-checks (every ZIP-based format of the
+registry: DOCX, PPTX, XLSX, ODF, EPUB), PDF page and text limits.
 
 These are the *structural* limits, checked by the parser itself (in the sandbox child or in
 process); the *resource* limits (memory, CPU, wall clock) are enforced by ``sandbox.py``.
 Every violation raises ``ParseLimitError`` (``parse_limit``, permanent) naming the limit and
 the setting that raises it.
 
-ZIP pre-check (before unstructured / python-docx open the package), from the central
-directory only, so it costs microseconds and inflates nothing:
+ZIP pre-check (before a reader opens the package), from the central directory only, so it
+costs microseconds and inflates nothing (settings ``ZIP_MAX_*``; the older ``DOCX_MAX_*`` names
+are still read):
 
-- number of entries ≤ ``max_entries`` (default 10 000);
-- sum of the declared uncompressed sizes ≤ ``max_uncompressed_bytes`` (default 200 MiB);
-- per entry and for the whole archive, uncompressed / compressed ≤ ``max_ratio`` (default 100),
+- number of entries ≤ ``zip_max_entries`` (default 10 000);
+- sum of the declared uncompressed sizes ≤ ``zip_max_uncompressed_bytes`` (default 200 MiB);
+- per entry and for the whole archive, uncompressed / compressed ≤ ``zip_max_ratio`` (default 100),
   checked only above ``RATIO_GRACE_BYTES`` (100 KiB) of uncompressed data, as Apache POI's
   ``ZipSecureFile`` does (``MIN_INFLATE_RATIO`` 0.01, grace size 100 KB): tiny XML parts of
   real documents compress 30:1 (``simple.docx``'s 340 KB ``styles.xml``: 28.8:1) and a small
-  part cannot be a bomb anyway.
+  part cannot be a bomb anyway;
+- a package found inside another one (an e-mail attachment, an embedded workbook) is opened at
+  most ``zip_max_depth`` levels deep (default 3): its reader passes ``depth``.
 
 Why the declared sizes can be trusted: Python's ``zipfile.ZipExtFile`` (used by python-docx,
 hence by unstructured) never returns more than the entry's declared ``file_size`` (it truncates
@@ -43,9 +47,10 @@ RATIO_GRACE_BYTES = 100 * 1024
 class ParseLimits:
     """Structural limits; picklable (sent to the sandbox child once, at its start)."""
 
-    docx_max_uncompressed_bytes: int = 200 * MIB
-    docx_max_entries: int = 10_000
-    docx_max_ratio: float = 100.0
+    zip_max_uncompressed_bytes: int = 200 * MIB
+    zip_max_entries: int = 10_000
+    zip_max_ratio: float = 100.0
+    zip_max_depth: int = 3
     pdf_max_pages: int = 2_000
     pdf_max_text_chars: int = 50_000_000
     # JSON / JSONL / XML readers (readers/jsondoc.py, readers/xml.py): STRUCTURED_MAX_DEPTH,
@@ -56,13 +61,28 @@ class ParseLimits:
     mail_max_depth: int = 3
     mail_max_nesting: int = 50
     mail_max_header_chars: int = 100_000
+    # OCR (issue 22; ocr.py, readers/image.py, pdf.py): settings OCR_LANGUAGES, OCR_TESSDATA_DIR, OCR_DPI,
+    # OCR_MAX_PAGES, IMAGE_MAX_PIXELS. 100 pages at ≈0.5-1 s each fit PARSE_CPU_LIMIT_S (bench/ocr.py).
+    ocr_languages: str = "eng+deu+chi_sim"
+    ocr_tessdata_dir: str = "/usr/share/tesseract-ocr/5/tessdata"
+    ocr_dpi: int = 200
+    ocr_max_pages: int = 100
+    image_max_pixels: int = 50_000_000  # A4 at 600 dpi is 35 Mpx; 20,000 × 20,000 px (400 Mpx) is refused
+    # Tables (XLSX/XLSM, ODS, CSV/TSV; readers/tables.py). Bounds time and memory of a sheet read
+    # as rows: cells of the used range per document (TABLE_MAX_CELLS), columns of a sheet
+    # (TABLE_MAX_COLUMNS; Excel's own limit is 16,384) and characters of one row / CSV line
+    # (TABLE_MAX_ROW_CHARS).
+    table_max_cells: int = 5_000_000
+    table_max_columns: int = 16_384
+    table_max_row_chars: int = 1_000_000
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ParseLimits:
         return cls(
-            docx_max_uncompressed_bytes=s.docx_max_uncompressed_mb * MIB,
-            docx_max_entries=s.docx_max_entries,
-            docx_max_ratio=s.docx_max_inflate_ratio,
+            zip_max_uncompressed_bytes=s.zip_max_uncompressed_mb * MIB,
+            zip_max_entries=s.zip_max_entries,
+            zip_max_ratio=s.zip_max_inflate_ratio,
+            zip_max_depth=s.zip_max_depth,
             pdf_max_pages=s.pdf_max_pages,
             pdf_max_text_chars=s.pdf_max_text_chars,
             structured_max_depth=s.structured_max_depth,
@@ -70,36 +90,48 @@ class ParseLimits:
             mail_max_depth=s.mail_max_depth,
             mail_max_nesting=s.mail_max_nesting,
             mail_max_header_chars=s.mail_max_header_chars,
+            ocr_languages=s.ocr_languages,
+            ocr_tessdata_dir=s.ocr_tessdata_dir,
+            ocr_dpi=s.ocr_dpi,
+            ocr_max_pages=s.ocr_max_pages,
+            image_max_pixels=s.image_max_pixels,
+            table_max_cells=s.table_max_cells,
+            table_max_columns=s.table_max_columns,
+            table_max_row_chars=s.table_max_row_chars,
         )
 
 
 DEFAULT_LIMITS = ParseLimits()
 
 
-def check_zip_limits(data: bytes, limits: ParseLimits = DEFAULT_LIMITS, *, kind: str = "DOCX") -> None:
-    """Raise ``ParseLimitError`` when the ZIP package in ``data`` exceeds ``limits``.
+def check_zip_limits(data: bytes, limits: ParseLimits = DEFAULT_LIMITS, *, kind: str = "DOCX", depth: int = 0) -> None:
+    """Raise ``ParseLimitError`` when the ZIP package in ``data`` exceeds ``limits``; ``kind``
+    names it in the message; ``depth``: how many packages it is nested in (0: the document).
 
     Bytes that are not a ZIP archive pass: the reader reports them as corrupt, as before.
     """
+    if depth > limits.zip_max_depth:
+        raise ParseLimitError(
+            f"{kind} (ZIP) nested {depth} packages deep; the limit is {limits.zip_max_depth} (ZIP_MAX_DEPTH)")
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             entries = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError, NotImplementedError):
         return  # e.g. NotImplementedError("zip file version 25.0") from a damaged central directory
-    if len(entries) > limits.docx_max_entries:
+    if len(entries) > limits.zip_max_entries:
         raise ParseLimitError(
-            f"{kind} (ZIP) has {len(entries):,} entries; the limit is {limits.docx_max_entries:,} "
-            "(DOCX_MAX_ENTRIES)"
+            f"{kind} (ZIP) has {len(entries):,} entries; the limit is {limits.zip_max_entries:,} "
+            "(ZIP_MAX_ENTRIES)"
         )
     total = compressed = 0
     for entry in entries:
         _check_ratio(entry.file_size, entry.compress_size, limits, f"{kind} entry {entry.filename!r}")
         total += entry.file_size
         compressed += entry.compress_size
-        if total > limits.docx_max_uncompressed_bytes:
+        if total > limits.zip_max_uncompressed_bytes:
             raise ParseLimitError(
-                f"{kind} (ZIP) inflates to more than {_mib(limits.docx_max_uncompressed_bytes)} "
-                f"(at least {_mib(total)} declared); the limit is DOCX_MAX_UNCOMPRESSED_MB"
+                f"{kind} (ZIP) inflates to more than {_mib(limits.zip_max_uncompressed_bytes)} "
+                f"(at least {_mib(total)} declared); the limit is ZIP_MAX_UNCOMPRESSED_MB"
             )
     _check_ratio(total, compressed, limits, f"{kind} archive as a whole")
 
@@ -108,10 +140,10 @@ def _check_ratio(size: int, compressed: int, limits: ParseLimits, what: str) -> 
     if size <= RATIO_GRACE_BYTES:
         return
     ratio = size / max(compressed, 1)
-    if ratio > limits.docx_max_ratio:
+    if ratio > limits.zip_max_ratio:
         raise ParseLimitError(
             f"{what} inflates {ratio:,.0f}:1 ({_mib(compressed)} → {_mib(size)}); the limit is "
-            f"{limits.docx_max_ratio:g}:1 (DOCX_MAX_INFLATE_RATIO), a likely ZIP bomb"
+            f"{limits.zip_max_ratio:g}:1 (ZIP_MAX_INFLATE_RATIO), a likely ZIP bomb"
         )
 
 

@@ -1,13 +1,22 @@
-"""Document bytes → normalized plain text; the type is chosen by the file extension.
+"""Document bytes → normalized blocks; the reader is chosen by the file extension.
 
-| extension        | reader                                                     |
+The extension names a format of the registry (``shared.domain.formats``), whose entry names its
+reader module by dotted path (``task_service.pipeline.readers.<name>``, exposing
+``read(data, limits) -> ParsedDocument``). A format whose reader module does not exist (yet) and
+an unknown extension are ``UnsupportedTypeError``; a refused format's reader (``readers/ole.py``)
+raises its refusal (``unsupported_type`` naming the format to save as, or ``encrypted``). For every
+ZIP-based format the ZIP-bomb limits are checked before its reader opens the package; an OLE2
+file where a ZIP package is expected is a password-protected Office file (``encrypted``), a
+legacy one (refused with the format to save as) or corrupt.
+
+| extension        | reader (``readers/``)                                      |
 |------------------|------------------------------------------------------------|
-| pdf              | pypdfium2 text layer (``pdf.py``)                          |
-| docx             | our OOXML walker over the package parts (``docx.py``)      |
-| html, htm        | ``decode.py`` → ``html.py`` (lexbor tree, our walker)      |
-| md, markdown     | ``decode.py`` → ``markdown.py`` (pyromark → ``html.py``)   |
-| txt              | ``decode.py`` → ``normalize.reflow_plain_text``            |
-|                  | (html, md, txt: with the decoder's warnings)               |
+| pdf              | ``pdf``: pypdfium2 text layer (``pdf.py``)                 |
+| docx             | ``docx``: our OOXML walker over the package parts          |
+| html, htm        | ``html``: ``decode.py`` → ``html.py`` (lexbor, our walker) |
+| md, markdown     | ``markdown``: ``decode.py`` → ``markdown.py`` (pyromark)   |
+| txt              | ``text``: ``decode.py`` → ``normalize.reflow_plain_text``  |
+| the others       | one module per format (the README's format table)          |
 
 Plain text does not go through unstructured's ``partition_text``: measured on this 2-core
 machine with the spaCy model loaded, it took 3.41 s for the first 100,000 characters and
@@ -25,43 +34,43 @@ which also keep what unstructured lost (``<details>``, ``<figcaption>``, text ou
 
 Call ``ensure_parsers_ready()`` once at worker start-up; ``parse_document`` is synchronous and
 CPU-bound: run it with ``asyncio.to_thread``. The worker runs it in a resource-limited child
-process (``sandbox.py``); the structural limits (ZIP bomb pre-check before the DOCX reader opens
-the package, PDF page count and text size) are checked here (``limits.py``), wherever it runs.
+process (``sandbox.py``); the structural limits (ZIP bomb pre-check before a reader opens a
+package, PDF page count and text size) are checked here (``limits.py``), wherever it runs.
 """
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-from typing import Literal
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from shared.domain.errors import NoTextError, UnsupportedTypeError
-from shared.domain.normalize import (
-    has_visible_text,
-    normalize_text,
-    reflow_plain_text,
-    sanitize,
-)
-from task_service.pipeline.decode import decode, sniff_html_charset
+from shared.domain import formats, ole
+from shared.domain.errors import CorruptDocumentError, DependencyMissingError, NoTextError, UnsupportedTypeError
+from shared.domain.formats import Format
+from shared.domain.normalize import has_visible_text, normalize_text
 from task_service.pipeline.document import Block, ParsedDocument
-from task_service.pipeline.docx import extract_docx
-from task_service.pipeline.html import extract_html
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
-from task_service.pipeline.markdown import extract_markdown
-from task_service.pipeline.pdf import extract_pdf
 
-__all__ = ["SUPPORTED_EXTENSIONS", "document_kind", "ensure_parsers_ready", "parse_document", "parse_text"]
+__all__ = [
+    "SUPPORTED_EXTENSIONS",
+    "Reader",
+    "document_kind",
+    "ensure_parsers_ready",
+    "parse_document",
+    "parse_text",
+    "reader_for",
+]
 
-DocumentKind = Literal["pdf", "docx", "html", "md", "txt"]
+#: Every accepted format's extensions → its kind (the registry's; the API accepts the same).
+SUPPORTED_EXTENSIONS: dict[str, str] = {ext: f.kind for f in formats.ACCEPTED for ext in f.extensions}
 
-SUPPORTED_EXTENSIONS: dict[str, DocumentKind] = {
-    "pdf": "pdf",
-    "docx": "docx",
-    "html": "html",
-    "htm": "html",
-    "md": "md",
-    "markdown": "md",
-    "txt": "txt",
-}
+
+@dataclass(frozen=True)
+class Reader:
+    """A format's reader: ``read(data, limits)``; ``normalized``: its blocks need no second pass."""
+
+    read: Callable[[bytes, ParseLimits], ParsedDocument]
+    normalized: bool = False
 
 
 _WARM_UP: tuple[tuple[str, bytes], ...] = (
@@ -72,27 +81,46 @@ _WARM_UP: tuple[tuple[str, bytes], ...] = (
 
 
 def ensure_parsers_ready() -> None:
-    """Import every reader's library and parse a tiny document of each text kind once (tens of
-    milliseconds; no network). Raises ``DependencyMissingError`` when a reader's library
-    (selectolax, pyromark, lxml, pypdfium2) is not installed."""
+    """Import every reader module that exists and parse a tiny document of each text kind once
+    (tens of milliseconds; no network). Raises ``DependencyMissingError`` when a reader's
+    library (selectolax, pyromark, lxml, pypdfium2...) is not installed."""
+    for fmt in formats.FORMATS:
+        try:
+            reader_for(fmt)
+        except UnsupportedTypeError:
+            continue  # no reader module for it in this version
     for name, data in _WARM_UP:
         parse_document(data, name)
 
 
-def document_kind(filename: str) -> DocumentKind:
-    """Map a file name to its document kind by extension (case-insensitive).
+def reader_for(fmt: Format) -> Reader:
+    """The reader module the registry names for ``fmt``, imported (a refused format's reader
+    only raises its refusal).
+
+    Raises ``UnsupportedTypeError`` for a format whose reader module does not exist,
+    ``DependencyMissingError`` when the module imports a library that is not installed.
+    """
+    try:
+        module = importlib.import_module(fmt.reader)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (fmt.reader + ".").startswith(exc.name + "."):  # the reader module itself
+            raise UnsupportedTypeError(f"{fmt.label} files cannot be read by this version (no reader)") from None
+        raise DependencyMissingError(f"the {fmt.label} reader needs {exc.name!r}, which is not installed") from exc
+    return Reader(module.read, bool(getattr(module, "NORMALIZED", False)))
+
+
+def document_kind(filename: str) -> str:
+    """Map a file name to its document kind by extension (case-insensitive); a refused kind
+    (``doc``) too: its reader raises the refusal.
 
     Raises ``UnsupportedTypeError`` for any other extension or none.
     """
-    suffix = PurePosixPath(filename.replace("\\", "/")).suffix.lower().lstrip(".")
-    try:
-        return SUPPORTED_EXTENSIONS[suffix]
-    except KeyError:
-        supported = ", ".join(sorted(SUPPORTED_EXTENSIONS))
+    suffix = formats.extension(filename)
+    fmt = formats.by_extension(suffix)
+    if fmt is None:
         shown = f".{suffix}" if suffix else "no extension"
-        raise UnsupportedTypeError(
-            f"unsupported file type ({shown}) for {filename!r}; supported: {supported}"
-        ) from None
+        raise UnsupportedTypeError(f"unsupported file type ({shown}) for {filename!r}; supported: {formats.hint()}")
+    return fmt.kind
 
 
 def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIMITS) -> ParsedDocument:
@@ -100,18 +128,23 @@ def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIM
     characters, stripped, none empty; with the reader's warnings.
 
     ``data`` is the whole file; ``filename`` only selects the reader by extension.
-    Raises ``UnsupportedTypeError`` (extension; Strict Open XML DOCX), ``PdfEncryptedError`` (password PDF),
-    ``CorruptDocumentError`` (unreadable PDF/DOCX), ``UndecodableTextError`` (txt/html/md bytes
-    in no recognizable encoding), ``NoTextError`` (nothing visible left after normalization),
+    Raises ``UnsupportedTypeError`` (extension; no reader; Strict Open XML DOCX; legacy Office),
+    ``EncryptedDocumentError`` (password-protected Office file), ``PdfEncryptedError`` (password PDF),
+    ``CorruptDocumentError`` (unreadable file), ``UndecodableTextError`` (text bytes in no
+    recognizable encoding), ``NoTextError`` (nothing visible left after normalization),
     ``DependencyMissingError`` (a reader's library not installed),
     and ``ParseLimitError`` when the document exceeds ``limits`` (ZIP bomb, too many PDF pages,
-    too much PDF text), a DOCX part's XML exceeds the parser's nesting/text-node limits, or
+    too much PDF text), an XML part exceeds the parser's nesting/text-node limits, or
     HTML/Markdown nests elements deeper than ``html.MAX_DEPTH``.
     """
-    kind = document_kind(filename)
-    parsed = _read(kind, data, limits)
-    # The plain-text reader normalizes before it reflows (the reflow needs clean lines): not twice.
-    clean = str if kind == "txt" else normalize_text
+    fmt = formats.by_kind(document_kind(filename))
+    if fmt.refusal is not None and not ole.is_ole(data):
+        raise UnsupportedTypeError(fmt.refusal)  # named .doc, not even an OLE file: the name's refusal
+    reader = reader_for(fmt)
+    if fmt.zip_based:
+        _check_package(fmt, data, limits)
+    parsed = reader.read(data, limits)
+    clean = str if reader.normalized else normalize_text
     blocks = tuple(
         Block(text, block.section, block.page)
         for block in parsed.blocks
@@ -122,26 +155,13 @@ def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIM
     return ParsedDocument(blocks, parsed.warnings)
 
 
-def _read(kind: DocumentKind, data: bytes, limits: ParseLimits) -> ParsedDocument:
-    if kind == "pdf":
-        return extract_pdf(data, max_pages=limits.pdf_max_pages, max_text_chars=limits.pdf_max_text_chars)
-    if kind == "docx":
-        check_zip_limits(data, limits)
-        return extract_docx(data)
-    if kind == "html":
-        decoded = decode(data, declared=sniff_html_charset(data))
-        return _with_warnings(extract_html(sanitize(decoded.text)), decoded.warnings)
-    if kind == "md":
-        decoded = decode(data)
-        return _with_warnings(extract_markdown(sanitize(decoded.text)), decoded.warnings)
-    decoded = decode(data)
-    text = reflow_plain_text(normalize_text(decoded.text))
-    return ParsedDocument(tuple(Block(p) for p in text.split("\n\n")), decoded.warnings)
-
-
-def _with_warnings(parsed: ParsedDocument, warnings: tuple[str, ...]) -> ParsedDocument:
-    """``parsed`` with the decoder's ``warnings`` first."""
-    return ParsedDocument(parsed.blocks, (*warnings, *parsed.warnings)) if warnings else parsed
+def _check_package(fmt: Format, data: bytes, limits: ParseLimits) -> None:
+    """Before a ZIP-based reader: an OLE2 file instead of the ZIP is refused as
+    ``shared.domain.ole.refusal`` says (encrypted, legacy, other), then the ZIP-bomb limits."""
+    if ole.is_ole(data):
+        error = ole.refusal(data)
+        raise error or CorruptDocumentError(f"the {fmt.label} is an Outlook message (.msg), not a ZIP package")
+    check_zip_limits(data, limits, kind=fmt.extensions[0].upper())
 
 
 def parse_text(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIMITS) -> str:

@@ -246,7 +246,7 @@ class SandboxedParser:
     def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None,
                  on_stage: StageCallback | None = None) -> Extraction:
         """``on_stage(name)`` is called (in this thread) when the child reports a stage
-        (``"CHUNKING"`` once parsing is done)."""
+        (``"CHUNKING"`` once parsing is done), ``on_stage("OCR", share)`` per OCRed page."""
         token = cancel if cancel is not None else threading.Event()
         with self._lock:
             if token.is_set():
@@ -302,7 +302,7 @@ class SandboxedParser:
             if reply[0] != "stage":
                 break
             if on_stage is not None:
-                on_stage(str(reply[1]))
+                on_stage(str(reply[1]), *reply[2:3])  # ("stage", name) or ("stage", "OCR", share)
         kind, vm_size = reply[0], int(reply[-1])
         if kind == "memory":
             self._replace(child, "MemoryError")
@@ -526,8 +526,8 @@ def _serve(conn: Connection, limits: SandboxLimits, parse_limits: ParseLimits, c
 def _extract_one(conn: Connection, filename: str, limits: ParseLimits, chunker: Chunker) -> tuple[Any, ...]:
     from task_service.pipeline.extract import extract
 
-    def on_stage(stage: str) -> None:
-        conn.send(("stage", stage))
+    def on_stage(stage: str, *progress: float) -> None:
+        conn.send(("stage", stage, *progress))
 
     try:
         return ("ok", extract(conn.recv_bytes(), filename, limits, chunker, on_stage).pack())

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from tests.e2e.conftest import WorkerFactory
-from tests.pdfgen import pdf_pages, text_page
 from tests.support import ROOT, Api
+from tests.support.pdfgen import pdf_pages, text_page
 
 CASES = ROOT.parent / "shared" / "cases" / "extraction"
 HTML_MARKERS = (
@@ -83,4 +83,4 @@ def test_pages_without_a_text_layer_are_reported(api: Api, workers: WorkerFactor
     data = pdf_pages([text_page("Harbour cranes at dawn"), text_page(), text_page()])
     doc = api.wait_terminal(api.upload(kb, name="scan.pdf", data=data)["document_id"])
     assert doc["status"] == "INDEXED"
-    assert doc["warnings"] == ["2 of 3 pages had no text layer (scanned images are not OCRed)"]
+    assert doc["warnings"] == ["2 of 3 pages had no text layer and no image to OCR"]

@@ -54,7 +54,7 @@ def test_docx_bomb_and_huge_flate_pdf_fail_and_the_next_document_is_indexed(
 
     assert d_bomb["status"] == "FAILED" and d_bomb["task"]["status"] == "FAILED", d_bomb
     assert d_bomb["task"]["error_code"] == "parse_limit"
-    assert "DOCX_MAX_INFLATE_RATIO" in d_bomb["task"]["error_message"], d_bomb["task"]
+    assert "ZIP_MAX_INFLATE_RATIO" in d_bomb["task"]["error_message"], d_bomb["task"]
 
     assert d_flate["status"] == "FAILED" and d_flate["task"]["status"] == "FAILED", d_flate
     assert d_flate["task"]["error_code"] == "parse_limit"

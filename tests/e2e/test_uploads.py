@@ -12,7 +12,7 @@ import httpx
 import pytest
 from minio import Minio
 
-from knowledge_service.filenames import clean_filename
+from knowledge_service.upload.filenames import clean_filename
 from shared.settings import KnowledgeSettings
 from tests.e2e.conftest import WorkerFactory
 from tests.support import Api, child_env, free_port, poll, sql, start
@@ -147,6 +147,7 @@ def _assert_refused(r: httpx.Response, fragment: str) -> None:
     assert r.status_code == 415, r.text
     assert r.headers["content-type"] == "application/json"
     assert fragment in r.json()["detail"], r.json()
+    assert r.json()["error_code"] == "unsupported_type", r.json()
 
 
 def test_content_that_disagrees_with_the_name_gets_415(api: Api, services_env: dict[str, str]) -> None:

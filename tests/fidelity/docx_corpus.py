@@ -7,9 +7,11 @@ injected as raw WordprocessingML: a placeholder paragraph ``@@RAW<n>@@`` is repl
 OLE object) are added to the ZIP with their relationship and content type.
 
 Markers: every ``*MARK`` word in ``Sample.must`` sits in its own construct; ``must_not`` holds
-deleted text (``w:del``/``w:delText``, ``w:moveFrom``) and a field instruction
+deleted text (``w:del``/``w:delText``, ``w:moveFrom``, deleted math) and a field instruction
 (``w:instrText``). ``EXACTLY_ONCE`` markers are stored twice in the XML (a DrawingML text box and
-its VML fallback) and must come out once.
+its VML fallback) and must come out once. ``LABELS``: the list label a numbered paragraph must
+begin with (``numbering.xml`` definitions are added to python-docx's numbering part);
+``MATH_LITERAL``: how some equations must read.
 """
 
 from __future__ import annotations
@@ -29,6 +31,23 @@ EXACTLY_ONCE = ("TXBXDMLMARK",)
 # Text that must come out whitespace-separated / as written (checked by the unit tests).
 SEPARATED = (("TABLEFTMARK", "TABRIGHTMARK"), ("BRLEFTMARK", "BRRIGHTMARK"), ("CRLEFTMARK", "CRRIGHTMARK"))
 LITERAL = ("NBHYPHENLEFTMARK-NBHYPHENRIGHTMARK", "SYMMARK α", "x=MATHMARK")
+# Marker → the text its block must begin with: the label Word shows, then the item's text.
+LABELS = {
+    "NUMSTYLEMARK": "1. NUMSTYLEMARK", "NUMBULLETMARK": "• NUMBULLETMARK", "NUMREMOVEDMARK": "NUMREMOVEDMARK",
+    "NUMTOPMARK": "4. NUMTOPMARK", "NUMCLAUSEMARK": "Clause 4.1 NUMCLAUSEMARK",
+    "NUMSECONDMARK": "Clause 4.2 NUMSECONDMARK", "NUMLETTERMARK": "a) NUMLETTERMARK",
+    "NUMLETTERBMARK": "b) NUMLETTERBMARK", "NUMROMANMARK": "(i) NUMROMANMARK", "NUMROMANIVMARK": "(iv) NUMROMANIVMARK",
+    "NUMNEXTMARK": "5. NUMNEXTMARK", "NUMRESTARTMARK": "Clause 5.1 NUMRESTARTMARK",
+    "NUMARTICLEMARK": "Article I NUMARTICLEMARK", "NUMLEGALMARK": "1.1 NUMLEGALMARK",
+    "NUMNORESTARTMARK": "Step 2 NUMNORESTARTMARK", "NUMZEROMARK": "Item 09 NUMZEROMARK",
+    "NUMANNEXMARK": "Annex A NUMANNEXMARK", "NUMNONEMARK": "NUMNONEMARK", "NUMSHAREDMARK": "2) NUMSHAREDMARK",
+    "NUMOVERRIDEMARK": "1) NUMOVERRIDEMARK", "NUMOVERRIDENEXTMARK": "2) NUMOVERRIDENEXTMARK",
+    "NUMSHAREDNEXTMARK": "3) NUMSHAREDNEXTMARK", "NUMLVLOVERRIDEMARK": "III: NUMLVLOVERRIDEMARK",
+}
+MATH_LITERAL = (
+    "E=mc^2", "FRACNUMMARK / FRACDENMARK", "y=SUPBASEMARK^SUPEXPMARK", "SUBBASEMARK_SUBINDEXMARK O",
+    "Total INLINEMATHMARK", "sin FUNCARGMARK",
+)
 COMMENT_MARKER = "COMMENTMARK"
 
 _A = 'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"'
@@ -163,6 +182,97 @@ _NOTES = [
     '<w:p><w:r><w:object w:dxaOrig="1440" w:dyaOrig="1440"><v:shape id="_x0000_i1025" style="width:72pt;height:72pt"/>'
     '<o:OLEObject Type="Embed" ProgID="Excel.Sheet.12" ShapeID="_x0000_i1025" DrawAspect="Icon" ObjectID="_1" '
     'r:id="rIdOle1"/></w:object></w:r></w:p>',
+]
+
+_NS_W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+
+
+def _lvl(ilvl: int, fmt: str, text: str, extra: str = "") -> str:
+    return (f'<w:lvl w:ilvl="{ilvl}">{extra}<w:numFmt w:val="{fmt}"/><w:lvlText w:val="{text}"/>'
+            '<w:lvlJc w:val="left"/></w:lvl>')
+
+
+def _abstract(abstract_id: int, levels: str) -> str:
+    return f'<w:abstractNum {_NS_W} w:abstractNumId="{abstract_id}">{levels}</w:abstractNum>'
+
+
+def _num(num_id: int, abstract_id: int, overrides: str = "") -> str:
+    return f'<w:num {_NS_W} w:numId="{num_id}"><w:abstractNumId w:val="{abstract_id}"/>{overrides}</w:num>'
+
+
+_START = '<w:start w:val="{}"/>'
+_ABSTRACTS = [
+    _abstract(10, _lvl(0, "decimal", "%1.", _START.format(4)) + _lvl(1, "decimal", "Clause %1.%2")
+              + _lvl(2, "lowerLetter", "%3)") + _lvl(3, "lowerRoman", "(%4)")),
+    _abstract(11, _lvl(0, "upperRoman", "Article %1") + _lvl(1, "decimal", "%1.%2", "<w:isLgl/>")),
+    _abstract(12, _lvl(0, "decimal", "%1.") + _lvl(1, "decimal", "Step %2", '<w:lvlRestart w:val="0"/>')),
+    _abstract(13, _lvl(0, "decimal", "%1)")),
+    _abstract(14, _lvl(0, "decimalZero", "Item %1", _START.format(9)) + _lvl(1, "upperLetter", "Annex %2")
+              + _lvl(2, "none", "")),
+]
+_NUMS = [
+    _num(20, 10), _num(21, 11), _num(22, 12), _num(23, 13), _num(24, 14), _num(26, 13),
+    _num(27, 13, '<w:lvlOverride w:ilvl="0"><w:startOverride w:val="1"/></w:lvlOverride>'),
+    _num(28, 13, '<w:lvlOverride w:ilvl="0"><w:startOverride w:val="3"/>'
+         + _lvl(0, "upperRoman", "%1:").replace(f' {_NS_W}', "") + "</w:lvlOverride>"),
+]
+
+
+def _item(num_id: int, ilvl: int, text: str, style: str = "") -> str:
+    style_xml = f'<w:pStyle w:val="{style}"/>' if style else ""
+    return (f'<w:p><w:pPr>{style_xml}<w:numPr><w:ilvl w:val="{ilvl}"/><w:numId w:val="{num_id}"/></w:numPr>'
+            f'</w:pPr><w:r><w:t xml:space="preserve">{text}</w:t></w:r></w:p>')
+
+
+_NUMBERED = [
+    _item(0, 0, "NUMREMOVEDMARK numbering removed from its style", style="ListNumber"),
+    _item(20, 0, "NUMTOPMARK payment terms"), _item(20, 1, "NUMCLAUSEMARK the supplier shall invoice monthly."),
+    _item(20, 1, "NUMSECONDMARK The supplier shall deliver within 30 days."),
+    _item(20, 2, "NUMLETTERMARK by courier;"), _item(20, 2, "NUMLETTERBMARK by post;"),
+    _item(20, 3, "NUMROMANMARK signed"), _item(20, 3, "dated"), _item(20, 3, "stamped"),
+    _item(20, 3, "NUMROMANIVMARK filed"), _item(20, 0, "NUMNEXTMARK termination"),
+    _item(20, 1, "NUMRESTARTMARK either party may terminate."),
+    _item(21, 0, "NUMARTICLEMARK definitions"), _item(21, 1, "NUMLEGALMARK legal numbering in Arabic numerals"),
+    _item(22, 0, "Prepare"), _item(22, 1, "Mix"), _item(22, 0, "Bake"), _item(22, 1, "NUMNORESTARTMARK cool down"),
+    _item(24, 0, "NUMZEROMARK zero padded"), _item(24, 1, "NUMANNEXMARK lettered"),
+    _item(24, 2, "NUMNONEMARK unlabelled"),
+    _item(23, 0, "first shared item"), _item(26, 0, "NUMSHAREDMARK continues the shared list"),
+    _item(27, 0, "NUMOVERRIDEMARK restarts"), _item(27, 0, "NUMOVERRIDENEXTMARK continues the restart"),
+    _item(23, 0, "NUMSHAREDNEXTMARK back in the shared list"),
+    _item(28, 0, "NUMLVLOVERRIDEMARK level overridden"),
+]
+
+
+def _mr(text: str) -> str:
+    return f"<m:r><m:t>{text}</m:t></m:r>"
+
+
+def _math_p(inner: str, before: str = "") -> str:
+    lead = f'<w:r><w:t xml:space="preserve">{before}</w:t></w:r>' if before else ""
+    return f"<w:p>{lead}<m:oMath>{inner}</m:oMath></w:p>"
+
+
+_EQUATIONS = [
+    f"<m:oMathPara><m:oMath>{_mr('EQBLOCKMARK=')}<m:f><m:num>{_mr('a')}</m:num><m:den>{_mr('b')}</m:den></m:f>"
+    "</m:oMath></m:oMathPara>",
+    f"<m:oMath>{_mr('EQBAREMARK+1')}</m:oMath>",
+    _math_p(f"{_mr('E=m')}<m:sSup><m:e>{_mr('c')}</m:e><m:sup>{_mr('2')}</m:sup></m:sSup>", "Energy: "),
+    _math_p(f"{_mr('k')}<m:f><m:num>{_mr('FRACNUMMARK')}</m:num><m:den>{_mr('FRACDENMARK')}</m:den></m:f>"),
+    _math_p(f"{_mr('y=')}<m:sSup><m:e>{_mr('SUPBASEMARK')}</m:e><m:sup>{_mr('SUPEXPMARK')}</m:sup></m:sSup>"),
+    _math_p(f"<m:sSub><m:e>{_mr('SUBBASEMARK')}</m:e><m:sub>{_mr('SUBINDEXMARK')}</m:sub></m:sSub>{_mr('O')}"),
+    _math_p(f"<m:sSubSup><m:e>{_mr('x')}</m:e><m:sub>{_mr('SUBSUPLOWMARK')}</m:sub><m:sup>{_mr('SUBSUPHIGHMARK')}"
+            "</m:sup></m:sSubSup>"),
+    _math_p(f'<m:nary><m:naryPr><m:chr m:val="∑"/></m:naryPr><m:sub>{_mr("i=1")}</m:sub><m:sup>'
+            f"{_mr('NARYSUPMARK')}</m:sup><m:e>{_mr('NARYBODYMARK')}</m:e></m:nary>"),
+    _math_p(f'<m:rad><m:radPr><m:degHide m:val="1"/></m:radPr><m:deg/><m:e>{_mr("RADMARK")}</m:e></m:rad>'),
+    _math_p(f"{_mr('f')}<m:d><m:e>{_mr('DELIMLEFTMARK')}</m:e><m:e>{_mr('DELIMRIGHTMARK')}</m:e></m:d>"),
+    _math_p(f"<m:func><m:fName>{_mr('sin')}</m:fName><m:e>{_mr('FUNCARGMARK')}</m:e></m:func>"),
+    _math_p(f"<m:eqArr><m:e>{_mr('EQROWONEMARK=1')}</m:e><m:e>{_mr('EQROWTWOMARK=2')}</m:e></m:eqArr>"),
+    _math_p(f"<m:m><m:mr><m:e>{_mr('MATRIXAMARK')}</m:e><m:e>{_mr('0')}</m:e></m:mr><m:mr><m:e>{_mr('0')}</m:e>"
+            f"<m:e>{_mr('MATRIXBMARK')}</m:e></m:mr></m:m>"),
+    _math_p(f"<m:limLow><m:e>{_mr('lim')}</m:e><m:lim>{_mr('LIMLOWMARK→∞')}</m:lim></m:limLow>"),
+    _math_p(f"{_mr('x')}<w:del w:id=\"301\" {_DATE}><m:r><m:t>EQDELMARK</m:t></m:r></w:del>"),
+    _math_p(_mr("INLINEMATHMARK"), "Total"),
 ]
 
 # The namespaces Word declares on every story part (some readers look prefixes up on the root).
@@ -309,6 +419,25 @@ def _fill_structure(document: Any, placeholder: Callable[[], object]) -> list[st
     ]
 
 
+def _fill_numbering(document: Any, placeholder: Callable[[], object]) -> list[str]:
+    """python-docx's own list styles (List Number, List Bullet) plus definitions added to its numbering part."""
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import qn
+
+    numbering = document.part.numbering_part.element
+    first_num = numbering.find(qn("w:num"))
+    for xml in _ABSTRACTS:  # every w:abstractNum before the first w:num, as the schema orders them
+        first_num.addprevious(parse_xml(xml))
+    for xml in _NUMS:
+        numbering.append(parse_xml(xml))
+    document.add_heading("Numbering", 1)
+    document.add_paragraph("NUMSTYLEMARK numbered by its style", style="List Number")
+    document.add_paragraph("NUMBULLETMARK bulleted by its style", style="List Bullet")
+    for _ in _NUMBERED:
+        placeholder()
+    return _NUMBERED
+
+
 def _raw_only(heading: str, raw: list[str]) -> Callable[[Any, Callable[[], object]], list[str]]:
     """A heading, then the raw fragments."""
     def fill(document: Any, placeholder: Callable[[], object]) -> list[str]:
@@ -358,6 +487,16 @@ def samples() -> list[Sample]:
             _build(_raw_only("Notes Heading", _NOTES), _NOTE_PARTS),
             must=("FOOTNOTEMARK", "ENDNOTEMARK"),
             sections={"FOOTNOTEMARK": "Notes Heading", "ENDNOTEMARK": "Notes Heading"},
+        ),
+        Sample("docx-numbering", "numbering.docx", _build(_fill_numbering), must=tuple(LABELS)),
+        Sample(
+            "docx-equations", "equations.docx", _build(_raw_only("Equations", _EQUATIONS)),
+            must=("EQBLOCKMARK", "EQBAREMARK", "FRACNUMMARK", "FRACDENMARK", "SUPBASEMARK", "SUPEXPMARK",
+                  "SUBBASEMARK", "SUBINDEXMARK", "SUBSUPLOWMARK", "SUBSUPHIGHMARK", "NARYSUPMARK", "NARYBODYMARK",
+                  "RADMARK", "DELIMLEFTMARK", "DELIMRIGHTMARK", "FUNCARGMARK", "EQROWONEMARK", "EQROWTWOMARK",
+                  "MATRIXAMARK", "MATRIXBMARK", "LIMLOWMARK", "INLINEMATHMARK"),
+            must_not=("EQDELMARK",),
+            sections={"EQBLOCKMARK": "Equations", "EQBAREMARK": "Equations"},
         ),
     ]
 

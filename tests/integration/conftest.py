@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
 from pgvector.asyncpg import register_vector
 
-from shared.adapters.postgres.pool import create_pool
+from shared.adapters.postgres.pool import PoolConfig, create_pool
 from shared.settings import KnowledgeSettings
 
 
@@ -23,7 +24,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 async def pool(settings: KnowledgeSettings) -> AsyncIterator[asyncpg.Pool]:
     """A production pool (pgvector codec, statement timeout) on the test database, with 12 connections
     open up front so that concurrent racers really overlap instead of queueing behind connection setup."""
-    p = await create_pool(settings.model_copy(update={"db_pool_min": 12}), max_size=12)
+    p = await create_pool(replace(PoolConfig.from_settings(settings, max_size=12), min_size=12))
     yield p
     await p.close()
 

@@ -18,7 +18,7 @@ from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.adapters.postgres.repo import users as users_repo
 from shared.domain.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
 from shared.domain.messages import IndexMessage
-from shared.domain.records import Chunk, OutboxRow
+from shared.domain.records import Chunk, ChunkCommit, Claim, NewContent, OutboxRow
 from tests.fakes import STALE
 
 T = TypeVar("T")
@@ -47,9 +47,9 @@ async def new_document(conn: asyncpg.Connection, kb: tuple[int, int] | None = No
     API would (``dispatch_limit`` = K; None holds it for the relay); in ``kb`` = ``(user_id,
     kb_id)``, else for a fresh user and KB."""
     user_id, kb_id = kb if kb is not None else await new_kb(conn)
+    content = NewContent("doc.txt", "text/plain", 5, "0" * 64, f"kb/{kb_id}/{uuid.uuid4()}")
     return await documents_repo.create_document_with_task(
-        conn, kb_id=kb_id, user_id=user_id, filename="doc.txt", content_type="text/plain",
-        size_bytes=5, sha256="0" * 64, object_key=f"kb/{kb_id}/{uuid.uuid4()}", dispatch_limit=dispatch_limit,
+        conn, kb_id=kb_id, user_id=user_id, content=content, dispatch_limit=dispatch_limit,
     )
 
 
@@ -69,10 +69,14 @@ def chunk_set(n: int, tag: str) -> tuple[list[Chunk], np.ndarray]:
 
 async def commit(conn: asyncpg.Connection, msg: IndexMessage, generation: int, attempt: int,
                  chunks: list[Chunk], vecs: np.ndarray) -> bool:
-    return await chunks_repo.commit_chunks(
-        conn, task_id=msg.task_id, document_id=msg.document_id, kb_id=msg.kb_id,
-        generation=generation, attempt=attempt, chunks=chunks, embeddings=vecs,
-    )
+    claim = Claim(msg.task_id, generation, attempt)
+    return await chunks_repo.commit_chunks(conn, ChunkCommit(claim, msg.document_id, msg.kb_id, chunks, vecs))
+
+
+async def claim_attempt(conn: asyncpg.Connection, task_id: int, generation: int) -> int | None:
+    """Claim the task (``tasks_repo.claim_task``); the claim's attempt, None if not claimable."""
+    claim = await tasks_repo.claim_task(conn, task_id, generation)
+    return None if claim is None else claim.attempt
 
 
 async def issue(conn: asyncpg.Connection, task_id: int, kind: RequestKind, *, force: bool = False) -> IndexMessage:
@@ -95,6 +99,6 @@ async def chunk_contents(conn: asyncpg.Connection, document_id: int) -> list[str
 
 async def index_document(conn: asyncpg.Connection, msg: IndexMessage, n: int, tag: str) -> None:
     """Claim ``msg``'s generation and commit ``n`` chunks tagged ``tag``."""
-    attempt = await tasks_repo.claim_task(conn, msg.task_id, msg.generation)
+    attempt = await claim_attempt(conn, msg.task_id, msg.generation)
     assert attempt is not None
     assert await commit(conn, msg, msg.generation, attempt, *chunk_set(n, tag))

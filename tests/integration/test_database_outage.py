@@ -24,7 +24,7 @@ import pytest
 from knowledge_service.app import create_app
 from knowledge_service.deps import Resources, token_digest
 from shared.adapters.embedding.vectors import FloatMatrix
-from shared.adapters.postgres.pool import connection, create_pool
+from shared.adapters.postgres.pool import PoolConfig, connection, create_pool
 from shared.adapters.postgres.repo import users as users_repo
 from shared.domain.errors import DatabaseUnavailableError
 from shared.settings import KnowledgeSettings
@@ -189,7 +189,7 @@ async def test_a_connection_dropped_mid_query_is_database_unavailable(
     proxied: KnowledgeSettings, proxy: TcpProxy, db: asyncpg.Connection
 ) -> None:
     name = f"dbdown-{uuid.uuid4().hex[:8]}"
-    pool = await create_pool(proxied, max_size=2, app_name=name)
+    pool = await create_pool(PoolConfig.from_settings(proxied, max_size=2), app_name=name)
     try:
         async def sleep_on_the_server() -> None:
             async with connection(pool) as conn:

@@ -104,10 +104,9 @@ async def test_concurrent_identical_uploads_create_one_document(pool: asyncpg.Po
     async def upload(i: int, slot: bool) -> int | str:
         async with pool.acquire() as conn:
             try:
+                content = records.NewContent(f"same-{i}.txt", "text/plain", 5, sha, f"k/{uuid.uuid4()}")
                 msg, _ = await documents_repo.create_document_with_task(
-                    conn, kb_id=first.kb_id, user_id=first.user_id, filename=f"same-{i}.txt",
-                    content_type="text/plain", size_bytes=5, sha256=sha, object_key=f"k/{uuid.uuid4()}",
-                    dedup_slot=slot,
+                    conn, kb_id=first.kb_id, user_id=first.user_id, content=content, dedup_slot=slot,
                 )
             except asyncpg.UniqueViolationError as exc:
                 assert documents_repo.is_content_conflict(exc)

@@ -12,11 +12,12 @@ from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.bootstrap import usecase_deps
 from shared.domain.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
 from shared.domain.messages import IndexMessage
+from shared.domain.records import Claim
 from shared.domain.states import TaskStatus
 from shared.settings import KnowledgeSettings
 from shared.usecases import request_enqueue
 from tests.fakes import STALE
-from tests.integration.helpers import new_document
+from tests.integration.helpers import claim_attempt, new_document
 
 RACERS = 10
 RETRY = EnqueueRequest(RequestKind.RETRY)
@@ -25,10 +26,10 @@ RETRY = EnqueueRequest(RequestKind.RETRY)
 async def _failed_task(pool: asyncpg.Pool) -> IndexMessage:
     async with pool.acquire() as conn:
         msg, _ = await new_document(conn)
-        attempt = await tasks_repo.claim_task(conn, msg.task_id, 1)
+        attempt = await claim_attempt(conn, msg.task_id, 1)
         assert attempt is not None
         assert await tasks_repo.finish_unsuccessfully(
-            conn, task_id=msg.task_id, document_id=msg.document_id, generation=1, attempt=attempt,
+            conn, Claim(msg.task_id, 1, attempt), document_id=msg.document_id,
             status=TaskStatus.FAILED, error_code="corrupt_document", error_message="boom",
         )
     return msg

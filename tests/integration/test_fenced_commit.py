@@ -10,8 +10,18 @@ import numpy as np
 
 from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.domain.fencing import RequestKind
+from shared.domain.records import Claim
 from tests.integration.conftest import Connect
-from tests.integration.helpers import apoll, chunk_contents, chunk_set, commit, index_document, issue, new_document
+from tests.integration.helpers import (
+    apoll,
+    chunk_contents,
+    chunk_set,
+    claim_attempt,
+    commit,
+    index_document,
+    issue,
+    new_document,
+)
 
 
 async def _task(conn: asyncpg.Connection, task_id: int) -> asyncpg.Record:
@@ -27,8 +37,8 @@ async def _doc(conn: asyncpg.Connection, document_id: int) -> tuple[str, int, in
 
 async def test_each_claim_bumps_the_attempt(db: asyncpg.Connection) -> None:
     msg, _ = await new_document(db)
-    assert await tasks_repo.claim_task(db, msg.task_id, 1) == 1
-    assert await tasks_repo.claim_task(db, msg.task_id, 1) == 2
+    assert await tasks_repo.claim_task(db, msg.task_id, 1) == Claim(msg.task_id, 1, 1)
+    assert await tasks_repo.claim_task(db, msg.task_id, 1) == Claim(msg.task_id, 1, 2)
     assert await tasks_repo.claim_task(db, msg.task_id, 2) is None  # no such generation
     task = await _task(db, msg.task_id)
     assert (task["status"], task["attempt"]) == ("RUNNING", 2)
@@ -36,8 +46,8 @@ async def test_each_claim_bumps_the_attempt(db: asyncpg.Connection) -> None:
 
 async def test_commit_with_an_old_attempt_writes_nothing(db: asyncpg.Connection) -> None:
     msg, _ = await new_document(db)
-    await tasks_repo.claim_task(db, msg.task_id, 1)
-    await tasks_repo.claim_task(db, msg.task_id, 1)
+    await claim_attempt(db, msg.task_id, 1)
+    await claim_attempt(db, msg.task_id, 1)
 
     assert await commit(db, msg, 1, 1, *chunk_set(2, "paused")) is False
     assert await db.fetchval("SELECT count(*) FROM document_chunk WHERE document_id = $1", msg.document_id) == 0
@@ -48,7 +58,7 @@ async def test_commit_with_an_old_attempt_writes_nothing(db: asyncpg.Connection)
 
 async def test_commit_with_the_current_attempt_writes_everything_once(db: asyncpg.Connection) -> None:
     msg, _ = await new_document(db)
-    attempt = await tasks_repo.claim_task(db, msg.task_id, 1)
+    attempt = await claim_attempt(db, msg.task_id, 1)
     assert attempt == 1
     chunks, vecs = chunk_set(4, "new")
 
@@ -74,7 +84,7 @@ async def test_commit_after_a_generation_bump_keeps_the_old_chunks(db: asyncpg.C
     msg, _ = await new_document(db)
     await index_document(db, msg, 2, "old")
     gen2 = await issue(db, msg.task_id, RequestKind.NEW_CONTENT)
-    attempt = await tasks_repo.claim_task(db, msg.task_id, gen2.generation)
+    attempt = await claim_attempt(db, msg.task_id, gen2.generation)
     assert attempt is not None
     gen3 = await issue(db, msg.task_id, RequestKind.NEW_CONTENT)  # new content while gen 2 runs
     assert (gen2.generation, gen3.generation) == (2, 3)
@@ -101,7 +111,7 @@ async def test_readers_see_old_chunks_while_a_commit_is_open(db: asyncpg.Connect
     msg, _ = await new_document(db)
     await index_document(db, msg, 3, "old")
     gen2 = await issue(db, msg.task_id, RequestKind.REINDEX, force=True)
-    attempt = await tasks_repo.claim_task(db, msg.task_id, gen2.generation)
+    attempt = await claim_attempt(db, msg.task_id, gen2.generation)
     assert attempt is not None
     writer, reader = await connect(), await connect()
     trigger = f"it_gate_{msg.document_id}"

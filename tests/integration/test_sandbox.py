@@ -36,8 +36,8 @@ from task_service.pipeline.sandbox import (
     SandboxLimits,
     parser_from_settings,
 )
-from tests.pdfgen import PAGE, assemble
 from tests.support import process_state
+from tests.support.pdfgen import PAGE, assemble
 
 CORPUS = Path(__file__).parents[3] / "shared" / "corpus"
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
@@ -170,13 +170,13 @@ def test_generators_build_valid_files() -> None:
 
 
 def test_docx_bomb_is_refused_before_the_reader_sees_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from task_service.pipeline import parse
+    from task_service.pipeline.readers import docx as docx_reader
 
     def must_not_run(*a: object, **k: object) -> str:
         raise AssertionError("the bomb reached the DOCX reader")
 
-    monkeypatch.setattr(parse, "extract_docx", must_not_run)
-    with pytest.raises(ParseLimitError, match="DOCX_MAX_INFLATE_RATIO") as info:
+    monkeypatch.setattr(docx_reader, "read", must_not_run)
+    with pytest.raises(ParseLimitError, match="ZIP_MAX_INFLATE_RATIO") as info:
         parse_text(docx_bomb(), "bomb.docx")
     assert info.value.error_code == "parse_limit"
     assert "word/document.xml" in str(info.value)
@@ -184,7 +184,7 @@ def test_docx_bomb_is_refused_before_the_reader_sees_it(monkeypatch: pytest.Monk
 
 def test_docx_with_too_many_entries() -> None:
     data = zip_of({f"word/media/{i}.xml": b"<x/>" for i in range(10_001)})
-    with pytest.raises(ParseLimitError, match="10,001 entries; the limit is 10,000 \\(DOCX_MAX_ENTRIES\\)"):
+    with pytest.raises(ParseLimitError, match="10,001 entries; the limit is 10,000 \\(ZIP_MAX_ENTRIES\\)"):
         parse_text(data, "many.docx")
 
 
@@ -193,8 +193,8 @@ def test_docx_total_uncompressed_size_limit() -> None:
 
     rnd = random.Random(3)
     data = zip_of({f"word/media/image{i}.bin": rnd.randbytes(600_000) for i in range(2)})  # incompressible
-    limits = ParseLimits(docx_max_uncompressed_bytes=MIB)
-    with pytest.raises(ParseLimitError, match="DOCX_MAX_UNCOMPRESSED_MB"):
+    limits = ParseLimits(zip_max_uncompressed_bytes=MIB)
+    with pytest.raises(ParseLimitError, match="ZIP_MAX_UNCOMPRESSED_MB"):
         check_zip_limits(data, limits)
     check_zip_limits(data)  # 1.2 MB is fine under the default 200 MiB
 
@@ -237,7 +237,8 @@ def test_limits_come_from_settings() -> None:
                        parse_cpu_limit_s=5, parse_timeout_s=6, parse_start_timeout_s=7)
     parser = parser_from_settings(s)
     assert isinstance(parser, InProcessParser)
-    assert parser.limits == ParseLimits(3 * MIB, 9, 50.0, 7, 11)
+    assert parser.limits == ParseLimits(zip_max_uncompressed_bytes=3 * MIB, zip_max_entries=9, zip_max_ratio=50.0,
+                                        pdf_max_pages=7, pdf_max_text_chars=11)
     assert parser.chunker.settings == ChunkSettings(250, 32, 2000, 20_000) == ChunkSettings.from_settings(s)
     assert ChunkSettings.from_settings(WorkerSettings(chunk_max_chars=500, chunk_overlap_tokens=0)) == \
         ChunkSettings(250, 0, 500)
@@ -303,7 +304,7 @@ def test_sandbox_rebuilds_errors_with_class_code_and_message(sandbox: SandboxedP
 
 def test_docx_bomb_in_the_sandbox_leaves_it_usable(sandbox: SandboxedParser) -> None:
     pid = sandbox.pid
-    with pytest.raises(ParseLimitError, match="DOCX_MAX_INFLATE_RATIO"):
+    with pytest.raises(ParseLimitError, match="ZIP_MAX_INFLATE_RATIO"):
         sandbox(docx_bomb(), "bomb.docx")
     assert sandbox.pid == pid  # a pre-check, not a crash: same child
     assert text_of(sandbox(docx("after the bomb"), "ok.docx")) == "after the bomb"

@@ -130,18 +130,18 @@ ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 _SQL_0006 = Path(__file__).resolve().parents[2] / "sql" / "0006_keyword_search.sql"
 
 
-async def test_migration_0013_recomputes_the_keyword_index_of_existing_chunks() -> None:
+async def test_migration_0014_recomputes_the_keyword_index_of_existing_chunks() -> None:
     name = f"rag_mig_{uuid.uuid4().hex[:12]}"
     dsn = f"postgresql://postgres@127.0.0.1:5432/{name}"
     try:
-        await migrate(dsn, target=11)
+        await migrate(dsn, target=13)
         conn = await asyncpg.connect(dsn)
         await register_vector(conn)
         try:
             kb = await _kb(conn)
             ids = await _doc(conn, kb, [_RUNS["thai"][0], _RUNS["hangul"][0]])
             assert await keyword_ranking(conn, kb, "ทุเรียน", 5, SearchParams()) == []  # before: one token per run
-            assert await migrate(dsn) == [13]
+            assert await migrate(dsn) == [14]
             assert [c for c, _ in await keyword_ranking(conn, kb, "ทุเรียน", 5, SearchParams())] == [ids[0]]
             assert [c for c, _ in await keyword_ranking(conn, kb, "서울", 5, SearchParams())] == [ids[1]]
             assert await conn.fetchval(  # the GIN index is back
@@ -157,7 +157,7 @@ async def test_migration_0013_recomputes_the_keyword_index_of_existing_chunks() 
 
 
 async def test_text_without_these_scripts_is_indexed_exactly_as_before(db: asyncpg.Connection) -> None:
-    """No change for Latin, Cyrillic, Greek, Arabic... text: sql/0013's rag_search_text gives what
+    """No change for Latin, Cyrillic, Greek, Arabic... text: sql/0014's rag_search_text gives what
     0006's gave (so their tsvectors, and keyword results, are the same)."""
     old = _SQL_0006.read_text()
     body = re.search(r"CREATE FUNCTION rag_search_text\(t text\).*?;[ \t]*$", old, re.S | re.M)

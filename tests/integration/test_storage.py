@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from shared.adapters.s3 import ObjectMissingError, ObjectStore
+from shared.adapters.s3 import ObjectMissingError, ObjectStore, StorageConfig
 from shared.domain.errors import PermanentError, StorageUnavailableError, TransientError
 from shared.settings import KnowledgeSettings
 
@@ -19,7 +19,7 @@ MIB = 1024 * 1024
 
 @pytest.fixture
 async def store(settings: KnowledgeSettings) -> ObjectStore:
-    s = ObjectStore(settings)
+    s = ObjectStore(StorageConfig.from_settings(settings))
     await s.ensure_bucket()
     return s
 
@@ -63,7 +63,7 @@ async def test_missing_object_is_a_permanent_error(store: ObjectStore) -> None:
     ids=["wrong-secret", "closed-port"],
 )
 async def test_unreachable_storage_is_a_transient_error(settings: KnowledgeSettings, update: dict[str, Any]) -> None:
-    bad = ObjectStore(settings.model_copy(update=update))
+    bad = ObjectStore(StorageConfig.from_settings(settings.model_copy(update=update)))
     with pytest.raises(StorageUnavailableError) as info:
         await bad.get(_key())
     assert isinstance(info.value, TransientError) and not isinstance(info.value, ObjectMissingError)

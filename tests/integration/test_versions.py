@@ -17,7 +17,7 @@ from shared.adapters import object_removal
 from shared.adapters.postgres.repo import documents as documents_repo
 from shared.adapters.postgres.repo import objects as objects_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
-from shared.adapters.s3 import ObjectStore
+from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.domain import records
 from shared.domain.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
 from shared.domain.messages import IndexMessage
@@ -26,7 +26,7 @@ from shared.settings import KnowledgeSettings
 from task_service import cleanup
 from tests.fakes import STALE
 from tests.integration.conftest import Connect
-from tests.integration.helpers import chunk_contents, chunk_set, commit, index_document, new_document
+from tests.integration.helpers import chunk_contents, chunk_set, claim_attempt, commit, index_document, new_document
 
 
 def _content(kb_id: int, name: str) -> records.NewContent:
@@ -76,7 +76,7 @@ async def test_pending_version_is_served_only_once_committed(db: asyncpg.Connect
     assert await documents_repo.document_source(db, msg.document_id) == (new.object_key, "v2.txt", "text/plain")
     assert await _removals(db) == set()  # nothing released yet: the served object is still served
 
-    attempt = await tasks_repo.claim_task(db, msg.task_id, gen2.generation)
+    attempt = await claim_attempt(db, msg.task_id, gen2.generation)
     assert attempt is not None
     assert await commit(db, msg, gen2.generation, attempt, *chunk_set(3, "new"))
     d = await _doc(db, msg.document_id)
@@ -92,11 +92,11 @@ async def test_failed_pending_version_leaves_the_served_one(db: asyncpg.Connecti
     await index_document(db, msg, 2, "old")
     served = await _doc(db, msg.document_id)
     gen2 = await _replace(db, msg.task_id, _content(msg.kb_id, "blank.txt"))
-    attempt = await tasks_repo.claim_task(db, msg.task_id, gen2.generation)
+    attempt = await claim_attempt(db, msg.task_id, gen2.generation)
     assert attempt is not None
 
     assert await tasks_repo.finish_unsuccessfully(
-        db, task_id=msg.task_id, document_id=msg.document_id, generation=gen2.generation, attempt=attempt,
+        db, records.Claim(msg.task_id, gen2.generation, attempt), document_id=msg.document_id,
         status=TaskStatus.FAILED, error_code="no_text", error_message="no extractable text",
     )
     d = await _doc(db, msg.document_id)
@@ -113,7 +113,7 @@ async def test_dropping_the_pending_version_fences_its_run(db: asyncpg.Connectio
     await index_document(db, msg, 1, "old")
     new = _content(msg.kb_id, "v2.txt")
     gen2 = await _replace(db, msg.task_id, new)
-    attempt = await tasks_repo.claim_task(db, msg.task_id, gen2.generation)
+    attempt = await claim_attempt(db, msg.task_id, gen2.generation)
     assert attempt is not None
 
     assert await documents_repo.drop_pending(db, msg.document_id)
@@ -161,7 +161,7 @@ async def test_concurrent_replacements_release_exactly_what_they_superseded(
 
 @pytest.fixture
 async def store(settings: KnowledgeSettings) -> ObjectStore:
-    s = ObjectStore(settings)
+    s = ObjectStore(StorageConfig.from_settings(settings))
     await s.ensure_bucket()
     return s
 

@@ -20,7 +20,9 @@ from rag_cli.client import (
     UploadRun,
     collect_files,
     retry_after_seconds,
+    split_supported,
 )
+from task_service.jobs.oneshot import OPS
 from tests.support import ROOT
 
 runner = CliRunner()
@@ -28,6 +30,7 @@ runner = CliRunner()
 COMMANDS = [
     ["create-user"], ["create-token"], ["list-tokens"], ["revoke-token"], ["create-kb"], ["upload"], ["status"],
     ["retry"], ["reindex"], ["requeue-stuck"], ["dlq"], ["dlq", "list"], ["dlq", "replay"], ["worker"], ["api"],
+    ["ops"], *(["ops", job] for job in OPS),
 ]
 
 
@@ -57,6 +60,8 @@ def test_every_command_has_help(cmd: list[str]) -> None:
     ["revoke-token", "tok", "--id", "3"],
     ["create-kb", "docs"],  # --user missing
     ["dlq", "replay", "x"],
+    ["ops", "relay"],  # --once missing: the worker runs the jobs, the command runs one pass
+    ["ops", "no-such-job", "--once"],
     ["no-such-command"],
 ], ids=lambda a: " ".join(a))
 def test_bad_arguments_exit_2(args: list[str]) -> None:
@@ -222,6 +227,16 @@ def test_upload_run_without_follow_stops_after_uploading(tmp_path: Path) -> None
     assert fake.polls == {}
 
 
+def test_folder_walk_skips_types_the_registry_does_not_accept(tmp_path: Path) -> None:
+    paths = [tmp_path / n for n in ["a.pptx", "b.CSV", "notes", "Dr. Smith", "c.exe", "old.doc", "x.png"]]
+    send, skipped = split_supported(paths)
+    assert [p.name for p in send] == ["a.pptx", "b.CSV", "notes", "Dr. Smith", "x.png"]
+    assert [(p.name, why) for p, why in skipped] == [
+        ("c.exe", ".exe is not a supported type"),
+        ("old.doc", "Word 97-2003 documents (.doc) are not supported: open it in Word or LibreOffice and save it "
+                    "as .docx")]
+
+
 def test_upload_command_prints_a_table_and_exits_1_on_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeApi(cap=10, fail="bad.md")
     real_connect = ApiClient.connect
@@ -233,8 +248,10 @@ def test_upload_command_prints_a_table_and_exits_1_on_failure(tmp_path: Path, mo
         return client
 
     monkeypatch.setattr(ApiClient, "connect", staticmethod(connect))
-    _files(tmp_path, ["ok.md", "bad.md"])
+    _files(tmp_path, ["ok.md", "bad.md", "tool.exe"])
     r = runner.invoke(app, ["upload", str(tmp_path), "--kb", "1", "--token", "t", "--poll", "0.1"])
     assert r.exit_code == 1, r.output
     assert "SUCCESS" in r.output and "FAILED" in r.output and "no_text" in r.output
+    assert f"skipped {tmp_path / 'tool.exe'}: .exe is not a supported type" in r.output
+    assert "tool.exe" not in [t["name"] for t in fake.tasks.values()]
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import pytest
 from aio_pika.abc import AbstractIncomingMessage
 
 from shared.adapters import rabbitmq
 from shared.domain import messages
 from shared.domain.errors import DeliveryLimitError
+from shared.domain.messages import IndexMessage, InvalidMessageError
 from shared.settings import WorkerSettings
 from task_service.consumer import (
     CARRIED_HEADER,
@@ -17,6 +19,7 @@ from task_service.consumer import (
     DELAY_BASE_HEADER,
     DELAY_HEADER,
     Consumer,
+    ConsumerConfig,
     delay_attempts,
     failed_deliveries,
 )
@@ -47,10 +50,12 @@ class StubHandler:
     def __init__(self, outcome: Outcome | Exception) -> None:
         self.outcome = outcome
         self.calls: list[int] = []
+        self.messages: list[IndexMessage | InvalidMessageError] = []
         self.metrics = WorkerMetrics.unregistered()
 
-    async def handle(self, body: bytes, *, delay_attempts: int) -> Outcome:
+    async def handle(self, msg: IndexMessage | InvalidMessageError, *, delay_attempts: int) -> Outcome:
         self.calls.append(delay_attempts)
+        self.messages.append(msg)
         if isinstance(self.outcome, Exception):
             raise self.outcome
         return self.outcome
@@ -62,7 +67,7 @@ SETTINGS = WorkerSettings(_env_file=None, lock_retry_delay_s=2.0)  # type: ignor
 async def process(outcome: Outcome | Exception, headers: dict[str, Any] | None = None,
                   publisher: FakePublisher | None = None) -> tuple[StubDelivery, FakePublisher, StubHandler]:
     delivery, pub, handler = StubDelivery(headers), publisher or FakePublisher(), StubHandler(outcome)
-    consumer = Consumer(SETTINGS, cast(IndexHandler, handler), "test")
+    consumer = Consumer(ConsumerConfig.from_settings(SETTINGS), cast(IndexHandler, handler), "test")
     await consumer._process(cast(AbstractIncomingMessage, delivery), cast(rabbitmq.Publisher, pub))
     return delivery, pub, handler
 
@@ -86,6 +91,25 @@ def test_delay_attempts_restart_after_a_crash() -> None:
 async def test_ack_and_reject() -> None:
     assert (await process(Outcome.ACK))[0].settled == [("ack", None)]
     assert (await process(Outcome.REJECT))[0].settled == [("reject", False)]
+
+
+async def test_the_body_is_parsed_once_and_handed_to_the_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    msg = IndexMessage(task_id=1, document_id=2, kb_id=3, user_id=4, generation=5)
+    parses: list[bytes] = []
+    real = IndexMessage.from_json.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[IndexMessage], body: bytes) -> IndexMessage:
+        parses.append(body)
+        return real(cls, body)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(IndexMessage, "from_json", classmethod(counting))
+    handler = StubHandler(Outcome.ACK)
+    consumer = Consumer(ConsumerConfig.from_settings(SETTINGS), cast(IndexHandler, handler), "test")
+    delivery = StubDelivery(body=msg.to_json())
+    await consumer._process(cast(AbstractIncomingMessage, delivery), cast(rabbitmq.Publisher, FakePublisher()))
+    assert handler.messages == [msg] and parses == [msg.to_json()]
+    _, _, handler = await process(Outcome.REJECT)  # body b"{}": not a message
+    assert [type(m) for m in handler.messages] == [InvalidMessageError]
 
 
 async def test_a_crashing_handler_returns_the_delivery_to_the_queue() -> None:

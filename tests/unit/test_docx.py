@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import unicodedata
 import zipfile
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from shared.domain.errors import CorruptDocumentError, ParseLimitError, Unsuppor
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.parse import parse_document, parse_text
-from tests.fidelity import Sample, docx_corpus
+from tests.fidelity import Sample, docx_corpus, zip_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT.parent / "shared" / "cases" / "extraction"
@@ -60,6 +61,43 @@ def test_sections(sample: Sample) -> None:
     parsed = parse_document(sample.data, sample.filename)
     got = {marker: parsed.blocks[block_with(parsed, marker)].section for marker in sample.sections}
     assert got == sample.sections
+
+
+def own_token(text: str, marker: str) -> bool:
+    """Whether ``marker`` occurs as a token of its own both for PostgreSQL's ``simple`` parser and for
+    BERT's pre-tokenizer: bounded by whitespace, Unicode punctuation or ASCII punctuation other than the
+    characters PostgreSQL keeps inside file paths, hosts and e-mail addresses (``/``, ``@``, ``.`` or
+    ``:`` before or after a letter or digit)."""
+    def separates(index: int, beyond: int) -> bool:
+        if not 0 <= index < len(text):
+            return True
+        ch = text[index]
+        if ch in "/@":
+            return False
+        if ch in ".:":
+            return not (0 <= beyond < len(text) and text[beyond].isalnum())
+        return ch.isspace() or unicodedata.category(ch)[0] == "P" or (ch.isascii() and not ch.isalnum())
+
+    return any(separates(m.start() - 1, m.start() - 2) and separates(m.end(), m.end() + 1)
+               for m in re.finditer(re.escape(marker), text))
+
+
+@pytest.mark.parametrize("sample", SAMPLES.values(), ids=SAMPLES.keys())
+def test_every_marker_is_a_token_of_its_own(sample: Sample) -> None:
+    text = parse_text(sample.data, sample.filename)
+    assert [m for m in sample.must if not own_token(text, m)] == []
+
+
+def test_list_items_begin_with_the_label_word_shows() -> None:
+    parsed = parse_document(SAMPLES["docx-numbering"].data, "n.docx")
+    got = {marker: parsed.blocks[block_with(parsed, marker)].text[: len(label)]
+           for marker, label in docx_corpus.LABELS.items()}
+    assert got == docx_corpus.LABELS
+
+
+def test_equations_read_as_linear_text() -> None:
+    text = parse_text(SAMPLES["docx-equations"].data, "e.docx")
+    assert [literal for literal in docx_corpus.MATH_LITERAL if literal not in text] == []
 
 
 def test_heading_block_carries_the_path_ending_with_itself() -> None:
@@ -137,11 +175,12 @@ def test_direct_outline_level_overrides_the_style() -> None:
 def test_strict_open_xml_is_refused_clearly() -> None:
     strict = '<w:document xmlns:w="http://purl.oclc.org/ooxml/wordprocessingml/main"><w:body/></w:document>'
     with pytest.raises(UnsupportedTypeError, match="Strict Open XML"):
-        extract_docx(_zip({"word/document.xml": strict.encode()}))
+        extract_docx(zip_bytes({"word/document.xml": strict.encode()}))
 
 
 def test_warnings() -> None:
-    assert parse_document(SAMPLES["docx-structure"].data, "s.docx").warnings == ("2 images ignored (no OCR)",)
+    assert parse_document(SAMPLES["docx-structure"].data, "s.docx").warnings == (
+        "2 images ignored (too small for text, unreadable, or over OCR_MAX_PAGES)",)
     notes = parse_document(SAMPLES["docx-notes-objects"].data, "n.docx")
     assert notes.warnings == ("1 chart not read", "1 embedded object (OLE) not read", "1 comment not indexed")
     assert docx_corpus.COMMENT_MARKER not in notes.text
@@ -197,14 +236,6 @@ def test_no_word_unstructured_found_is_lost(name: str) -> None:
 # ---------------------------------------------------------------- broken packages
 
 
-def _zip(entries: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for name, data in entries.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
-
-
 def _corrupt_entry() -> bytes:
     """A package whose word/document.xml deflate stream is garbage (the ZIP directory is intact)."""
     data = bytearray(package("<w:p><w:r><w:t>" + "x y z " * 2000 + "</w:t></w:r></w:p>"))
@@ -226,12 +257,12 @@ BILLION_LAUGHS = (
         (b"", "not a ZIP"),
         (b"not a zip at all", "not a ZIP"),
         (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 600, "encrypted DOCX or a legacy .doc"),
-        (_zip({"hello.txt": b"not a word document"}), "no main document part"),
-        (_zip({"xl/workbook.xml": b"<workbook/>"}), "not a Word file"),
-        (_zip({"word/document.xml": f"<w:document {W}><w:body><w:p>".encode()}), "not well-formed XML"),
-        (_zip({"word/document.xml": b"<w:document><w:body>"}), "Namespace prefix w on document is not defined"),
-        (_zip({"word/document.xml": b"<html><body>hi</body></html>"}), "not a WordprocessingML document"),
-        (_zip({"word/document.xml": BILLION_LAUGHS}), "DOCTYPE"),
+        (zip_bytes({"hello.txt": b"not a word document"}), "no main document part"),
+        (zip_bytes({"xl/workbook.xml": b"<workbook/>"}), "not a Word file"),
+        (zip_bytes({"word/document.xml": f"<w:document {W}><w:body><w:p>".encode()}), "not well-formed XML"),
+        (zip_bytes({"word/document.xml": b"<w:document><w:body>"}), "Namespace prefix w on document is not defined"),
+        (zip_bytes({"word/document.xml": b"<html><body>hi</body></html>"}), "not a WordprocessingML document"),
+        (zip_bytes({"word/document.xml": BILLION_LAUGHS}), "DOCTYPE"),
         (_corrupt_entry(), "cannot be read"),
     ],
     ids=["empty", "text", "cfb", "no-word", "xlsx", "malformed", "no-namespace", "not-wordml", "doctype",

@@ -7,8 +7,8 @@ import pytest
 
 from shared.domain.fencing import (
     Action,
-    Claim,
     EnqueueRequest,
+    Proceed,
     Reject,
     RequestKind,
     SettledTasks,
@@ -44,7 +44,7 @@ def msg(generation: int = 1, **kw: int) -> IndexMessage:
 class TestClaim:
     @pytest.mark.parametrize("status", [TaskStatus.WAITING, TaskStatus.RETRYING, TaskStatus.RUNNING])
     def test_claimable(self, status: TaskStatus) -> None:
-        assert decide_claim(msg(), snap(status=status)) == Claim()
+        assert decide_claim(msg(), snap(status=status)) == Proceed()
 
     @pytest.mark.parametrize("status", [TaskStatus.SUCCESS, TaskStatus.FAILED, TaskStatus.TIMEOUT])
     def test_terminal_is_not_runnable(self, status: TaskStatus) -> None:

@@ -13,8 +13,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from shared.domain.fencing import (
     Action,
-    Claim,
     EnqueueRequest,
+    Proceed,
     RequestKind,
     TaskSnapshot,
     decide_claim,
@@ -75,7 +75,7 @@ class FencingModel(RuleBasedStateMachine):
             self.queue.append(msg)  # delay queue: comes back later
             return
         decision = decide_claim(msg, self.task)
-        if not isinstance(decision, Claim):
+        if not isinstance(decision, Proceed):
             return  # acked as skipped
         wid = self.next_worker
         self.next_worker += 1

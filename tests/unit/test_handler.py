@@ -17,16 +17,19 @@ from shared.domain.errors import (
 )
 from shared.domain.fencing import SkipReason
 from shared.domain.messages import IndexMessage
+from shared.domain.records import ChunkCommit
 from shared.domain.states import DocumentStatus, TaskStatus
-from task_service.handler import HandlerConfig, IndexHandler, Outcome
+from task_service.handler import HandlerConfig, IndexHandler, Outcome, decode
 from tests.fakes import FakeEmbedder, FakeExtractor, FakeLocks, FakeObjectStore, FakeReleasedObjects, FakeStore
 
 TEXT = b"first paragraph\n\nsecond paragraph\n\nthird"
 
 
 def config(**kw: float) -> HandlerConfig:
-    base: dict[str, float] = dict(lock_retry_max_attempts=3, lease_period_s=30.0, task_hard_limit_s=30.0,
-                                  retry_attempts=3, retry_initial_s=0.0, retry_max_s=0.0)
+    base: dict[str, float | str] = dict(lock_retry_max_attempts=3, lease_period_s=30.0, task_hard_limit_s=30.0,
+                                        retry_attempts=3, retry_initial_s=0.0, retry_max_s=0.0, cache_enabled=False,
+                                        embedding_provider="sentence-transformers", embedding_model_revision="",
+                                        cache_touch_interval_s=3600.0, embed_chunks=16)
     base.update(kw)
     return HandlerConfig(**base)  # type: ignore[arg-type]
 
@@ -48,7 +51,7 @@ class World:
                                     worker_name="test")
 
     async def handle(self, body: bytes | None = None, delay_attempts: int = 0) -> Outcome:
-        outcome = await self.handler.handle(self.msg.to_json() if body is None else body,
+        outcome = await self.handler.handle(decode(self.msg.to_json() if body is None else body),
                                             delay_attempts=delay_attempts)
         await self.handler.flush()  # skip rows are written in the background
         return outcome
@@ -99,7 +102,7 @@ async def test_stale_generation_is_skipped_without_embedding() -> None:
 async def test_a_backlog_of_duplicates_writes_its_skip_rows_in_few_round_trips() -> None:
     w = World()
     w.store.tasks[w.msg.task_id].status = TaskStatus.SUCCESS
-    outcomes = [await w.handler.handle(w.msg.to_json(), delay_attempts=0) for _ in range(200)]
+    outcomes = [await w.handler.handle(w.msg, delay_attempts=0) for _ in range(200)]
     await w.handler.flush()
     assert outcomes == [Outcome.ACK] * 200
     assert w.store.skips == [SkipReason.NOT_RUNNABLE] * 200  # every row written, none lost
@@ -211,9 +214,9 @@ async def test_fenced_out_at_commit_is_skipped_not_failed() -> None:
     store = w.store
     real = store.commit_chunks
 
-    async def reclaimed(**kw: object) -> bool:
+    async def reclaimed(commit: ChunkCommit) -> bool:
         store.tasks[w.msg.task_id].attempt += 1  # another worker reclaimed it
-        return await real(**kw)  # type: ignore[arg-type]
+        return await real(commit)
 
     store.commit_chunks = reclaimed  # type: ignore[method-assign]
     assert await w.handle() is Outcome.ACK

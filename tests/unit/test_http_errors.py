@@ -67,7 +67,8 @@ def test_domain_error_maps_to_its_http_answer(exc: Exception, status: int, detai
                                               headers: dict[str, str]) -> None:
     r = client_raising(exc).get("/boom")
     assert r.status_code == status
-    assert r.json() == {"detail": detail}
+    extra = {"error_code": exc.error_code} if isinstance(exc, UnsupportedUploadError) else {}
+    assert r.json() == {"detail": detail, **extra}
     for name, value in headers.items():
         assert r.headers[name] == value
 
@@ -79,6 +80,13 @@ def test_an_unlisted_service_error_is_a_400_and_a_lone_surrogate_is_encodable() 
     assert status_for(Odd("x")) == 400
     r = client_raising(UnsupportedUploadError("name \ud800 bad")).get("/boom")
     assert r.status_code == 415 and json.loads(r.text)["detail"] == "name \ufffd bad"
+
+
+def test_a_415_body_carries_its_error_code() -> None:
+    r = client_raising(UnsupportedUploadError("file type .exe is not allowed; allowed: pdf")).get("/boom")
+    assert r.json() == {"detail": "file type .exe is not allowed; allowed: pdf", "error_code": "unsupported_type"}
+    r = client_raising(UnsupportedUploadError("password-protected", error_code="encrypted")).get("/boom")
+    assert (r.status_code, r.json()["error_code"]) == (415, "encrypted")
 
 
 def test_every_mapped_class_is_a_service_error() -> None:

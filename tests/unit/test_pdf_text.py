@@ -7,7 +7,7 @@ import pytest
 from shared.domain.errors import NoTextError
 from task_service.pipeline.hyphens import resolve_line_hyphens
 from task_service.pipeline.parse import parse_document
-from tests.pdfgen import pdf_pages, text_page
+from tests.support.pdfgen import pdf_pages, text_page
 
 WORDS = {"long", "term", "introduction", "well", "known", "synthesis"}.__contains__
 
@@ -38,7 +38,7 @@ def test_unknown_halves_join_and_stray_marker_becomes_hyphen() -> None:
 def test_blocks_carry_their_page_and_blank_pages_are_reported() -> None:
     parsed = parse_document(pdf_pages([text_page("one"), text_page(), text_page("three")]), "p.pdf")
     assert [(b.page, b.text) for b in parsed.blocks] == [(1, "one"), (3, "three")]
-    assert parsed.warnings == ("1 of 3 pages had no text layer (scanned images are not OCRed)",)
+    assert parsed.warnings == ("1 of 3 pages had no text layer and no image to OCR",)
     assert parse_document(pdf_pages([text_page("a"), text_page("b")]), "t.pdf").warnings == ()
     with pytest.raises(NoTextError):
         parse_document(pdf_pages([text_page(), text_page()]), "blank.pdf")

@@ -19,7 +19,7 @@ from shared.domain.errors import (
     TaskNotFound,
 )
 from shared.domain.fencing import Action, EnqueueRequest, RequestKind, TaskSnapshot
-from shared.domain.records import NewContent
+from shared.domain.records import Claim, NewContent
 from shared.domain.states import TaskStatus
 from tests.fakes import STALE, FakeDeadLetter, FakeObjectStore, FakePublisher, FakeReleasedObjects, FakeStore
 
@@ -165,7 +165,7 @@ async def test_replace_content_of_a_running_task_fences_it_out() -> None:
     msg = store.add_document(status=TaskStatus.RUNNING, attempt=1)
     out = await usecases.replace_content(deps(store), msg.task_id, CONTENT)
     assert out.generation == 2 and store.documents[msg.document_id].content == CONTENT
-    assert not await store.claim_is_current(msg.task_id, 1, 1)
+    assert not await store.claim_is_current(Claim(msg.task_id, 1, 1))
 
 
 async def test_a_lost_race_is_re_read_and_decided_again() -> None:

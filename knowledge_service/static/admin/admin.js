@@ -5,7 +5,10 @@
 
 const API = "/api/v1";
 const $ = (sel) => document.querySelector(sel);
-const state = { token: sessionStorage.getItem("rag-token") || "", kb: null, docs: new Map(), stream: null };
+const state = {
+  token: sessionStorage.getItem("rag-token") || "", kb: null, docs: new Map(), stream: null,
+  formats: null, // extension → registry entry (GET /formats); null until loaded: everything is sent
+};
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function el(tag, attrs = {}, ...children) {
@@ -95,9 +98,30 @@ async function signIn(token) {
   $("#signout").hidden = false;
   $("#who").textContent = "signed in";
   fillKbs(kbs.items);
+  api("/formats").then(showFormats).catch(() => {}); // the picker then accepts anything; the server decides
   const saved = Number(sessionStorage.getItem("rag-kb"));
   const pick = kbs.items.find((k) => k.kb_id === saved) || kbs.items[0];
   if (pick) selectKb(pick.kb_id);
+}
+
+// The format registry: the file picker's accept=, the hint, and which files of a folder to skip.
+function showFormats(body) {
+  state.formats = new Map(body.items.flatMap((f) => f.extensions.map((e) => [e, f])));
+  $("#file-input").setAttribute("accept", body.accept);
+  $("#formats-hint").textContent = body.items.filter((f) => f.accepted)
+    .map((f) => f.extensions.join("/")).join(", ");
+}
+
+// Why a file is not sent (an extension the registry does not accept), or null to send it. A name
+// without an extension is sent: the server types it by content.
+function skipReason(name) {
+  const dot = name.lastIndexOf(".");
+  if (!state.formats || dot <= 0) return null;
+  const ext = name.slice(dot + 1).toLowerCase();
+  if (!/^[a-z0-9]{0,9}[a-z][a-z0-9]{0,9}$/.test(ext)) return null;
+  const f = state.formats.get(ext);
+  if (!f) return `skipped: .${ext} is not a supported type`;
+  return f.accepted ? null : `skipped: ${f.refusal}`;
 }
 
 function fillKbs(items, selected) {
@@ -274,9 +298,10 @@ let pumping = false;
 function enqueue(files) {
   if (!state.kb) return;
   for (const file of files) {
-    const li = el("li", { class: "queued" }, `${file.name}: queued`);
+    const skip = skipReason(file.name);
+    const li = el("li", { class: skip ? "skipped" : "queued" }, `${file.name}: ${skip || "queued"}`);
     $("#queue").append(li);
-    queue.push({ file, kb: state.kb, li });
+    if (!skip) queue.push({ file, kb: state.kb, li });
   }
   pump();
 }

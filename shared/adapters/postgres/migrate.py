@@ -39,6 +39,8 @@ async def ensure_database(dsn: str) -> None:
     parts = urlsplit(dsn)
     dbname = parts.path.lstrip("/") or "postgres"
     admin = urlunsplit(parts._replace(path="/postgres"))
+    # A single raw connection, not the pool helper: it targets another database (``postgres``),
+    # runs before our database exists, and CREATE DATABASE cannot run in a pool's transaction/timeouts.
     conn = await asyncpg.connect(admin)
     try:
         exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", dbname)
@@ -55,6 +57,9 @@ async def ensure_database(dsn: str) -> None:
 async def migrate(dsn: str, *, target: int | None = None, sql_dir: Path = SQL_DIR) -> list[int]:
     """Apply pending migrations up to ``target`` (all by default); returns the versions applied."""
     await ensure_database(dsn)
+    # A single raw connection, not the pool helper: the session-level advisory lock below must be
+    # held by this one session for the whole run, and a migration must not hit the pool's
+    # statement timeout (an index build on a large table takes longer).
     conn = await asyncpg.connect(dsn)
     applied: list[int] = []
     try:

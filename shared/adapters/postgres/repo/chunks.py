@@ -7,15 +7,12 @@ their own transaction. Lock order is always ``document_info`` row, then ``index_
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 
 import asyncpg
-import numpy as np
 
 from shared.adapters.postgres.repo.objects import queue_object_removal
-from shared.adapters.postgres.repo.sql import _CLEAR_PENDING
-from shared.adapters.postgres.repo.tasks import _Rollback
-from shared.domain.records import Chunk
+from shared.adapters.postgres.repo.sql import CLEAR_PENDING, Rollback
+from shared.domain.records import ChunkCommit
 from shared.faults import fault_point
 
 
@@ -31,83 +28,91 @@ async def list_chunks(
     return list(rows), int(total)
 
 
-async def commit_chunks(
-    conn: asyncpg.Connection,
-    *,
-    task_id: int,
-    document_id: int,
-    kb_id: int,
-    generation: int,
-    attempt: int,
-    chunks: Sequence[Chunk],
-    embeddings: np.ndarray,
-    warnings: Sequence[str] = (),
-) -> bool:
+async def commit_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> bool:
     """The one fenced transaction: replace the document's chunks and vectors, task SUCCESS,
     document INDEXED with this run's ``warnings`` (a JSON array of sentences); a pending version
     becomes the served one and the object it replaces is queued in ``object_removal`` (removed
     from storage only after this commit). ``embeddings`` is ``(len(chunks), 384) float32``.
 
-    Under the document row lock it re-checks the generation and our claim
+    Under the document row lock it re-checks the generation and the claim
     ``(RUNNING, generation, attempt)``; if either moved, nothing is written and False is
     returned. Readers see the old version (chunks, name) or the new one, never none (MVCC).
     """
-    if len(chunks) != len(embeddings):
-        raise ValueError(f"{len(chunks)} chunks but {len(embeddings)} embeddings")
+    if len(commit.chunks) != len(commit.embeddings):
+        raise ValueError(f"{len(commit.chunks)} chunks but {len(commit.embeddings)} embeddings")
     try:
         async with conn.transaction():
-            doc = await conn.fetchrow(
-                "SELECT index_generation, object_key, pending_object_key FROM document_info"
-                " WHERE id = $1 FOR UPDATE",
-                document_id,
-            )
-            if doc is None or doc["index_generation"] != generation:
-                raise _Rollback
-            ok = await conn.fetchval(
-                "UPDATE index_task SET status = 'SUCCESS', end_time = now(), update_time = now(),"
-                " stage = 'WRITING', progress = 1,"
-                " error_code = NULL, error_message = NULL WHERE id = $1 AND status = 'RUNNING'"
-                " AND generation = $2 AND attempt = $3 RETURNING id",
-                task_id, generation, attempt,
-            )
-            if ok is None:
-                raise _Rollback
-            await conn.execute("DELETE FROM document_chunk WHERE document_id = $1", document_id)
-            ids = [
-                r[0]
-                for r in await conn.fetch(
-                    "SELECT nextval('document_chunk_id_seq') FROM generate_series(1, $1)", len(chunks)
-                )
-            ]
-            await conn.copy_records_to_table(
-                "document_chunk",
-                records=[
-                    (i, document_id, c.index, c.content, c.token_count, c.page, c.section)
-                    for i, c in zip(ids, chunks, strict=True)
-                ],
-                columns=["id", "document_id", "chunk_index", "content", "token_count", "page", "section"],
-            )
-            await conn.copy_records_to_table(
-                "document_vector",
-                records=[(i, document_id, kb_id, e) for i, e in zip(ids, embeddings, strict=True)],
-                columns=["chunk_id", "document_id", "kb_id", "embedding"],
-            )
+            doc = await _fence(conn, commit)
+            await _replace_chunks(conn, commit)
             await fault_point("in_commit")
-            await conn.execute(
-                "UPDATE document_info SET status = 'INDEXED', chunk_count = $2, error_message = NULL,"
-                " warnings = $4::jsonb, update_time = now(),"
-                " filename = COALESCE(pending_filename, filename),"
-                " content_type = CASE WHEN pending_object_key IS NULL THEN content_type"
-                "                     ELSE pending_content_type END,"
-                " size_bytes = COALESCE(pending_size_bytes, size_bytes), sha256 = COALESCE(pending_sha256, sha256),"
-                # a promoted version's bytes drop the content slot (0011): they must not collide
-                " dedup_slot = dedup_slot AND pending_sha256 IS NULL,"
-                f" object_key = COALESCE(pending_object_key, object_key), {_CLEAR_PENDING}"
-                " WHERE id = $1 AND index_generation = $3",
-                document_id, len(chunks), generation, json.dumps(list(warnings)),
-            )
+            await _promote(conn, commit)
             if doc["pending_object_key"] is not None:  # the swap released the served object
                 await queue_object_removal(conn, doc["object_key"])
-    except _Rollback:
+    except Rollback:
         return False
     return True
+
+
+async def _fence(conn: asyncpg.Connection, commit: ChunkCommit) -> asyncpg.Record:
+    """Lock the document row, re-check the generation and the claim, and mark the task SUCCESS;
+    raises :class:`Rollback` if either moved. The document's ``(object_key, pending_object_key)``."""
+    claim = commit.claim
+    doc = await conn.fetchrow(
+        "SELECT index_generation, object_key, pending_object_key FROM document_info"
+        " WHERE id = $1 FOR UPDATE",
+        commit.document_id,
+    )
+    if doc is None or doc["index_generation"] != claim.generation:
+        raise Rollback
+    ok = await conn.fetchval(
+        "UPDATE index_task SET status = 'SUCCESS', end_time = now(), update_time = now(),"
+        " stage = 'WRITING', progress = 1,"
+        " error_code = NULL, error_message = NULL WHERE id = $1 AND status = 'RUNNING'"
+        " AND generation = $2 AND attempt = $3 RETURNING id",
+        claim.task_id, claim.generation, claim.attempt,
+    )
+    if ok is None:
+        raise Rollback
+    return doc
+
+
+async def _replace_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> None:
+    """Delete the document's chunks (vectors cascade) and COPY the new chunks and vectors in."""
+    document_id = commit.document_id
+    await conn.execute("DELETE FROM document_chunk WHERE document_id = $1", document_id)
+    ids = [
+        r[0]
+        for r in await conn.fetch(
+            "SELECT nextval('document_chunk_id_seq') FROM generate_series(1, $1)", len(commit.chunks)
+        )
+    ]
+    await conn.copy_records_to_table(
+        "document_chunk",
+        records=[
+            (i, document_id, c.index, c.content, c.token_count, c.page, c.section)
+            for i, c in zip(ids, commit.chunks, strict=True)
+        ],
+        columns=["id", "document_id", "chunk_index", "content", "token_count", "page", "section"],
+    )
+    await conn.copy_records_to_table(
+        "document_vector",
+        records=[(i, document_id, commit.kb_id, e) for i, e in zip(ids, commit.embeddings, strict=True)],
+        columns=["chunk_id", "document_id", "kb_id", "embedding"],
+    )
+
+
+async def _promote(conn: asyncpg.Connection, commit: ChunkCommit) -> None:
+    """Document INDEXED with the run's warnings; a pending version becomes the served one."""
+    await conn.execute(
+        "UPDATE document_info SET status = 'INDEXED', chunk_count = $2, error_message = NULL,"
+        " warnings = $4::jsonb, update_time = now(),"
+        " filename = COALESCE(pending_filename, filename),"
+        " content_type = CASE WHEN pending_object_key IS NULL THEN content_type"
+        "                     ELSE pending_content_type END,"
+        " size_bytes = COALESCE(pending_size_bytes, size_bytes), sha256 = COALESCE(pending_sha256, sha256),"
+        # a promoted version's bytes drop the content slot (0011): they must not collide
+        " dedup_slot = dedup_slot AND pending_sha256 IS NULL,"
+        f" object_key = COALESCE(pending_object_key, object_key), {CLEAR_PENDING}"
+        " WHERE id = $1 AND index_generation = $3",
+        commit.document_id, len(commit.chunks), commit.claim.generation, json.dumps(list(commit.warnings)),
+    )

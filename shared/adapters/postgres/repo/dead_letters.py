@@ -7,6 +7,7 @@ their own transaction. Lock order is always ``document_info`` row, then ``index_
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -38,10 +39,18 @@ async def list_dead_letters(conn: asyncpg.Connection, include_replayed: bool = F
     )
 
 
-async def pending_dead_letter(conn: asyncpg.Connection, dead_letter_id: int) -> asyncpg.Record | None:
-    return await conn.fetchrow(
-        "SELECT task_id, body FROM dead_letter WHERE id = $1 AND replayed_at IS NULL", dead_letter_id
+@dataclass(frozen=True)
+class PendingDeadLetter:
+    """A dead letter not yet replayed (``task_id`` None: the message was not valid)."""
+
+    task_id: int | None
+
+
+async def pending_dead_letter(conn: asyncpg.Connection, dead_letter_id: int) -> PendingDeadLetter | None:
+    task_id = await conn.fetchrow(
+        "SELECT task_id FROM dead_letter WHERE id = $1 AND replayed_at IS NULL", dead_letter_id
     )
+    return None if task_id is None else PendingDeadLetter(task_id["task_id"])
 
 
 async def mark_dead_letter_replayed(conn: asyncpg.Connection, dead_letter_id: int) -> bool:

@@ -9,11 +9,19 @@ from __future__ import annotations
 import asyncpg
 
 from shared.adapters.postgres.repo.objects import queue_object_removal
-from shared.adapters.postgres.repo.outbox import _insert_outbox
-from shared.adapters.postgres.repo.sql import _CLEAR_PENDING, _PENDING_JSON, _TASK_JSON, DOCUMENT_COLUMNS, atomic
+from shared.adapters.postgres.repo.outbox import insert_outbox
+from shared.adapters.postgres.repo.sql import (
+    ACTIVE_SQL,
+    CLEAR_PENDING,
+    DOCUMENT_COLUMNS,
+    PENDING_JSON,
+    TASK_JSON,
+    atomic,
+)
 from shared.adapters.postgres.repo.tasks import IN_FLIGHT_LOCK_SQL
 from shared.domain.messages import IndexMessage
-from shared.domain.records import OutboxRow
+from shared.domain.records import NewContent, OutboxRow
+from shared.domain.states import DocumentStatus, TaskStatus
 
 
 async def create_document_with_task(
@@ -21,39 +29,36 @@ async def create_document_with_task(
     *,
     kb_id: int,
     user_id: int,
-    filename: str,
-    content_type: str | None,
-    size_bytes: int,
-    sha256: str,
-    object_key: str,
+    content: NewContent,
     dedup_slot: bool = False,
     dispatch_limit: int | None = None,
 ) -> tuple[IndexMessage, OutboxRow]:
     """ONE transaction: document (INDEXING, generation 1), task (WAITING, generation 1), outbox row
     (the caller's, when it has one open: no savepoint, no extra round trips).
 
-    ``dedup_slot``: the document takes its KB's slot for ``sha256`` (unique partial index
+    ``dedup_slot``: the document takes its KB's slot for ``content.sha256`` (unique partial index
     ``document_info_kb_content_uniq``); raises ``asyncpg.UniqueViolationError`` if another
     document holds it (see :func:`is_content_conflict`).
     ``dispatch_limit`` (K): the row is released at once if the user has a free slot (see
-    :func:`_insert_outbox`); None holds it for the relay.
+    :func:`insert_outbox`); None holds it for the relay.
     """
     async with atomic(conn):
         doc_id = await conn.fetchval(
             "INSERT INTO document_info (kb_id, user_id, filename, content_type, size_bytes, sha256,"
             " object_key, status, index_generation, dedup_slot)"
-            " VALUES ($1,$2,$3,$4,$5,$6,$7,'INDEXING',1,$8) RETURNING id",
-            kb_id, user_id, filename, content_type, size_bytes, sha256, object_key, dedup_slot,
+            f" VALUES ($1,$2,$3,$4,$5,$6,$7,'{DocumentStatus.INDEXING}',1,$8) RETURNING id",
+            kb_id, user_id, content.filename, content.content_type, content.size_bytes, content.sha256,
+            content.object_key, dedup_slot,
         )
         task_id = await conn.fetchval(
             "INSERT INTO index_task (document_id, kb_id, user_id, generation, status)"
-            " VALUES ($1, $2, $3, 1, 'WAITING') RETURNING id",
+            f" VALUES ($1, $2, $3, 1, '{TaskStatus.WAITING}') RETURNING id",
             doc_id, kb_id, user_id,
         )
         msg = IndexMessage(
             task_id=int(task_id), document_id=int(doc_id), kb_id=kb_id, user_id=user_id, generation=1
         )
-        row = await _insert_outbox(conn, msg, dispatch_limit, new_task=True)
+        row = await insert_outbox(conn, msg, dispatch_limit, new_task=True)
     return msg, row
 
 
@@ -95,7 +100,7 @@ async def find_same_content(
 
 async def get_document(conn: asyncpg.Connection, user_id: int, document_id: int) -> asyncpg.Record | None:
     return await conn.fetchrow(
-        f"SELECT {DOCUMENT_COLUMNS}, {_TASK_JSON}, {_PENDING_JSON} FROM document_info d"
+        f"SELECT {DOCUMENT_COLUMNS}, {TASK_JSON}, {PENDING_JSON} FROM document_info d"
         " WHERE d.id = $1 AND d.user_id = $2",
         document_id, user_id,
     )
@@ -104,7 +109,7 @@ async def get_document(conn: asyncpg.Connection, user_id: int, document_id: int)
 async def list_documents(conn: asyncpg.Connection, user_id: int, kb_id: int) -> list[asyncpg.Record]:
     return list(
         await conn.fetch(
-            f"SELECT {DOCUMENT_COLUMNS}, {_TASK_JSON}, {_PENDING_JSON} FROM document_info d"
+            f"SELECT {DOCUMENT_COLUMNS}, {TASK_JSON}, {PENDING_JSON} FROM document_info d"
             " WHERE d.kb_id = $1 AND d.user_id = $2 ORDER BY d.id",
             kb_id, user_id,
         )
@@ -155,13 +160,13 @@ async def drop_pending(conn: asyncpg.Connection, document_id: int) -> bool:
         if key is None:
             return False
         gen = await conn.fetchval(
-            f"UPDATE document_info SET index_generation = index_generation + 1, {_CLEAR_PENDING},"
+            f"UPDATE document_info SET index_generation = index_generation + 1, {CLEAR_PENDING},"
             " update_time = now() WHERE id = $1 RETURNING index_generation",
             document_id,
         )
         await conn.execute(
             "UPDATE index_task SET generation = $2,"
-            " status = CASE WHEN status IN ('WAITING','RETRYING','RUNNING') THEN 'FAILED' ELSE status END,"
+            f" status = CASE WHEN status IN {ACTIVE_SQL} THEN '{TaskStatus.FAILED}' ELSE status END,"
             " error_code = 'pending_dropped', error_message = 'the pending version was dropped;"
             " the served version is unchanged', end_time = now(), update_time = now()"
             " WHERE document_id = $1",

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from shared.adapters.postgres.repo.sql import ACTIVE_SQL
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -31,7 +33,7 @@ async def sample(conn: asyncpg.Connection) -> Sample:
     )
     active = await conn.fetch(
         "SELECT status, count(*) AS n, extract(epoch FROM now() - min(update_time))::float8 AS age"
-        " FROM index_task WHERE status IN ('WAITING','RETRYING','RUNNING') GROUP BY status"
+        f" FROM index_task WHERE status IN {ACTIVE_SQL} GROUP BY status"
     )
     return Sample(int(row["outbox"]), int(row["dead"]),
                   {r["status"]: (int(r["n"]), float(r["age"] or 0.0)) for r in active})

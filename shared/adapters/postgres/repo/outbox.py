@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from shared.adapters.postgres.repo.sql import _ACTIVE
+from shared.adapters.postgres.repo.sql import ACTIVE_SQL
 from shared.domain.dispatch import HeldRow, choose_releases
 from shared.domain.messages import EXCHANGE, ROUTING_KEY, IndexMessage
 from shared.domain.records import OutboxRow
@@ -40,7 +40,7 @@ async def _release_now(
     """
     if not new_task:
         dispatched = await conn.fetchval(
-            f"SELECT dispatched_at IS NOT NULL AND status IN {_ACTIVE} FROM index_task WHERE id = $1",
+            f"SELECT dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL} FROM index_task WHERE id = $1",
             msg.task_id,
         )
         if dispatched:
@@ -54,14 +54,14 @@ async def _release_now(
     took = await conn.fetchval(
         "UPDATE index_task SET dispatched_at = now() WHERE id = $1"
         f" AND (SELECT count(*) FROM index_task WHERE user_id = $2 AND dispatched_at IS NOT NULL"
-        f"      AND status IN {_ACTIVE}) < $3"
+        f"      AND status IN {ACTIVE_SQL}) < $3"
         " AND NOT EXISTS (SELECT 1 FROM outbox WHERE user_id = $2 AND released_at IS NULL) RETURNING true",
         msg.task_id, msg.user_id, dispatch_limit,
     )
     return bool(took)
 
 
-async def _insert_outbox(
+async def insert_outbox(
     conn: asyncpg.Connection, msg: IndexMessage, dispatch_limit: int | None, *, new_task: bool = False
 ) -> OutboxRow:
     """Inside the caller's transaction: the outbox row of ``msg``, released or held (see
@@ -126,7 +126,7 @@ async def release_held_outbox(
         counts = {
             r["user_id"]: int(r["n"]) for r in await conn.fetch(
                 "SELECT user_id, count(*) AS n FROM index_task WHERE user_id = ANY($1::bigint[])"
-                f" AND dispatched_at IS NOT NULL AND status IN {_ACTIVE} GROUP BY user_id",
+                f" AND dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL} GROUP BY user_id",
                 users,
             )
         }
@@ -157,7 +157,7 @@ async def dispatched_per_user(conn: asyncpg.Connection) -> dict[int, int]:
     return {
         int(r["user_id"]): int(r["n"]) for r in await conn.fetch(
             "SELECT user_id, count(*) AS n FROM index_task"
-            f" WHERE dispatched_at IS NOT NULL AND status IN {_ACTIVE} GROUP BY user_id"
+            f" WHERE dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL} GROUP BY user_id"
         )
     }
 

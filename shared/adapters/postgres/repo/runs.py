@@ -10,20 +10,21 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from shared.domain.records import SkipRecord
+from shared.domain.records import Claim, SkipRecord
 
 
 async def record_embedding_run(
-    conn: asyncpg.Connection, task_id: int, document_id: int, generation: int, attempt: int,
-    chunk_count: int, worker: str, *, cache_hits: int = 0, cache_misses: int | None = None,
+    conn: asyncpg.Connection, claim: Claim, document_id: int, chunk_count: int, worker: str,
+    *, cache_hits: int = 0, cache_misses: int | None = None,
 ) -> None:
-    """One row per embedding step: ``chunk_count`` chunks, ``cache_hits`` of them served from the
-    embedding cache, ``cache_misses`` (default: all) sent to the model; 0 misses = no model call."""
+    """One row per embedding step of the run holding ``claim``: ``chunk_count`` chunks,
+    ``cache_hits`` of them served from the embedding cache, ``cache_misses`` (default: all) sent
+    to the model; 0 misses = no model call."""
     misses = chunk_count - cache_hits if cache_misses is None else cache_misses
     await conn.execute(
         "INSERT INTO embedding_run (task_id, document_id, generation, attempt, chunk_count, worker,"
         " cache_hits, cache_misses) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        task_id, document_id, generation, attempt, chunk_count, worker, cache_hits, misses,
+        claim.task_id, document_id, claim.generation, claim.attempt, chunk_count, worker, cache_hits, misses,
     )
 
 

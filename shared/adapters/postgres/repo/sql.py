@@ -23,17 +23,19 @@ def atomic(conn: asyncpg.Connection) -> AbstractAsyncContextManager[object]:
     return nullcontext() if conn.is_in_transaction() else conn.transaction()
 
 
-_ACTIVE = sql_in(ACTIVE)  # in flight: the per-user cap, the scanner
+class Rollback(Exception):
+    """Raised inside a transaction to roll it back when a fenced condition fails (the caller
+    catches it and answers False / None: nothing was written)."""
 
 
-_CLAIMABLE = sql_in(CLAIMABLE)
-
-
-_QUEUED = sql_in(QUEUED)  # published, waiting for a worker
+# The status lists every query uses (public: the repositories share them; never restated).
+ACTIVE_SQL = sql_in(ACTIVE)  # in flight: the per-user cap, the scanner, metrics
+CLAIMABLE_SQL = sql_in(CLAIMABLE)
+QUEUED_SQL = sql_in(QUEUED)  # published, waiting for a worker
 
 
 #: a dead-lettered message fails its task only while it is in flight (and FAILED is allowed)
-_DEAD_LETTER_FAILABLE = sql_in({s for s in ACTIVE if s.value in sources_for(TaskStatus.FAILED)})
+DEAD_LETTER_FAILABLE_SQL = sql_in({s for s in ACTIVE if s.value in sources_for(TaskStatus.FAILED)})
 
 
 TASK_COLUMNS = (
@@ -41,8 +43,8 @@ TASK_COLUMNS = (
     " t.max_retry_count, t.error_code, t.error_message, t.start_time, t.end_time,"
     " t.create_time, t.update_time, t.stage, t.progress,"
     # approximate place in the queue: waiting tasks re-armed or re-published before this one, + 1
-    f" CASE WHEN t.status IN {_QUEUED} THEN 1 + (SELECT count(*) FROM index_task w"
-    f"  WHERE w.status IN {_QUEUED} AND (w.update_time, w.id) < (t.update_time, t.id))"
+    f" CASE WHEN t.status IN {QUEUED_SQL} THEN 1 + (SELECT count(*) FROM index_task w"
+    f"  WHERE w.status IN {QUEUED_SQL} AND (w.update_time, w.id) < (t.update_time, t.id))"
     " END AS queue_position"
 )
 
@@ -54,14 +56,14 @@ DOCUMENT_COLUMNS = (
 
 
 # The document's task as one JSON column (avoids clashing column names in a join).
-_TASK_JSON = (
+TASK_JSON = (
     f"(SELECT to_jsonb(x) FROM (SELECT {TASK_COLUMNS} FROM index_task t"
     " WHERE t.document_id = d.id) x) AS task"
 )
 
 
 # The pending version (new content not yet indexed) as one JSON column, NULL when there is none.
-_PENDING_JSON = (
+PENDING_JSON = (
     "CASE WHEN d.pending_object_key IS NULL THEN NULL ELSE jsonb_build_object("
     "'filename', d.pending_filename, 'content_type', d.pending_content_type,"
     " 'size_bytes', d.pending_size_bytes, 'sha256', d.pending_sha256,"
@@ -69,7 +71,7 @@ _PENDING_JSON = (
 )
 
 
-_CLEAR_PENDING = (
+CLEAR_PENDING = (
     "pending_filename = NULL, pending_content_type = NULL, pending_size_bytes = NULL,"
     " pending_sha256 = NULL, pending_object_key = NULL, pending_create_time = NULL"
 )

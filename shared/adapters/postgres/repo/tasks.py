@@ -13,11 +13,17 @@ from typing import Any
 import asyncpg
 
 from shared.adapters.postgres.repo.objects import queue_object_removal
-from shared.adapters.postgres.repo.outbox import _insert_outbox
-from shared.adapters.postgres.repo.sql import _ACTIVE, _CLAIMABLE, _DEAD_LETTER_FAILABLE, TASK_COLUMNS
+from shared.adapters.postgres.repo.outbox import insert_outbox
+from shared.adapters.postgres.repo.sql import (
+    ACTIVE_SQL,
+    CLAIMABLE_SQL,
+    DEAD_LETTER_FAILABLE_SQL,
+    TASK_COLUMNS,
+    Rollback,
+)
 from shared.domain.fencing import EnqueueDecision, TaskSnapshot
 from shared.domain.messages import IndexMessage
-from shared.domain.records import NewContent, OutboxRow
+from shared.domain.records import Claim, NewContent, OutboxRow
 from shared.domain.states import DocumentStatus, TaskStatus
 
 
@@ -25,7 +31,7 @@ async def count_in_flight(conn: asyncpg.Connection, user_id: int) -> int:
     return int(
         await conn.fetchval(
             "SELECT count(*) FROM index_task WHERE user_id = $1"
-            f" AND status IN {_ACTIVE}",
+            f" AND status IN {ACTIVE_SQL}",
             user_id,
         )
     )
@@ -67,7 +73,7 @@ async def issue_generation(
     status and generation the decision was made on — and write the outbox row.
 
     A task re-armed from a terminal status gives up its dispatch slot (its new row waits for
-    one, see :func:`_insert_outbox` and ``dispatch_limit``); an active task keeps its slot.
+    one, see :func:`insert_outbox` and ``dispatch_limit``); an active task keeps its slot.
 
     Returns None (and changes nothing) if the task moved since ``snap`` was read: the caller
     re-reads and decides again, so concurrent requests produce exactly one transition.
@@ -101,18 +107,18 @@ async def issue_generation(
         task_id = await conn.fetchval(
             f"UPDATE index_task SET generation = $2, status = $3, retry_count = {retry_expr},"
             " error_code = NULL, error_message = NULL, start_time = NULL, end_time = NULL,"
-            f" dispatched_at = CASE WHEN status IN {_ACTIVE} THEN dispatched_at END,"
+            f" dispatched_at = CASE WHEN status IN {ACTIVE_SQL} THEN dispatched_at END,"
             " stage = NULL, progress = NULL,"
             " update_time = now() WHERE id = $1 AND status = $4 AND generation = $5 RETURNING id",
             snap.task_id, gen, decision.new_status.value, snap.status.value, snap.generation,
         )
         if task_id is None:
-            raise _Rollback
+            raise Rollback
         msg = IndexMessage(
             task_id=snap.task_id, document_id=snap.document_id, kb_id=snap.kb_id,
             user_id=snap.user_id, generation=int(gen),
         )
-        row = await _insert_outbox(conn, msg, dispatch_limit)
+        row = await insert_outbox(conn, msg, dispatch_limit)
     return msg, row
 
 
@@ -131,10 +137,6 @@ async def _store_content(conn: asyncpg.Connection, document_id: int, content: Ne
                        content.sha256, content.object_key)
 
 
-class _Rollback(Exception):
-    pass
-
-
 async def try_issue_generation(
     conn: asyncpg.Connection, snap: TaskSnapshot, decision: EnqueueDecision,
     content: NewContent | None = None, dispatch_limit: int | None = None,
@@ -142,70 +144,66 @@ async def try_issue_generation(
     """:func:`issue_generation`, with a lost race reported as None (transaction rolled back)."""
     try:
         return await issue_generation(conn, snap, decision, content, dispatch_limit)
-    except _Rollback:
+    except Rollback:
         return None
 
 
 # ------------------------------------------------------------------ worker
-async def claim_task(conn: asyncpg.Connection, task_id: int, generation: int) -> int | None:
+async def claim_task(conn: asyncpg.Connection, task_id: int, generation: int) -> Claim | None:
     """Claim: RUNNING, attempt + 1 (the claim's fencing token). None if not claimable any more."""
     v = await conn.fetchval(
         "UPDATE index_task SET status = 'RUNNING', attempt = attempt + 1, start_time = now(),"
         " end_time = NULL, stage = 'DOWNLOADING', progress = 0, update_time = now()"
-        f" WHERE id = $1 AND generation = $2 AND status IN {_CLAIMABLE} RETURNING attempt",
+        f" WHERE id = $1 AND generation = $2 AND status IN {CLAIMABLE_SQL} RETURNING attempt",
         task_id, generation,
     )
-    return None if v is None else int(v)
+    return None if v is None else Claim(task_id, generation, int(v))
 
 
-async def heartbeat(conn: asyncpg.Connection, task_id: int, generation: int, attempt: int) -> bool:
+async def heartbeat(conn: asyncpg.Connection, claim: Claim) -> bool:
     """Bump ``update_time`` of our RUNNING claim; False means we were fenced out."""
     v = await conn.fetchval(
         "UPDATE index_task SET update_time = now() WHERE id = $1 AND status = 'RUNNING'"
         " AND generation = $2 AND attempt = $3 RETURNING id",
-        task_id, generation, attempt,
+        claim.task_id, claim.generation, claim.attempt,
     )
     return v is not None
 
 
-async def report_progress(
-    conn: asyncpg.Connection, task_id: int, generation: int, attempt: int, stage: str, progress: float
-) -> bool:
+async def report_progress(conn: asyncpg.Connection, claim: Claim, stage: str, progress: float) -> bool:
     """Write the run's ``stage`` and ``progress`` (0..1) — only under our current claim
     ``(RUNNING, generation, attempt)``; also a heartbeat. False means we were fenced out."""
     v = await conn.fetchval(
         "UPDATE index_task SET stage = $4, progress = $5, update_time = now() WHERE id = $1"
         " AND status = 'RUNNING' AND generation = $2 AND attempt = $3 RETURNING id",
-        task_id, generation, attempt, stage, progress,
+        claim.task_id, claim.generation, claim.attempt, stage, progress,
     )
     return v is not None
 
 
-async def claim_is_current(conn: asyncpg.Connection, task_id: int, generation: int, attempt: int) -> bool:
+async def claim_is_current(conn: asyncpg.Connection, claim: Claim) -> bool:
     """The pre-embedding fence check: our claim is still the task's and the document's current one."""
     return bool(
         await conn.fetchval(
             "SELECT EXISTS (SELECT 1 FROM index_task t JOIN document_info d ON d.id = t.document_id"
             " WHERE t.id = $1 AND t.status = 'RUNNING' AND t.generation = $2 AND t.attempt = $3"
             " AND d.index_generation = $2)",
-            task_id, generation, attempt,
+            claim.task_id, claim.generation, claim.attempt,
         )
     )
 
 
 async def finish_unsuccessfully(
     conn: asyncpg.Connection,
+    claim: Claim,
     *,
-    task_id: int,
     document_id: int,
-    generation: int,
-    attempt: int,
     status: TaskStatus,
     error_code: str,
     error_message: str,
     warnings: Sequence[str] = (),
 ) -> bool:
-    """Task FAILED/TIMEOUT, fenced on our claim; False if fenced out. A document with a served
+    """Task FAILED/TIMEOUT, fenced on ``claim``; False if fenced out. A document with a served
     version (INDEXED) keeps it untouched (status, warnings, chunks, object): the failure is the
     pending version's, shown by its task. A document never indexed becomes FAILED with this
     run's ``warnings`` (what its extraction reported before it failed; none if it failed while
@@ -216,22 +214,22 @@ async def finish_unsuccessfully(
             gen = await conn.fetchval(
                 "SELECT index_generation FROM document_info WHERE id = $1 FOR UPDATE", document_id
             )
-            if gen != generation:
-                raise _Rollback
+            if gen != claim.generation:
+                raise Rollback
             ok = await conn.fetchval(
                 "UPDATE index_task SET status = $4, error_code = $5, error_message = $6,"
                 " end_time = now(), update_time = now() WHERE id = $1 AND status = 'RUNNING'"
                 " AND generation = $2 AND attempt = $3 RETURNING id",
-                task_id, generation, attempt, status.value, error_code, error_message[:4000],
+                claim.task_id, claim.generation, claim.attempt, status.value, error_code, error_message[:4000],
             )
             if ok is None:
-                raise _Rollback
+                raise Rollback
             await conn.execute(
                 "UPDATE document_info SET status = 'FAILED', error_message = $2, warnings = $3::jsonb,"
                 " update_time = now() WHERE id = $1 AND status <> 'INDEXED'",
                 document_id, error_message[:4000], json.dumps(list(warnings)),
             )
-    except _Rollback:
+    except Rollback:
         return False
     return True
 
@@ -244,7 +242,7 @@ async def active_tasks_older_than(conn: asyncpg.Connection, seconds: float, limi
     return list(
         await conn.fetch(
             "SELECT id, document_id, status, generation, attempt, start_time, update_time, now() AS now"
-            f" FROM index_task WHERE status IN {_ACTIVE}"
+            f" FROM index_task WHERE status IN {ACTIVE_SQL}"
             " AND (status = 'RUNNING' OR dispatched_at IS NOT NULL)"
             " AND (update_time < now() - make_interval(secs => $1)"
             "      OR (status = 'RUNNING' AND start_time < now() - make_interval(secs => $1)))"
@@ -269,7 +267,7 @@ async def requeue_task(
             return None
         msg = IndexMessage(task_id=r["id"], document_id=r["document_id"], kb_id=r["kb_id"], user_id=r["user_id"],
                            generation=r["generation"])
-        return await _insert_outbox(conn, msg, None)
+        return await insert_outbox(conn, msg, None)
 
 
 async def fail_dead_lettered(
@@ -287,7 +285,7 @@ async def fail_dead_lettered(
         ok = await conn.fetchval(
             "UPDATE index_task SET status = 'FAILED', error_code = $3, error_message = $4, end_time = now(),"
             " update_time = now() WHERE id = $1 AND generation = $2"
-            f" AND status IN {_DEAD_LETTER_FAILABLE} RETURNING id",
+            f" AND status IN {DEAD_LETTER_FAILABLE_SQL} RETURNING id",
             task_id, generation, error_code, error_message,
         )
         if ok is None:

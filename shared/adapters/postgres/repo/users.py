@@ -6,6 +6,8 @@ their own transaction. Lock order is always ``document_info`` row, then ``index_
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncpg
 
 
@@ -49,6 +51,13 @@ async def create_kb(conn: asyncpg.Connection, user_id: int, name: str, model: st
     )
     assert row is not None
     return row
+
+
+async def create_knowledge_base(
+    conn: asyncpg.Connection, user_id: int, name: str, model: str, dim: int
+) -> dict[str, Any]:
+    """:func:`create_kb` as a plain dict (the ``TaskStore`` port's answer)."""
+    return dict((await create_kb(conn, user_id, name, model, dim)).items())
 
 
 async def list_kbs(conn: asyncpg.Connection, user_id: int) -> list[asyncpg.Record]:

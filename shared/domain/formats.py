@@ -1,0 +1,303 @@
+"""The one registry of document formats (pure: stdlib only, no I/O).
+
+Every layer derives from :data:`FORMATS`: the API's typing by name and by content
+(``knowledge_service/upload/sniff.py``, with the byte rules in ``shared.domain.containers``),
+the worker's dispatch (``task_service/pipeline/parse.py`` imports :attr:`Format.reader`), the
+upload hint and 415 message, ``GET /api/v1/formats`` (the admin page's file picker), the CLI's
+folder walk and the README's format table (:func:`markdown_table`; a unit test keeps them equal).
+
+Adding a format = one reader module ``task_service/pipeline/readers/<name>.py`` exposing
+``read(data: bytes, limits: ParseLimits) -> ParsedDocument``, one entry here, and tests.
+
+How the bytes are recognised (:class:`Container`):
+
+| container      | rule                                                                             |
+|----------------|----------------------------------------------------------------------------------|
+| ``pdf``        | ``%PDF-`` within the first 1024 bytes                                            |
+| ``zip``        | a ZIP whose central directory lists :attr:`Format.marker` (``word/document.xml``)|
+| ``zip-mimetype``| a ZIP whose first entry ``mimetype`` (stored) holds :attr:`Format.marker`       |
+|                | (OpenDocument, EPUB: ODF 1.2 part 3 §3.3, EPUB OCF 3 §4.3)                      |
+| ``ole``        | an OLE2 compound file (MS-CFB) with a stream whose name starts with the marker   |
+| ``text``       | text by the text rules (``shared.text_sniff``); typed by name, or by content     |
+|                | (:attr:`Format.text_pattern`, matched case-insensitively at the start of the     |
+|                | text) when the name has no extension; with ``pattern_required`` also by name     |
+| ``image``      | one of :attr:`Format.magic` (offset, bytes, MIME)                                |
+
+A ZIP-based format (:attr:`Format.zip_based`) is read only after the ZIP-bomb and nesting
+limits (``ZIP_MAX_*``) pass. A refused format (:attr:`Format.refusal`) is recognised so that
+the answer can say what to do ("save it as .docx") instead of "not allowed"; its reader
+(``readers/ole.py``) only raises that refusal, or ``encrypted`` for a password-protected file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import PurePosixPath
+
+__all__ = [
+    "ACCEPTED",
+    "ENCRYPTED_MESSAGE",
+    "ENCRYPTED_OLE_STREAMS",
+    "FORMATS",
+    "Container",
+    "Format",
+    "Magic",
+    "accepted_extensions",
+    "by_extension",
+    "by_kind",
+    "by_mime",
+    "extension",
+    "hint",
+    "is_extension",
+    "markdown_table",
+    "parser_filename",
+    "skip_reason",
+]
+
+READERS = "task_service.pipeline.readers"
+
+
+class Container(StrEnum):
+    """How a format's bytes are recognised (see the module docstring)."""
+
+    PDF = "pdf"
+    ZIP = "zip"
+    ZIP_MIMETYPE = "zip-mimetype"
+    OLE = "ole"
+    TEXT = "text"
+    IMAGE = "image"
+
+
+@dataclass(frozen=True)
+class Magic:
+    """``mime`` when every ``(offset, bytes)`` of ``parts`` is found at its offset."""
+
+    mime: str
+    parts: tuple[tuple[int, bytes], ...]
+
+    def matches(self, head: bytes) -> bool:
+        return all(head[offset:offset + len(b)] == b for offset, b in self.parts)
+
+
+@dataclass(frozen=True)
+class Format:
+    """One document format.
+
+    ``extensions``: lower case, no dot, the canonical one first. ``mime``: what is stored as
+    the document's content type; ``mime_aliases`` are recognised too. ``marker``: the ZIP part,
+    ODF/EPUB ``mimetype`` value or OLE stream-name prefix that identifies the container (see
+    :class:`Container`). ``reader``: dotted path of the module whose ``read(data, limits)``
+    parses it ("" for a refused format). ``refusal``: set for a format recognised only to be
+    refused, the client-facing reason.
+    """
+
+    kind: str
+    label: str
+    extensions: tuple[str, ...]
+    mime: str
+    container: Container
+    reader: str = ""
+    mime_aliases: tuple[str, ...] = ()
+    marker: str = ""
+    alt_markers: tuple[str, ...] = ()
+    text_pattern: str = ""
+    pattern_required: bool = False
+    magic: tuple[Magic, ...] = ()
+    refusal: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.refusal is None
+
+    @property
+    def zip_based(self) -> bool:
+        """ZIP-bomb and nesting limits apply before the reader opens the package."""
+        return self.container in (Container.ZIP, Container.ZIP_MIMETYPE)
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return (self.marker, *self.alt_markers) if self.marker else ()
+
+    @property
+    def mimes(self) -> tuple[str, ...]:
+        return (self.mime, *self.mime_aliases)
+
+
+def _reader(name: str) -> str:
+    return f"{READERS}.{name}"
+
+
+def _legacy(kind: str, label: str, plural: str, app: str, streams: tuple[str, ...], mime: str, save_as: str) -> Format:
+    """A legacy Office binary format: recognised (OLE2 stream names), refused with what to do.
+    Refused rather than converted: bench/RESULTS.md, "legacy" (LibreOffice headless: ~2 s and
+    ~210 MB per file before our own parse)."""
+    return Format(kind, label, (kind,), mime, Container.OLE, _reader("ole"), marker=streams[0],
+                  alt_markers=streams[1:], refusal=f"{plural} (.{kind}) are not supported: open it in {app} or "
+                                                   f"LibreOffice and save it as .{save_as}")
+
+
+_OOXML = "application/vnd.openxmlformats-officedocument"
+_ODF = "application/vnd.oasis.opendocument"
+#: RFC 5322 header lines (continuations included) up to a ``From:`` line with an address.
+_RFC822 = r"(?:[!-9;-~]+:[^\n]*\n(?:[ \t][^\n]*\n)*)*?from:[^\n]*@"
+_IMAGE_MAGIC = (
+    Magic("image/png", ((0, b"\x89PNG\r\n\x1a\n"),)),
+    Magic("image/jpeg", ((0, b"\xff\xd8\xff"),)),
+    Magic("image/tiff", ((0, b"II*\x00"),)),
+    Magic("image/tiff", ((0, b"MM\x00*"),)),
+    Magic("image/webp", ((0, b"RIFF"), (8, b"WEBP"))),
+    Magic("image/bmp", ((0, b"BM"), (6, b"\x00\x00\x00\x00"))),  # "BM", file size, 4 reserved zero bytes
+)
+
+#: Every format, accepted ones first in the order of the README table; refused ones last.
+FORMATS: tuple[Format, ...] = (
+    Format("pdf", "PDF document", ("pdf",), "application/pdf", Container.PDF, _reader("pdf")),
+    Format("docx", "Word document", ("docx",), f"{_OOXML}.wordprocessingml.document", Container.ZIP,
+           _reader("docx"), marker="word/document.xml"),
+    Format("pptx", "PowerPoint presentation", ("pptx", "pptm"), f"{_OOXML}.presentationml.presentation",
+           Container.ZIP, _reader("pptx"), mime_aliases=("application/vnd.ms-powerpoint.presentation.macroEnabled.12",),
+           marker="ppt/presentation.xml"),
+    Format("xlsx", "Excel workbook", ("xlsx", "xlsm"), f"{_OOXML}.spreadsheetml.sheet", Container.ZIP,
+           _reader("xlsx"), mime_aliases=("application/vnd.ms-excel.sheet.macroEnabled.12",),
+           marker="xl/workbook.xml"),
+    Format("odt", "OpenDocument text", ("odt",), f"{_ODF}.text", Container.ZIP_MIMETYPE, _reader("odt"),
+           marker=f"{_ODF}.text"),
+    Format("odp", "OpenDocument presentation", ("odp",), f"{_ODF}.presentation", Container.ZIP_MIMETYPE,
+           _reader("odp"), marker=f"{_ODF}.presentation"),
+    Format("ods", "OpenDocument spreadsheet", ("ods",), f"{_ODF}.spreadsheet", Container.ZIP_MIMETYPE,
+           _reader("ods"), marker=f"{_ODF}.spreadsheet"),
+    Format("epub", "EPUB e-book", ("epub",), "application/epub+zip", Container.ZIP_MIMETYPE, _reader("epub"),
+           marker="application/epub+zip"),
+    Format("html", "HTML page", ("html", "htm"), "text/html", Container.TEXT, _reader("html"),
+           mime_aliases=("application/xhtml+xml",), text_pattern=r"<!doctype html|<html"),
+    Format("md", "Markdown", ("md", "markdown"), "text/markdown", Container.TEXT, _reader("markdown"),
+           mime_aliases=("text/x-markdown",)),
+    Format("txt", "Plain text", ("txt",), "text/plain", Container.TEXT, _reader("text")),
+    Format("csv", "CSV / TSV table", ("csv", "tsv"), "text/csv", Container.TEXT, _reader("csv"),
+           mime_aliases=("text/tab-separated-values",)),
+    Format("json", "JSON / JSON Lines", ("json", "jsonl", "ndjson"), "application/json", Container.TEXT,
+           _reader("jsondoc"), mime_aliases=("application/x-ndjson", "application/jsonl")),
+    Format("xml", "XML", ("xml",), "application/xml", Container.TEXT, _reader("xml"),
+           mime_aliases=("text/xml",), text_pattern=r"<\?xml"),
+    Format("rtf", "Rich Text Format", ("rtf",), "application/rtf", Container.TEXT, _reader("rtf"),
+           mime_aliases=("text/rtf",), text_pattern=r"\{\\rtf", pattern_required=True),
+    Format("eml", "E-mail message", ("eml",), "message/rfc822", Container.TEXT, _reader("eml"),
+           text_pattern=_RFC822),
+    Format("msg", "Outlook message", ("msg",), "application/vnd.ms-outlook", Container.OLE, _reader("msg"),
+           marker="__substg1.0_", alt_markers=("__properties_version1.0",)),
+    Format("image", "Image (OCR)", ("png", "jpg", "jpeg", "tif", "tiff", "webp", "bmp"), "image/png",
+           Container.IMAGE, _reader("image"), mime_aliases=("image/jpeg", "image/tiff", "image/webp", "image/bmp"),
+           magic=_IMAGE_MAGIC),
+    _legacy("doc", "Word 97-2003 document", "Word 97-2003 documents", "Word", ("WordDocument",),
+            "application/msword", "docx"),
+    _legacy("xls", "Excel 97-2003 workbook", "Excel 97-2003 workbooks", "Excel", ("Workbook", "Book"),
+            "application/vnd.ms-excel", "xlsx"),
+    _legacy("ppt", "PowerPoint 97-2003 presentation", "PowerPoint 97-2003 presentations", "PowerPoint",
+            ("PowerPoint Document",), "application/vnd.ms-powerpoint", "pptx"),
+)
+ACCEPTED: tuple[Format, ...] = tuple(f for f in FORMATS if f.accepted)
+#: Streams of an OLE file that wraps a password-protected OOXML package (MS-OFFCRYPTO §2.3.4).
+ENCRYPTED_OLE_STREAMS = ("EncryptionInfo", "EncryptedPackage")
+#: What a password-protected Office file gets (``encrypted``), at upload and in the worker.
+ENCRYPTED_MESSAGE = ("the file is password-protected (an encrypted Word, Excel or PowerPoint file): open it, remove "
+                     "the password (File > Info > Protect > Encrypt with Password, empty) and upload it again")
+
+_BY_KIND = {f.kind: f for f in FORMATS}
+_BY_EXTENSION = {ext: f for f in FORMATS for ext in f.extensions}
+_BY_MIME = {mime.lower(): f for f in FORMATS for mime in f.mimes}
+
+
+def by_kind(kind: str) -> Format:
+    """The format of ``kind``. Raises KeyError."""
+    return _BY_KIND[kind]
+
+
+def by_extension(ext: str) -> Format | None:
+    """The format an extension (lower case, no dot) names, accepted or refused; None if none."""
+    return _BY_EXTENSION.get(ext)
+
+
+def by_mime(content_type: str | None) -> Format | None:
+    """The format of a MIME type (parameters such as ``; charset=`` ignored); None if none."""
+    return _BY_MIME.get((content_type or "").split(";", 1)[0].strip().lower())
+
+
+def accepted_extensions() -> tuple[str, ...]:
+    """Every extension of an accepted format, in registry order."""
+    return tuple(ext for f in ACCEPTED for ext in f.extensions)
+
+
+def hint() -> str:
+    """The accepted types in one line, for 415 answers and page hints."""
+    return ", ".join(accepted_extensions())
+
+
+def extension(name: str) -> str:
+    """The lower-case extension of a file name (``PurePosixPath`` suffix after ``\\`` → ``/``),
+    without the dot; ``""`` if none. The API and the worker both use this rule."""
+    return PurePosixPath(name.replace("\\", "/")).suffix.lower().lstrip(".")
+
+
+#: A suffix that looks like an extension (``Dr. Smith``, ``v1.2``, ``report.pdf `` have none).
+_EXTENSION_LIKE = re.compile(r"[a-z0-9]{0,9}[a-z][a-z0-9]{0,9}")
+
+
+def is_extension(ext: str) -> bool:
+    """Whether ``ext`` (from :func:`extension`) is an extension at all (else: typed by content)."""
+    return bool(_EXTENSION_LIKE.fullmatch(ext))
+
+
+def skip_reason(name: str) -> str | None:
+    """Why a file of a folder is not worth sending (its extension is not an accepted format's),
+    or None: an accepted extension, or none at all (the API types it by content)."""
+    ext = extension(name)
+    fmt = by_extension(ext)
+    if fmt is None:
+        return f".{ext} is not a supported type" if is_extension(ext) else None
+    return fmt.refusal
+
+
+def parser_filename(filename: str, content_type: str | None) -> str:
+    """The name to hand the worker's dispatch (which picks the reader by extension): the stored
+    name when its extension is an accepted format's (the API checked that it agrees with the
+    content), else ``document.<ext>`` for the type detected at upload (``content_type``). Older
+    rows whose content type is not one of ours keep their name (→ ``unsupported_type``).
+    """
+    named = by_extension(extension(filename))
+    if named is not None and named.accepted:
+        return filename
+    fmt = by_mime(content_type)
+    return filename if fmt is None else f"document.{fmt.extensions[0]}"
+
+
+def _cells(f: Format) -> Iterable[str]:
+    yield f.label
+    yield ", ".join(f".{e}" for e in f.extensions)
+    yield ", ".join(f"`{m}`" for m in f.mimes)
+    yield {
+        Container.PDF: "`%PDF-` in the first 1 KiB",
+        Container.ZIP: f"ZIP with `{f.marker}`",
+        Container.ZIP_MIMETYPE: f"ZIP, `mimetype` = `{f.marker}`",
+        Container.OLE: "OLE2 with a " + " or ".join(f"`{m}`" for m in f.markers) + " stream",
+        Container.TEXT: _text_rule(f),
+        Container.IMAGE: "PNG, JPEG, TIFF, WebP, BMP magic",
+    }[f.container]
+    yield f.refusal or f"`{f.reader.rsplit('.', 1)[-1]}`"
+
+
+def _text_rule(f: Format) -> str:
+    if not f.text_pattern:
+        return "text"
+    shown = "RFC 5322 headers with `From:`" if f.text_pattern == _RFC822 else f"`{f.text_pattern}`"
+    return f"text; {'content must start' if f.pattern_required else 'no extension: content starting'} {shown}"
+
+
+def markdown_table() -> str:
+    """The README's format table (one row per format; the last column is the reader module in
+    ``task_service/pipeline/readers/``, or the refusal)."""
+    rows = ["| Format | Extensions | MIME type | Recognised by | Reader / answer |", "|---|---|---|---|---|"]
+    rows += ["| " + " | ".join(cell.replace("|", "\\|") for cell in _cells(f)) + " |" for f in FORMATS]
+    return "\n".join(rows)

@@ -1,0 +1,66 @@
+"""No default stated twice: a config dataclass that keeps defaults of its own (for tests and
+library callers) must keep exactly the settings' defaults, field by field. The settings are built
+with ``model_construct()``: their declared defaults, no environment, no ``.env``."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from shared.adapters.keepalive import Keepalive
+from shared.adapters.postgres.pool import PoolConfig
+from shared.adapters.s3 import StorageConfig
+from shared.domain.scan_policy import ScanThresholds
+from shared.settings import CommonSettings, WorkerSettings
+from task_service.consumer import ConsumerConfig
+from task_service.handler import HandlerConfig
+from task_service.jobs.cache_evictor import EvictConfig
+from task_service.jobs.relay import RelayConfig
+from task_service.jobs.scanner import ScanConfig, thresholds
+from task_service.jobs.sweep import SweepConfig
+from task_service.pipeline.chunk import ChunkSettings
+from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.sandbox import SandboxLimits
+
+DEFAULTS = WorkerSettings.model_construct()
+
+
+def _stated_defaults(cls: type[Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+@pytest.mark.parametrize("built, cls", [
+    (ParseLimits.from_settings(DEFAULTS), ParseLimits),
+    (SandboxLimits.from_settings(DEFAULTS), SandboxLimits),
+    (ChunkSettings.from_settings(DEFAULTS), ChunkSettings),
+    (thresholds(DEFAULTS), ScanThresholds),
+], ids=["ParseLimits", "SandboxLimits", "ChunkSettings", "ScanThresholds"])
+def test_every_dataclass_default_is_the_settings_default(built: Any, cls: type[Any]) -> None:
+    stated = _stated_defaults(cls)
+    assert stated, f"{cls.__name__} states no defaults: drop it from this test"
+    assert {name: getattr(built, name) for name in stated} == stated
+
+
+@pytest.mark.parametrize("cls", [HandlerConfig, ConsumerConfig, PoolConfig, Keepalive, StorageConfig, RelayConfig,
+                                 ScanConfig, SweepConfig, EvictConfig])
+def test_adapter_configs_state_no_defaults(cls: type[Any]) -> None:
+    """Built only by ``from_settings`` in a composition root: the settings hold every default."""
+    assert _stated_defaults(cls) == {}
+
+
+def test_the_configs_are_built_from_the_settings() -> None:
+    assert PoolConfig.from_settings(DEFAULTS, max_size=2).max_size == 2
+    assert ConsumerConfig.from_settings(DEFAULTS).delay_ms == DEFAULTS.delay_ms
+    assert RelayConfig.from_settings(DEFAULTS).dispatch_limit == DEFAULTS.dispatch_limit
+    assert ScanConfig.from_settings(DEFAULTS).thresholds == thresholds(DEFAULTS)
+    assert isinstance(DEFAULTS, CommonSettings)
+    assert "secret" not in repr(StorageConfig.from_settings(DEFAULTS.model_copy(
+        update={"s3_secret_key": DEFAULTS.s3_secret_key.__class__("secret")})))

@@ -1,0 +1,71 @@
+"""Structural rules of the production code, checked on the source (no import needed):
+
+* no function longer than :data:`MAX_FUNCTION_LINES` lines (``def`` line to last line);
+* status lists in SQL come from ``shared.adapters.postgres.repo.sql`` (built from
+  ``shared.domain.states``), never restated as ``IN ('WAITING', ...)``;
+* no module imports another module's private (``_name``) names from this project.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCTION = ("shared", "knowledge_service", "task_service", "rag_cli")
+MAX_FUNCTION_LINES = 60
+
+
+@functools.cache
+def _sources() -> tuple[tuple[str, ast.Module], ...]:
+    """Every production module's path and syntax tree (parsed once per session)."""
+    return tuple(
+        (path.relative_to(ROOT).as_posix(), ast.parse(path.read_text(encoding="utf-8")))
+        for package in PRODUCTION for path in sorted((ROOT / package).rglob("*.py"))
+    )
+
+
+def _functions(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node
+
+
+def test_no_function_over_the_limit() -> None:
+    long = [
+        f"{rel}:{fn.lineno} {fn.name} ({(fn.end_lineno or fn.lineno) - fn.lineno + 1} lines)"
+        for rel, tree in _sources()
+        for fn in _functions(tree) if (fn.end_lineno or fn.lineno) - fn.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert long == []
+
+
+def test_the_length_check_sees_a_long_function() -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    fn = next(_functions(ast.parse(f"def f() -> None:\n{body}\n")))
+    assert (fn.end_lineno or 0) - fn.lineno + 1 == MAX_FUNCTION_LINES + 1
+
+
+_STATUS_LIST = re.compile(r"IN\s*\(\s*'[A-Z_]+'")
+
+
+@pytest.mark.parametrize("package", PRODUCTION)
+def test_status_lists_are_not_restated(package: str) -> None:
+    restated = [rel for rel, _ in _sources() if rel.startswith(package + "/")
+                and _STATUS_LIST.search((ROOT / rel).read_text(encoding="utf-8"))]
+    assert restated == []
+
+
+def test_no_private_names_imported_across_modules() -> None:
+    private = [
+        f"{rel}: from {node.module} import {alias.name}"
+        for rel, tree in _sources() for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] in PRODUCTION
+        for alias in node.names if alias.name.startswith("_")
+    ]
+    assert private == []
