@@ -80,6 +80,8 @@ test: services browser netns-tools
 # Benchmarks: each writes its section of bench/RESULTS.md (figures as ratios or MB/s measured in one run).
 # P1-P6 of issue 13: upload (P1), throughput + memory (P2, P5), workers (P4), drain (P6).
 bench: migrate netns-tools
+	# PyICU (a bench candidate) builds from source against ICU's headers
+	dpkg -s libicu-dev pkg-config >/dev/null 2>&1 || apt-get install -y -q libicu-dev pkg-config
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench.parsers
 	$(BIN)/python -m bench.chunking
