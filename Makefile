@@ -44,7 +44,7 @@ lint: install
 
 # The unit tier runs with the network cut (scripts/offline.sh): fakes only, no service.
 unit: install
-	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
+	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider -n 2
 
 integration: services
 	$(BIN)/python -m pytest tests/integration -q
@@ -72,7 +72,7 @@ e2e: services browser
 test: services browser netns-tools
 	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench scripts
 	$(BIN)/mypy
-	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
+	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider -n 2
 	$(BIN)/python -m pytest tests/integration tests/e2e -q -p no:cacheprovider
 	# every benchmark in smoke mode (tiny sizes, nothing written): the harness keeps working
 	$(BIN)/python -m bench.smoke
