@@ -18,9 +18,12 @@ from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
 from knowledge_service.metrics import router as metrics_router
 from knowledge_service.routes import health, router
+from knowledge_service.search.term_stats import TermStatsCache
 from shared import usecases
 from shared.adapters import rabbitmq
+from shared.adapters.embedding import SentenceTransformerEmbedder
 from shared.adapters.embedding.configured import embedder_from_settings
+from shared.adapters.embedding.local import set_torch_threads
 from shared.adapters.postgres.migrate import migrate
 from shared.adapters.postgres.pool import create_pool
 from shared.adapters.s3 import POOL_CONNECTIONS as STORAGE_THREADS
@@ -54,6 +57,8 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
             socket_connect_timeout=settings.redis_timeout_s,
         )
         embedder = embedder_from_settings(settings)
+        if isinstance(embedder, SentenceTransformerEmbedder):
+            set_torch_threads(settings.search_embed_threads)
         connection = None
         publisher = None
         try:
@@ -70,7 +75,8 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
         except BrokerUnavailableError as exc:
             log.error("broker unavailable at start-up; uploads go to the outbox", extra={"error": str(exc)})
         app.state.resources = Resources(settings, pool, store, redis, embedder, publisher,
-                                        usecase_deps(settings, pool, store, publisher), metrics)
+                                        usecase_deps(settings, pool, store, publisher), metrics,
+                                        TermStatsCache(settings.search_term_stats_ttl_s))
         try:
             yield
         finally:
