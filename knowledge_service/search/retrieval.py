@@ -96,7 +96,7 @@ WITH stats AS (
 ), lexemes AS (
     SELECT t.lexeme, '''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || '''' AS lit
       FROM unnest(to_tsvector('rag_simple', rag_search_text($1))) t
-), terms AS (
+), terms AS MATERIALIZED (  -- once: inlined, each count below ran once per reference of freq
     -- a term missing from the statistics is counted, up to $6 chunks: its real rarity matters
     -- (a unique identifier must outweigh a word just under the statistics' cut-off)
     SELECT x.lexeme, x.lit, coalesce(s.freq, least((SELECT f FROM rare), (
