@@ -231,19 +231,24 @@ class WorkerStore(Protocol):
         ...
 
     async def cache_lookup(
-        self, model: str, revision: str, dim: int, keys: Sequence[bytes]
+        self, owner: int, model: str, revision: str, dim: int, keys: Sequence[bytes]
     ) -> Mapping[bytes, npt.NDArray[np.float32]]:
-        """Embedding cache: the vectors stored under ``keys`` (text SHA-256) in that namespace."""
+        """Embedding cache: ``owner``'s (the document's user) vectors stored under ``keys`` (text
+        SHA-256) in that namespace; never another user's."""
         ...
 
     async def cache_store(
-        self, model: str, revision: str, dim: int, keys: Sequence[bytes], vectors: npt.NDArray[Any]
+        self, owner: int, document_id: int, model: str, revision: str, dim: int, keys: Sequence[bytes],
+        vectors: npt.NDArray[Any],
     ) -> int:
-        """Add vectors (a concurrent writer's vector for the same key wins); rows added."""
+        """Add ``owner``'s vectors (a concurrent writer's vector for the same key wins); rows
+        added; 0 when ``document_id`` is gone (a deleted document leaves no entry behind)."""
         ...
 
-    async def cache_touch(self, model: str, revision: str, keys: Sequence[bytes], min_age_s: float) -> int:
-        """Mark hits used, at most once per ``min_age_s`` per entry; rows touched."""
+    async def cache_touch(
+        self, owner: int, model: str, revision: str, keys: Sequence[bytes], min_age_s: float
+    ) -> int:
+        """Mark ``owner``'s hits used, at most once per ``min_age_s`` per entry; rows touched."""
         ...
 
     async def record_skips(self, skips: Sequence[SkipRecord], worker: str) -> None:

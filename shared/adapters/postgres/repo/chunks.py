@@ -10,8 +10,10 @@ import json
 
 import asyncpg
 
+from shared.adapters.postgres.repo.cache import cache_release
 from shared.adapters.postgres.repo.objects import queue_object_removal
 from shared.adapters.postgres.repo.sql import CLEAR_PENDING, Rollback
+from shared.domain.cache_policy import text_key
 from shared.domain.records import ChunkCommit
 from shared.faults import fault_point
 
@@ -37,13 +39,16 @@ async def commit_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> bool:
     Under the document row lock it re-checks the generation and the claim
     ``(RUNNING, generation, attempt)``; if either moved, nothing is written and False is
     returned. Readers see the old version (chunks, name) or the new one, never none (MVCC).
+    The owner's embedding-cache entries of texts the old chunks had and no chunk of theirs has
+    any more are removed in the same transaction (``cache.cache_release``).
     """
     if len(commit.chunks) != len(commit.embeddings):
         raise ValueError(f"{len(commit.chunks)} chunks but {len(commit.embeddings)} embeddings")
     try:
         async with conn.transaction():
             doc = await _fence(conn, commit)
-            await _replace_chunks(conn, commit)
+            gone = await _replace_chunks(conn, commit)
+            await cache_release(conn, doc["user_id"], gone)
             await fault_point("in_commit")
             await _promote(conn, commit)
             if doc["pending_object_key"] is not None:  # the swap released the served object
@@ -55,10 +60,10 @@ async def commit_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> bool:
 
 async def _fence(conn: asyncpg.Connection, commit: ChunkCommit) -> asyncpg.Record:
     """Lock the document row, re-check the generation and the claim, and mark the task SUCCESS;
-    raises :class:`Rollback` if either moved. The document's ``(object_key, pending_object_key)``."""
+    raises :class:`Rollback` if either moved. The document's ``(user_id, object_key, pending_object_key)``."""
     claim = commit.claim
     doc = await conn.fetchrow(
-        "SELECT index_generation, object_key, pending_object_key FROM document_info"
+        "SELECT index_generation, user_id, object_key, pending_object_key FROM document_info"
         " WHERE id = $1 FOR UPDATE",
         commit.document_id,
     )
@@ -76,10 +81,13 @@ async def _fence(conn: asyncpg.Connection, commit: ChunkCommit) -> asyncpg.Recor
     return doc
 
 
-async def _replace_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> None:
-    """Delete the document's chunks (vectors cascade) and COPY the new chunks and vectors in."""
+async def _replace_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> list[bytes]:
+    """Delete the document's chunks (vectors cascade) and COPY the new chunks and vectors in.
+    Returns the text keys the old chunks had and the new ones have not."""
     document_id = commit.document_id
-    await conn.execute("DELETE FROM document_chunk WHERE document_id = $1", document_id)
+    old = {bytes(r[0]) for r in await conn.fetch(
+        "DELETE FROM document_chunk WHERE document_id = $1 RETURNING text_sha256", document_id)}
+    keys = [text_key(c.content) for c in commit.chunks]
     ids = [
         r[0]
         for r in await conn.fetch(
@@ -89,16 +97,17 @@ async def _replace_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> None
     await conn.copy_records_to_table(
         "document_chunk",
         records=[
-            (i, document_id, c.index, c.content, c.token_count, c.page, c.section)
-            for i, c in zip(ids, commit.chunks, strict=True)
+            (i, document_id, c.index, c.content, c.token_count, c.page, c.section, k)
+            for i, c, k in zip(ids, commit.chunks, keys, strict=True)
         ],
-        columns=["id", "document_id", "chunk_index", "content", "token_count", "page", "section"],
+        columns=["id", "document_id", "chunk_index", "content", "token_count", "page", "section", "text_sha256"],
     )
     await conn.copy_records_to_table(
         "document_vector",
         records=[(i, document_id, commit.kb_id, e) for i, e in zip(ids, commit.embeddings, strict=True)],
         columns=["chunk_id", "document_id", "kb_id", "embedding"],
     )
+    return sorted(old.difference(keys))
 
 
 async def _promote(conn: asyncpg.Connection, commit: ChunkCommit) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from shared.adapters.postgres.repo.cache import cache_release, chunk_keys
 from shared.adapters.postgres.repo.objects import queue_object_removal
 from shared.adapters.postgres.repo.outbox import insert_outbox
 from shared.adapters.postgres.repo.sql import (
@@ -127,18 +128,21 @@ async def document_owned(conn: asyncpg.Connection, user_id: int, document_id: in
 
 async def delete_document(conn: asyncpg.Connection, document_id: int) -> bool:
     """Delete the document with its task, chunks and vectors (cascade) under its row lock, and
-    queue its objects (served and pending) in ``object_removal`` in the same transaction.
+    queue its objects (served and pending) in ``object_removal`` and release its texts' embedding
+    cache entries no other chunk of the owner has (``cache.cache_release``), in the same transaction.
 
     Waits for an in-flight commit on the row; a run finishing afterwards finds no row and is
     fenced out (nothing resurrected). False if it was already gone.
     """
     async with conn.transaction():
         r = await conn.fetchrow(
-            "SELECT object_key, pending_object_key FROM document_info WHERE id = $1 FOR UPDATE", document_id
+            "SELECT user_id, object_key, pending_object_key FROM document_info WHERE id = $1 FOR UPDATE", document_id
         )
         if r is None:
             return False
+        texts = await chunk_keys(conn, [document_id])
         await conn.execute("DELETE FROM document_info WHERE id = $1", document_id)
+        await cache_release(conn, r["user_id"], texts)
         for key in (r["object_key"], r["pending_object_key"]):
             if key is not None:
                 await queue_object_removal(conn, key)
