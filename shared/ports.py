@@ -103,6 +103,16 @@ class TaskStore(Protocol):
         ``{"kb_id", "name", "embedding_model", "embedding_dim", "create_time"}``."""
         ...
 
+    async def rename_knowledge_base(self, user_id: int, kb_id: int, name: str) -> dict[str, Any] | None:
+        """The renamed knowledge base (as :meth:`create_knowledge_base`); None if ``user_id`` has none of that id."""
+        ...
+
+    async def delete_knowledge_base(self, user_id: int, kb_id: int) -> int | None:
+        """Delete ``user_id``'s knowledge base and everything in it in one transaction (documents
+        fenced as by :meth:`delete_document`, objects queued for removal, the owner's unused
+        embedding-cache entries released); the documents deleted, None if there was none."""
+        ...
+
 
 class Publisher(Protocol):
     """Confirmed publish (``shared.adapters.rabbitmq.Publisher``); raises ``BrokerUnavailableError``."""
@@ -190,7 +200,9 @@ class ReleasedObjects(Protocol):
     """Removes, after a commit, the objects committed transactions released (``object_removal``);
     best effort: what fails stays queued for the sweep (``task_service.cleanup``). Never raises."""
 
-    async def remove_released(self) -> None: ...
+    async def remove_released(self, *, at_most: int = 100) -> None:
+        """Remove up to about ``at_most`` queued objects now (the rest: the next call or the sweep)."""
+        ...
 
 
 class ObjectReader(Protocol):

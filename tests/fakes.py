@@ -223,6 +223,26 @@ class FakeStore:
         self.knowledge_bases.append(kb)
         return {k: v for k, v in kb.items() if k != "user_id"}
 
+    def _kb(self, user_id: int, kb_id: int) -> dict[str, Any] | None:
+        return next((k for k in self.knowledge_bases if k["kb_id"] == kb_id and k["user_id"] == user_id), None)
+
+    async def rename_knowledge_base(self, user_id: int, kb_id: int, name: str) -> dict[str, Any] | None:
+        kb = self._kb(user_id, kb_id)
+        if kb is None:
+            return None
+        kb["name"] = name
+        return {k: v for k, v in kb.items() if k != "user_id"}
+
+    async def delete_knowledge_base(self, user_id: int, kb_id: int) -> int | None:
+        kb = self._kb(user_id, kb_id)
+        if kb is None:
+            return None
+        self.knowledge_bases.remove(kb)
+        docs = [d.id for d in self.documents.values() if d.kb_id == kb_id]
+        for doc_id in docs:
+            await self.delete_document(doc_id)
+        return len(docs)
+
     # -------------------------------------------------------------- WorkerStore
 
     def _fenced(self, claim: Claim) -> FakeTask | None:
@@ -341,7 +361,7 @@ class FakeReleasedObjects:
         self.objects = objects
         self.calls = 0
 
-    async def remove_released(self) -> None:
+    async def remove_released(self, *, at_most: int = 100) -> None:
         self.calls += 1
         while self.store.released:
             try:

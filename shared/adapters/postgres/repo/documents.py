@@ -117,6 +117,24 @@ async def list_documents(conn: asyncpg.Connection, user_id: int, kb_id: int) -> 
     )
 
 
+async def page_documents(
+    conn: asyncpg.Connection, user_id: int, kb_id: int, offset: int, limit: int, status: str | None = None
+) -> tuple[list[asyncpg.Record], int]:
+    """One page of the knowledge base's documents (as :func:`list_documents`, by id), only those
+    of ``status`` when given, and the number of documents that match."""
+    rows = await conn.fetch(
+        f"SELECT {DOCUMENT_COLUMNS}, {TASK_JSON}, {PENDING_JSON} FROM document_info d"
+        " WHERE d.kb_id = $1 AND d.user_id = $2 AND ($3::text IS NULL OR d.status = $3)"
+        " ORDER BY d.id OFFSET $4 LIMIT $5",
+        kb_id, user_id, status, offset, limit,
+    )
+    total = await conn.fetchval(
+        "SELECT count(*) FROM document_info WHERE kb_id = $1 AND user_id = $2 AND ($3::text IS NULL OR status = $3)",
+        kb_id, user_id, status,
+    )
+    return list(rows), int(total)
+
+
 async def document_owned(conn: asyncpg.Connection, user_id: int, document_id: int) -> asyncpg.Record | None:
     """``(id, kb_id, object_key, task_id)`` of a document the user owns, else None."""
     return await conn.fetchrow(
