@@ -208,7 +208,8 @@ async def list_documents(
     """The knowledge base's documents by id, one page (``offset``, ``limit``); ``total`` counts
     every document matching ``status`` (all when absent)."""
     await _owned_kb(res, user_id, kb_id)
-    rows, total = await res.reads.page_documents(user_id, kb_id, offset, limit, None if status is None else status.value)
+    wanted = None if status is None else status.value
+    rows, total = await res.reads.page_documents(user_id, kb_id, offset, limit, wanted)
     return schemas.DocumentList(items=[_document(r) for r in rows], total=total)
 
 

@@ -4,7 +4,6 @@ a fake API (httpx.MockTransport)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import httpx
 import pytest
