@@ -9,7 +9,6 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-import rag_cli
 from rag_cli import app
 from rag_cli.client import ApiClient
 
@@ -44,7 +43,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
     def connect(url: str, token: str, timeout_s: float = 120.0) -> ApiClient:
         return ApiClient(httpx.Client(base_url="http://api", transport=httpx.MockTransport(api.handler)))
 
-    monkeypatch.setattr(rag_cli.ApiClient, "connect", staticmethod(connect))
+    monkeypatch.setattr(ApiClient, "connect", staticmethod(connect))
     return api
 
 
@@ -75,7 +74,7 @@ def test_rename_prints_the_renamed_knowledge_base(fake: FakeApi) -> None:
 
 
 def test_documents_are_fetched_page_by_page(fake: FakeApi) -> None:
-    client = rag_cli.ApiClient.connect("http://api", "t")
+    client = ApiClient.connect("http://api", "t")
     assert [d["document_id"] for d in client.documents(7)] == list(range(1, 1204))
     assert [p["offset"] for _, _, p in fake.requests] == ["0", "500", "1000"]
     failed = client.documents(7, status="FAILED")
