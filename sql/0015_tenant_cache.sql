@@ -5,12 +5,13 @@
 -- faster) to learn what A had indexed. An entry now belongs to a user (the tenant: a knowledge
 -- base has one owner and every route checks it), and only that user's runs read or write it.
 -- Per user rather than per knowledge base: within one user nothing is secret, and the same text
--- in two of their knowledge bases (or a knowledge base deleted and rebuilt) costs no model call.
+-- in two of their knowledge bases, or content they go back to, costs no model call (P3).
 --
--- Deleting a document or a knowledge base removes, in the same transaction, the entries whose
--- text no remaining chunk of that user has (document_chunk.text_sha256 below tells which); a
--- version swap does the same for the texts the old version had and the new one has not.
--- Deleting a user removes all their entries (ON DELETE CASCADE).
+-- Deleting a document removes, in the same transaction, the entries of its chunks' texts that no
+-- remaining chunk of that user has (document_chunk.text_sha256 below tells which); deleting a
+-- knowledge base removes every entry of the user that no remaining chunk of theirs has (also
+-- what earlier versions of documents left; a version swap keeps them). Deleting a user removes
+-- all their entries (ON DELETE CASCADE).
 
 -- 1. Chunks carry the SHA-256 of their text (the cache key, as UTF-8, exactly what the model was
 --    sent). The worker writes it; the trigger fills it for any other writer.

@@ -12,6 +12,7 @@ import numpy as np
 
 from shared.adapters.postgres.repo import cache as cache_repo
 from shared.adapters.postgres.repo import documents as documents_repo
+from shared.adapters.postgres.repo import knowledge_bases as kb_repo
 from shared.adapters.postgres.repo import runs as runs_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.domain import records
@@ -121,9 +122,11 @@ async def _cached(conn: asyncpg.Connection, user: int, model: str, texts: list[s
     return {t for t in texts if text_key(t) in got}
 
 
-async def test_deletes_and_version_swaps_release_the_texts_no_chunk_of_the_owner_has(db: asyncpg.Connection) -> None:
-    """Issue 18: a document deleted (or a version swapped out) takes its entries along, except
-    those a remaining chunk of the same user still has; a store after the delete adds nothing."""
+async def test_a_document_delete_releases_the_texts_no_chunk_of_the_owner_has(db: asyncpg.Connection) -> None:
+    """Issue 18: a deleted document takes its entries along, except those a remaining chunk of the
+    same user still has; a store after the delete adds nothing. A version swap keeps the old
+    version's entries (P3: going back costs no model call); a knowledge-base delete drops every
+    entry of the owner no chunk of theirs has."""
     model = f"m-{uuid.uuid4().hex}"
     first, _ = await new_document(db)
     second, _ = await new_document(db, (first.user_id, first.kb_id))
@@ -143,7 +146,7 @@ async def test_deletes_and_version_swaps_release_the_texts_no_chunk_of_the_owner
     assert await _cached(db, user, model, texts) == {shared_text}  # the second document still has it
     assert await cache_repo.cache_store(db, user, first.document_id, model, "r", DIM,
                                         [text_key(texts[1])], vecs[1:2]) == 0  # deleted: nothing added
-    # a version swap releases what the old version had and the new one has not
+    # a version swap keeps what the old version had
     snap = await tasks_repo.load_task_snapshot(db, second.task_id)
     assert snap is not None
     decision = EnqueueDecision(Action.ISSUE, new_status=TaskStatus.WAITING, reason="reindex")
@@ -151,7 +154,10 @@ async def test_deletes_and_version_swaps_release_the_texts_no_chunk_of_the_owner
     attempt = await claim_attempt(db, second.task_id, 2)
     assert attempt is not None
     assert await commit(db, second, 2, attempt, [records.Chunk(0, "brand new text", 1)], vecs[:1])
-    assert await _cached(db, user, model, texts) == set()
+    assert await _cached(db, user, model, texts) == {shared_text}
+    # the knowledge base's delete: nothing of the owner's is left that no chunk has
+    assert await kb_repo.delete_knowledge_base(db, user, first.kb_id) == 1
+    assert await db.fetchval("SELECT count(*) FROM embedding_cache WHERE user_id = $1", user) == 0
 
 
 async def test_one_evictor_at_a_time(connect: object, db: asyncpg.Connection) -> None:

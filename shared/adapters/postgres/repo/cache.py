@@ -101,6 +101,19 @@ async def cache_release(conn: asyncpg.Connection, owner: int, keys: Sequence[byt
     return int(status.split()[-1])
 
 
+async def cache_release_unused(conn: asyncpg.Connection, owner: int) -> int:
+    """Delete every entry of ``owner`` (every namespace) whose text no chunk of ``owner`` has:
+    what earlier versions of their documents left, besides what a delete just released. One
+    probe per entry of the owner: for a knowledge-base delete, not for every document delete.
+    Returns the entries deleted."""
+    status = await conn.execute(
+        "DELETE FROM embedding_cache c WHERE c.user_id = $1"
+        " AND NOT EXISTS (SELECT 1 FROM document_chunk ch JOIN document_info d ON d.id = ch.document_id"
+        " WHERE ch.text_sha256 = c.text_sha256 AND d.user_id = $1)", owner,
+    )
+    return int(status.split()[-1])
+
+
 async def chunk_keys(conn: asyncpg.Connection, document_ids: Sequence[int]) -> list[bytes]:
     """The distinct text keys of the chunks of ``document_ids`` (what a delete releases)."""
     rows = await conn.fetch(

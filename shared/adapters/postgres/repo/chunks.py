@@ -10,7 +10,6 @@ import json
 
 import asyncpg
 
-from shared.adapters.postgres.repo.cache import cache_release
 from shared.adapters.postgres.repo.objects import queue_object_removal
 from shared.adapters.postgres.repo.sql import CLEAR_PENDING, Rollback
 from shared.domain.cache_policy import text_key
@@ -39,16 +38,15 @@ async def commit_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> bool:
     Under the document row lock it re-checks the generation and the claim
     ``(RUNNING, generation, attempt)``; if either moved, nothing is written and False is
     returned. Readers see the old version (chunks, name) or the new one, never none (MVCC).
-    The owner's embedding-cache entries of texts the old chunks had and no chunk of theirs has
-    any more are removed in the same transaction (``cache.cache_release``).
+    The old version's embedding-cache entries stay (P3: the owner going back to earlier content
+    costs no model call); a delete of the document or its knowledge base releases them.
     """
     if len(commit.chunks) != len(commit.embeddings):
         raise ValueError(f"{len(commit.chunks)} chunks but {len(commit.embeddings)} embeddings")
     try:
         async with conn.transaction():
             doc = await _fence(conn, commit)
-            gone = await _replace_chunks(conn, commit)
-            await cache_release(conn, doc["user_id"], gone)
+            await _replace_chunks(conn, commit)
             await fault_point("in_commit")
             await _promote(conn, commit)
             if doc["pending_object_key"] is not None:  # the swap released the served object
@@ -60,10 +58,10 @@ async def commit_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> bool:
 
 async def _fence(conn: asyncpg.Connection, commit: ChunkCommit) -> asyncpg.Record:
     """Lock the document row, re-check the generation and the claim, and mark the task SUCCESS;
-    raises :class:`Rollback` if either moved. The document's ``(user_id, object_key, pending_object_key)``."""
+    raises :class:`Rollback` if either moved. The document's ``(object_key, pending_object_key)``."""
     claim = commit.claim
     doc = await conn.fetchrow(
-        "SELECT index_generation, user_id, object_key, pending_object_key FROM document_info"
+        "SELECT index_generation, object_key, pending_object_key FROM document_info"
         " WHERE id = $1 FOR UPDATE",
         commit.document_id,
     )
@@ -81,12 +79,11 @@ async def _fence(conn: asyncpg.Connection, commit: ChunkCommit) -> asyncpg.Recor
     return doc
 
 
-async def _replace_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> list[bytes]:
-    """Delete the document's chunks (vectors cascade) and COPY the new chunks and vectors in.
-    Returns the text keys the old chunks had and the new ones have not."""
+async def _replace_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> None:
+    """Delete the document's chunks (vectors cascade) and COPY the new chunks (with their text
+    keys, ``document_chunk.text_sha256``) and vectors in."""
     document_id = commit.document_id
-    old = {bytes(r[0]) for r in await conn.fetch(
-        "DELETE FROM document_chunk WHERE document_id = $1 RETURNING text_sha256", document_id)}
+    await conn.execute("DELETE FROM document_chunk WHERE document_id = $1", document_id)
     keys = [text_key(c.content) for c in commit.chunks]
     ids = [
         r[0]
@@ -107,7 +104,6 @@ async def _replace_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> list
         records=[(i, document_id, commit.kb_id, e) for i, e in zip(ids, commit.embeddings, strict=True)],
         columns=["chunk_id", "document_id", "kb_id", "embedding"],
     )
-    return sorted(old.difference(keys))
 
 
 async def _promote(conn: asyncpg.Connection, commit: ChunkCommit) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from shared.adapters.postgres.repo.cache import cache_release, chunk_keys
+from shared.adapters.postgres.repo.cache import cache_release_unused
 from shared.adapters.postgres.repo.objects import queue_object_removals
 
 KB_COLUMNS = "id AS kb_id, name, embedding_model, embedding_dim, create_time"
@@ -36,11 +36,13 @@ async def delete_knowledge_base(conn: asyncpg.Connection, user_id: int, kb_id: i
 
     In the same transaction: every object (served and pending) is queued in ``object_removal``
     (removed from storage after commit), messages still held for fair dispatch are dropped from
-    the outbox, and the owner's embedding-cache entries of texts no remaining chunk of theirs
-    has are released. Fencing is the document delete's: the knowledge-base row is locked first
-    (an upload creating a document waits, then fails its foreign key), then every document row
-    (an in-flight commit finishes first; any later one finds no row and is fenced out, so
-    nothing is resurrected by a late message).
+    the outbox, and every embedding-cache entry of the owner whose text no remaining chunk of
+    theirs has is released (also what earlier versions of their documents left).
+
+    Fencing is the document delete's: the knowledge-base row is locked first (an upload creating
+    a document waits, then fails its foreign key), then every document row (an in-flight commit
+    finishes first; any later one finds no row and is fenced out, so nothing is resurrected by a
+    late message).
     """
     async with conn.transaction():
         if await conn.fetchval(
@@ -52,13 +54,12 @@ async def delete_knowledge_base(conn: asyncpg.Connection, user_id: int, kb_id: i
             kb_id,
         )
         ids = [int(r["id"]) for r in docs]
-        texts = await chunk_keys(conn, ids)
         await conn.execute(
             "DELETE FROM outbox WHERE published_at IS NULL AND task_id IN"
             " (SELECT id FROM index_task WHERE document_id = ANY($1::bigint[]))", ids,
         )
         await conn.execute("DELETE FROM knowledge_base WHERE id = $1", kb_id)  # documents... cascade
-        await cache_release(conn, user_id, texts)
+        await cache_release_unused(conn, user_id)
         await queue_object_removals(
             conn, [k for r in docs for k in (r["object_key"], r["pending_object_key"]) if k is not None]
         )
