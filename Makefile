@@ -39,7 +39,7 @@ run-worker: migrate
 	$(BIN)/python -m task_service
 
 lint: install
-	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
+	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench scripts
 	$(BIN)/mypy
 
 # The unit tier runs with the network cut (scripts/offline.sh): fakes only, no service.
@@ -56,7 +56,8 @@ browser:
 
 # Tesseract's language data for OCR (task_service/pipeline/ocr.py; the engine itself comes in the tesserocr
 # wheel). OCR_LANGUAGES names which; each needs tesseract-ocr-<lang>. Idempotent: apt only when missing.
-OCR_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-chi-sim
+# The fonts render the OCR tests' pages from known text (tests/ocrgen.py): Latin and Simplified Chinese.
+OCR_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-chi-sim fonts-dejavu-core fonts-wqy-zenhei
 ocr:
 	dpkg -s $(OCR_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(OCR_PACKAGES); }
 
@@ -64,7 +65,7 @@ e2e: services browser
 	$(BIN)/python -m pytest tests/e2e -q
 
 test: services browser
-	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench
+	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench scripts
 	$(BIN)/mypy
 	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
 	$(BIN)/python -m pytest tests/integration tests/e2e -q -p no:cacheprovider
@@ -84,6 +85,8 @@ bench: migrate
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.drain
 	$(BIN)/python -m bench.model_calls
+	# issue 19: the partition suite with every cut point (CI runs the commit cut only)
+	RAG_PARTITION_FULL=1 $(BIN)/python -m pytest tests/e2e/test_partitions.py -q -s -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

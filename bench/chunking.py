@@ -1,6 +1,6 @@
 """Chunking throughput on hostile inputs: our linear packer vs the old semantic-text-splitter path.
 
-``python -m bench.chunking [--smoke]`` builds (``tests.bigtext``) a 3 MB single line of words, a
+``python -m bench.chunking [--smoke]`` builds (``tests.support.bigtext``) a 3 MB single line of words, a
 3.3 MB Markdown table of 100,000 rows and a 50 MB log, takes the novel of ../shared/corpus if it is
 there, and in the same run times:
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from bench.report import write_section
 from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
 from task_service.pipeline.document import Block, ParsedDocument
-from tests.bigtext import big_line, log_text, markdown_table
+from tests.support.bigtext import big_line, log_text, markdown_table
 
 NOVEL = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "book-war-and-peace-1225p.txt"
 OLD_BUDGET_S = 20.0

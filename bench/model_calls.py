@@ -35,7 +35,7 @@ import httpx
 
 from bench.report import write_section
 from bench.stack import Stack, poll
-from tests.bigtext import paragraphs
+from tests.support.bigtext import paragraphs
 
 # A crashed worker's document lock expires after LOCK_TTL_S (120 s by default): the redelivery
 # waits in the delay queue until then. Short locks keep the redelivery runs short.

@@ -1,4 +1,4 @@
-"""OCR engines and our OCR path, measured on pages rendered from known text (``tests/ocrgen.py``).
+"""OCR engines and our OCR path, measured on pages rendered from known text (``tests/support/ocrgen.py``).
 
 ``python -m bench.ocr [--smoke]`` writes section ``ocr`` of ``bench/RESULTS.md``:
 
@@ -26,7 +26,7 @@ from PIL import Image
 
 from bench.report import write_section
 from task_service.pipeline.limits import DEFAULT_LIMITS
-from tests import ocrgen
+from tests.support import ocrgen
 
 LANGS = ("eng", "deu", "chi_sim")
 DPI = 200

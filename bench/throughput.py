@@ -19,7 +19,7 @@ P5, same worker: its resident set plus its descendants' (the sandbox child) is s
 50 ms from ``/proc/<pid>/status`` (VmRSS). Idle = the sum once the worker consumes, with the model
 loaded and the child warmed, before any upload. Each run's peak is taken while the corpus (its
 largest file: the novel) is indexed, and then while a generated 600-page text PDF
-(``tests.pdfgen``) is indexed alone. Goal: peak − idle ≤ 300 MB.
+(``tests.support.pdfgen``) is indexed alone. Goal: peak − idle ≤ 300 MB.
 
 Writes the ``throughput`` and ``memory`` sections of bench/RESULTS.md (``--smoke``: two small files
 and a 5-page PDF, one run, print only).
@@ -58,7 +58,7 @@ def corpus_files(smoke: bool, without: frozenset[str] = frozenset()) -> list[tup
 
 def big_pdf(pages: int) -> bytes:
     """A text PDF of ``pages`` pages, 45 lines of words each (every page different)."""
-    from tests.pdfgen import pdf_pages, text_page
+    from tests.support.pdfgen import pdf_pages, text_page
 
     words = ("index", "chunk", "vector", "worker", "queue", "fence", "token", "model", "batch", "commit")
     return pdf_pages([text_page(*(" ".join(words[(p + i + j) % 10] + str(p) for j in range(12))

@@ -8,7 +8,6 @@ import logging
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
-import redis.asyncio as aioredis
 from aio_pika.abc import AbstractConnection
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
@@ -19,12 +18,14 @@ from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
 from knowledge_service.metrics import router as metrics_router
 from knowledge_service.routes import health, router
+from knowledge_service.security_headers import SecurityHeadersMiddleware
 from shared import usecases
 from shared.adapters import rabbitmq
 from shared.adapters.embedding.configured import embedder_from_settings
 from shared.adapters.postgres.migrate import migrate
 from shared.adapters.postgres.pool import PoolConfig, create_pool
 from shared.adapters.postgres.reads import PgReads
+from shared.adapters.redis_lock import connect as redis_connect
 from shared.adapters.s3 import POOL_CONNECTIONS as STORAGE_THREADS
 from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.bootstrap import usecase_deps
@@ -66,11 +67,7 @@ async def _open(settings: KnowledgeSettings, metrics: ApiMetrics) -> tuple[Resou
     pool = await create_pool(PoolConfig.from_settings(settings), app_name="knowledge_service")
     store = ObjectStore(StorageConfig.from_settings(settings))
     await store.ensure_bucket()
-    redis = aioredis.from_url(
-        settings.redis_url.get_secret_value(),
-        socket_timeout=settings.redis_timeout_s,
-        socket_connect_timeout=settings.redis_timeout_s,
-    )
+    redis = redis_connect(settings)
     embedder = embedder_from_settings(settings)
     connection, publisher = await _open_publisher(settings, metrics)
     res = Resources(settings, pool, store, redis, embedder, publisher,
@@ -111,5 +108,6 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
     app.include_router(health)
     app.include_router(metrics_router)
     app.add_middleware(UploadResultMiddleware, metrics=metrics)
+    app.add_middleware(SecurityHeadersMiddleware)  # X-Frame-Options, CSP, nosniff, no-referrer on every answer
     web.mount(app)
     return app

@@ -18,7 +18,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, st
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
-from knowledge_service import events, schemas, upload
+from knowledge_service import schemas, streams, upload
 from knowledge_service.deps import Res, UserId
 from knowledge_service.search import retrieval
 from shared import usecases
@@ -42,7 +42,6 @@ SSE_EVENT_SCHEMA: dict[str, Any] = {
 SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {"description": "Server-Sent Events", "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}}}
 }
-SSE_PING_S = 15  # comment lines that keep proxies from closing a quiet stream
 #: Path IDs are BIGSERIAL: out-of-range values are a 422, not a database error.
 Id = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
@@ -127,20 +126,15 @@ async def delete_kb(kb_id: Id, res: Res, user_id: UserId) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/knowledge-bases/{kb_id}/events", response_class=EventSourceResponse, responses=SSE_RESPONSE)
-async def kb_events(kb_id: Id, res: Res, user_id: UserId) -> EventSourceResponse:
+@router.get("/knowledge-bases/{kb_id}/events", response_class=EventSourceResponse,
+            responses={**SSE_RESPONSE, **streams.SSE_429})
+async def kb_events(kb_id: Id, request: Request, res: Res, user_id: UserId) -> EventSourceResponse:
     """Server-Sent Events: ``document`` (a document with its task, as in the list) for every
     document at first and on each change of status, stage, progress..., ``removed``
-    (``{"document_id"}``); until the client disconnects."""
+    (``{"document_id"}``); until the client disconnects, or ``end`` (``{"kb_id", "reason"}``)
+    once the token is revoked or the KB deleted. 429 past the open-stream caps."""
     await _owned_kb(res, user_id, kb_id)
-
-    async def load() -> dict[int, dict[str, Any]]:
-        rows = await res.reads.list_documents(user_id, kb_id)
-        return {r["document_id"]: _document(r).model_dump(mode="json") for r in rows}
-
-    return EventSourceResponse(events.kb_events(load, interval_s=res.settings.events_poll_interval_s, kb_id=kb_id,
-                                                max_s=res.settings.events_max_stream_s),
-                               ping=SSE_PING_S)
+    return streams.kb_stream(request, res, user_id, kb_id, _document)
 
 
 # ------------------------------------------------------------------ formats
@@ -291,21 +285,14 @@ async def get_task(task_id: Id, res: Res, user_id: UserId) -> schemas.TaskOut:
     return schemas.TaskOut.model_validate(dict(row.items()))
 
 
-@router.get("/tasks/{task_id}/events", response_class=EventSourceResponse, responses=SSE_RESPONSE)
-async def task_events(task_id: Id, res: Res, user_id: UserId) -> EventSourceResponse:
+@router.get("/tasks/{task_id}/events", response_class=EventSourceResponse,
+            responses={**SSE_RESPONSE, **streams.SSE_429})
+async def task_events(task_id: Id, request: Request, res: Res, user_id: UserId) -> EventSourceResponse:
     """Server-Sent Events: ``task`` (the task, as ``GET /tasks/{id}``) at first and on every
     change of status, stage, progress or queue position; then ``end`` once the task is
-    terminal, or ``gone`` if it is deleted."""
+    terminal (or the token revoked), or ``gone`` if it is deleted. 429 past the open-stream caps."""
     await get_task(task_id, res, user_id)  # 404 before the stream starts
-
-    async def load() -> dict[str, Any] | None:
-        row = await res.reads.get_task(user_id, task_id)
-        return None if row is None else schemas.TaskOut.model_validate(dict(row.items())).model_dump(mode="json")
-
-    return EventSourceResponse(
-        events.task_events(load, interval_s=res.settings.events_poll_interval_s, task_id=task_id,
-                           max_s=res.settings.events_max_stream_s), ping=SSE_PING_S
-    )
+    return streams.task_stream(request, res, user_id, task_id)
 
 
 @router.post("/tasks/{task_id}/retry", status_code=202, response_model=schemas.TaskOut,

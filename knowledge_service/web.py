@@ -3,20 +3,36 @@ Python packages: the page works offline, with no front-end build step and no CDN
 
 - ``/static/admin/``: ``knowledge_service/static/admin`` (plain HTML, CSS and JavaScript on the
   public HTTP API).
-- ``/static/swagger/``: the Swagger UI 5 distribution of the ``swagger-ui-bundle-v2`` package.
+- ``/static/swagger/``: the Swagger UI 5 distribution of the ``swagger-ui-bundle-v2`` package,
+  started by ``/static/docs/init.js`` (no inline script: see ``security_headers``).
 """
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
-from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+DOCS_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<link rel="stylesheet" href="/static/swagger/swagger-ui.css">
+<link rel="icon" href="/static/swagger/favicon-32x32.png">
+</head>
+<body>
+<div id="swagger-ui" data-openapi-url="{openapi_url}"></div>
+<script src="/static/swagger/swagger-ui-bundle.js"></script>
+<script src="/static/docs/init.js"></script>
+</body>
+</html>
+"""
 web = APIRouter(include_in_schema=False)
 
 
@@ -36,12 +52,11 @@ def mount(app: FastAPI) -> None:
     app.mount("/static/swagger", StaticFiles(directory=swagger_ui_path), name="swagger")
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
+    page = DOCS_PAGE.format(title=escape(f"{app.title} - API docs"),
+                            openapi_url=escape(app.openapi_url or "/openapi.json"))
+
     async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} - API docs",
-            swagger_js_url="/static/swagger/swagger-ui-bundle.js", swagger_css_url="/static/swagger/swagger-ui.css",
-            swagger_favicon_url="/static/swagger/favicon-32x32.png",
-        )
+        return HTMLResponse(page)
 
     app.add_api_route("/docs", docs, include_in_schema=False)
     app.include_router(web)

@@ -5,10 +5,12 @@
     rag retry TASK                      rag reindex DOC | --kb ID
     rag kb rename ID NAME               rag kb delete ID [--yes]
     rag requeue-stuck                   rag dlq list | rag dlq replay ID
+    rag ops JOB --once                  (relay, scanner, sweep, cache-evictor, metrics-sampler)
     rag worker                          rag api
 
 User commands (upload, status, retry, reindex, kb) go through the HTTP API (``--api-url`` /
-``RAG_API_URL``, ``--token`` / ``RAG_TOKEN``). Operator commands use the database and broker
+``RAG_API_URL``; the token from ``RAG_TOKEN``, ``--token-file`` or ``--token-stdin``: see
+:mod:`rag_cli.safe`, which also keeps user text out of rich markup). Operator commands use the database and broker
 from the settings (``.env`` / environment), like the services. ``python -m rag_cli``
 is the same command. Exit codes: 0 done, 1 a refusal or a failed document, 2 bad arguments.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -31,27 +33,34 @@ from rich.table import Table
 
 from rag_cli import admin
 from rag_cli.client import ApiClient, ApiError, TooManyRequests, UploadRun, collect_files, split_supported
+from rag_cli.safe import TokenFile, TokenSourceError, TokenStdin, plain, print_error, read_token, styled
 from shared.domain.errors import TransientError
 from shared.settings import KnowledgeSettings
+from task_service.jobs.oneshot import OPS, Report
 
 T = TypeVar("T")
 
 HELP = ("One CLI for RAG users and operators.\n\n"
         "User commands (upload, status, retry, reindex) go through the HTTP API: --api-url / RAG_API_URL, "
-        "--token / RAG_TOKEN. Operator commands (users, tokens, KBs, requeue-stuck, dlq) use the database and "
+        "the token from RAG_TOKEN, --token-file FILE or --token-stdin. Operator commands (users, tokens, KBs, "
+        "requeue-stuck, dlq, ops) use the database and "
         "broker from the settings (.env / environment), like the services. worker and api start the services.\n\n"
         "Exit codes: 0 done, 1 a refusal or a failed document, 2 bad arguments.")
 app = typer.Typer(name="rag", help=HELP, no_args_is_help=True, add_completion=False, rich_markup_mode="markdown",
                   context_settings={"help_option_names": ["-h", "--help"]})
 dlq_app = typer.Typer(help="Dead letters: messages the scanner moved out of rag.index.dlq.", no_args_is_help=True)
 app.add_typer(dlq_app, name="dlq")
+ops_app = typer.Typer(help="The worker's periodic jobs, one pass now: `rag ops JOB --once` prints a JSON report. "
+                           "Every worker also runs them on its own.", no_args_is_help=True)
+app.add_typer(ops_app, name="ops")
 
 out = Console()
 err = Console(stderr=True)
 
 ApiUrl = Annotated[str, typer.Option("--api-url", envvar="RAG_API_URL", help="base URL of knowledge_service")]
-Token = Annotated[str, typer.Option("--token", envvar="RAG_TOKEN", help="API token (rag create-user prints one)",
-                                    show_default=False)]
+Token = Annotated[str, typer.Option(
+    "--token", help="API token; '-' reads standard input. Visible in ps: prefer RAG_TOKEN, --token-file or "
+    "--token-stdin", show_default=False)]
 AsJson = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
 DEFAULT_API = "http://127.0.0.1:8000"
 
@@ -69,13 +78,17 @@ def _print_json(value: Any) -> None:
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}", highlight=False)
+    print_error(err, message)
     raise typer.Exit(code)
 
 
-def _client(api_url: str, token: str) -> ApiClient:
+def _client(api_url: str, token: str, token_file: Path | None = None, token_stdin: bool = False) -> ApiClient:
+    try:
+        token = read_token(token, token_file, token_stdin, warn=err)
+    except TokenSourceError as exc:
+        _fail(str(exc), 2)
     if not token:
-        _fail("no API token: pass --token or set RAG_TOKEN", 2)
+        _fail("no API token: set RAG_TOKEN, or pass --token-file FILE or --token-stdin", 2)
     return ApiClient.connect(api_url, token)
 
 
@@ -110,19 +123,31 @@ def list_tokens(
         return
     table = Table("id", "user", "fingerprint", "created", "revoked")
     for r in rows:
-        table.add_row(str(r["id"]), r["user"], r["fingerprint"], f"{r['create_time']:%Y-%m-%d %H:%M}",
+        table.add_row(str(r["id"]), plain(r["user"]), r["fingerprint"], f"{r['create_time']:%Y-%m-%d %H:%M}",
                       "" if r["revoked_at"] is None else f"{r['revoked_at']:%Y-%m-%d %H:%M}")
     out.print(table)
 
 
 @app.command("revoke-token")
 def revoke_token(
-    token: Annotated[str | None, typer.Argument(help="the token itself")] = None,
+    token: Annotated[str | None, typer.Argument(help="'-': read the token from standard input")] = None,
+    token_file: TokenFile = None,
+    token_stdin: TokenStdin = False,
     token_id: Annotated[int | None, typer.Option("--id", help="or its id (rag list-tokens)")] = None,
 ) -> None:
-    """Revoke a token; prints JSON {"revoked": bool}; exit 1 if unknown or already revoked."""
-    if (token is None) == (token_id is None):
-        _fail("give either TOKEN or --id", 2)
+    """Revoke a token, read from standard input (``-`` or ``--token-stdin``) or a file
+    (``--token-file``), or given by ``--id``; prints JSON {"revoked": bool}; exit 1 if unknown or
+    already revoked. The token itself is never taken from the command line (visible in ps)."""
+    if token not in (None, "-"):
+        _fail("the token is not taken from the command line: pipe it ('rag revoke-token -') or use --token-file", 2)
+    from_secret = token == "-" or token_stdin or token_file is not None
+    if from_secret == (token_id is not None):
+        _fail("give either the token (-, --token-stdin or --token-file) or --id", 2)
+    if from_secret:
+        try:
+            token = read_token(token or "", token_file, token_stdin)
+        except TokenSourceError as exc:
+            _fail(str(exc), 2)
     ok = _run(admin.revoke_token(KnowledgeSettings(), token, token_id))
     _print_json({"revoked": ok})
     if not ok:
@@ -152,6 +177,8 @@ def upload(
     kb: Annotated[int, typer.Option("--kb", help="knowledge base id", min=1)],
     api_url: ApiUrl = DEFAULT_API,
     token: Token = "",
+    token_file: TokenFile = None,
+    token_stdin: TokenStdin = False,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="follow the tasks until they end")] = True,
     poll: Annotated[float, typer.Option("--poll", help="seconds between status checks", min=0.1)] = 1.0,
     allow_duplicate: Annotated[bool, typer.Option(
@@ -175,7 +202,7 @@ def upload(
             err.print(f"skipped {p}: {reason}", highlight=False, markup=False, soft_wrap=True)
     if not files:
         _fail(f"no files under {path}", 2)
-    client = _client(api_url, token)
+    client = _client(api_url, token, token_file, token_stdin)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=False) as progress:
         sent = progress.add_task("uploaded", total=len(files))
@@ -196,8 +223,8 @@ def upload(
         style = "green" if i.status == "SUCCESS" else ("red" if i.done else "")
         note = i.error or (f"duplicate of document {i.duplicate_of}: same bytes already in this KB, nothing new "
                            "indexed (--allow-duplicate to index it again)" if i.duplicate_of is not None else "")
-        table.add_row(str(i.path), str(i.document_id or ""), str(i.task_id or ""), f"[{style}]{i.status}[/]" if style
-                      else i.status, note)
+        table.add_row(plain(i.path), str(i.document_id or ""), str(i.task_id or ""), styled(i.status, style),
+                      plain(note))
     out.print(table)
     bad = [i for i in items if i.status == "REFUSED" or (wait and i.status != "SUCCESS")]
     if bad:
@@ -211,12 +238,14 @@ def status(
     kb: Annotated[int | None, typer.Option("--kb", help="every document of a knowledge base")] = None,
     api_url: ApiUrl = DEFAULT_API,
     token: Token = "",
+    token_file: TokenFile = None,
+    token_stdin: TokenStdin = False,
     as_json: AsJson = False,
 ) -> None:
     """Status of a document, a task, or every document of a knowledge base."""
     if sum(x is not None for x in (document, task, kb)) != 1:
         _fail("give exactly one of DOCUMENT, --task or --kb", 2)
-    client = _client(api_url, token)
+    client = _client(api_url, token, token_file, token_stdin)
     try:
         tasks = [client.task(task)] if task is not None else []
         docs = client.documents(kb) if kb is not None else []
@@ -231,12 +260,12 @@ def status(
     table = Table("document", "file", "status", "task", "task status", "attempt", "chunks", "error")
     for d in docs:
         t = d.get("task") or {}
-        table.add_row(str(d["document_id"]), d["filename"], d["status"], str(t.get("task_id", "")),
-                      t.get("status", ""), str(t.get("attempt", "")), str(d["chunk_count"]),
-                      f"{t.get('error_code') or ''} {d.get('error_message') or ''}".strip())
+        table.add_row(str(d["document_id"]), plain(d["filename"]), plain(d["status"]), str(t.get("task_id", "")),
+                      plain(t.get("status", "")), str(t.get("attempt", "")), str(d["chunk_count"]),
+                      plain(f"{t.get('error_code') or ''} {d.get('error_message') or ''}".strip()))
     for t in tasks:
-        table.add_row(str(t["document_id"]), "", "", str(t["task_id"]), t["status"], str(t["attempt"]), "",
-                      f"{t.get('error_code') or ''} {t.get('error_message') or ''}".strip())
+        table.add_row(str(t["document_id"]), "", "", str(t["task_id"]), plain(t["status"]), str(t["attempt"]), "",
+                      plain(f"{t.get('error_code') or ''} {t.get('error_message') or ''}".strip()))
     out.print(table)
 
 
@@ -248,10 +277,12 @@ def retry(
         "--generation", help="the generation you saw: refused (409) if the task was re-armed since", min=1)] = None,
     api_url: ApiUrl = DEFAULT_API,
     token: Token = "",
+    token_file: TokenFile = None,
+    token_stdin: TokenStdin = False,
 ) -> None:
     """Retry a FAILED or TIMEOUT task (a new generation); prints the task as JSON."""
     try:
-        _print_json(_client(api_url, token).retry(task, force, generation))
+        _print_json(_client(api_url, token, token_file, token_stdin).retry(task, force, generation))
     except TooManyRequests as exc:
         _fail(f"too many tasks in flight; try again in {exc.retry_after_s:g} s")
     except (ApiError, httpx.HTTPError) as exc:
@@ -265,12 +296,14 @@ def reindex(
     force: Annotated[bool, typer.Option("--force", help="even if indexed or in flight")] = False,
     api_url: ApiUrl = DEFAULT_API,
     token: Token = "",
+    token_file: TokenFile = None,
+    token_stdin: TokenStdin = False,
 ) -> None:
     """Re-index a document or a whole knowledge base; prints one JSON line per document
     ({"document_id", "action", "reason"}). A 429 waits for its Retry-After."""
     if (document is None) == (kb is None):
         _fail("give either DOCUMENT or --kb", 2)
-    client = _client(api_url, token)
+    client = _client(api_url, token, token_file, token_stdin)
     try:
         if document is not None:
             ids = [document]
@@ -306,10 +339,13 @@ def kb_rename(
     name: Annotated[str, typer.Argument(help="the new name")],
     api_url: ApiUrl = DEFAULT_API,
     token: Token = "",
+    token_file: TokenFile = None,
+    token_stdin: TokenStdin = False,
 ) -> None:
     """Rename a knowledge base; prints it as JSON."""
+    client = _client(api_url, token, token_file, token_stdin)
     try:
-        _print_json(_client(api_url, token).rename_kb(kb, name))
+        _print_json(client.rename_kb(kb, name))
     except (ApiError, TooManyRequests, httpx.HTTPError) as exc:
         _fail(str(exc))
 
@@ -320,11 +356,15 @@ def kb_delete(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
     api_url: ApiUrl = DEFAULT_API,
     token: Token = "",
+    token_file: TokenFile = None,
+    token_stdin: TokenStdin = False,
 ) -> None:
     """Delete a knowledge base with all its documents, chunks, vectors and stored files, also
     while documents are indexing. Asks first unless --yes; a knowledge base already deleted (or
     not yours) is an error (404)."""
-    client = _client(api_url, token)
+    if (token_stdin or token == "-") and not yes:
+        _fail("the token comes from standard input: confirm with --yes", 2)
+    client = _client(api_url, token, token_file, token_stdin)
     if not yes and not typer.confirm(f"Delete knowledge base {kb} and every document in it?", default=False):
         _fail("not deleted", 1)
     try:
@@ -364,7 +404,7 @@ def dlq_list(
         return
     table = Table("id", "task", "document", "generation", "reason", "created", "replayed")
     for r in rows:
-        table.add_row(*(str(r[k]) if r[k] is not None else "" for k in
+        table.add_row(*(plain(r[k]) for k in
                         ("id", "task_id", "document_id", "generation", "reason", "create_time", "replayed_at")))
     out.print(table)
 
@@ -376,6 +416,24 @@ def dlq_replay(dead_letter_id: Annotated[int, typer.Argument(help="dead letter i
     _print_json(result)
     if not result["replayed"]:
         raise typer.Exit(1)
+
+
+Once = Annotated[bool, typer.Option("--once", help="run one pass now and exit (required: the worker runs the "
+                                                    "job periodically)")]
+
+
+def _ops_command(run: Callable[[], Coroutine[Any, Any, Report]]) -> Callable[[bool], None]:
+    def command(once: Once = False) -> None:
+        if not once:
+            _fail("give --once (the worker runs this job periodically by itself)", 2)
+        _print_json(_run(run()))
+
+    command.__doc__ = run.__doc__
+    return command
+
+
+for _name, _run_job in OPS.items():
+    ops_app.command(_name)(_ops_command(_run_job))
 
 
 # ------------------------------------------------------------------ services

@@ -86,20 +86,19 @@ async def create_kb(settings: KnowledgeSettings, user: str, name: str) -> dict[s
 
 
 async def requeue_stuck(waiting_after_s: float | None, running_after_s: float | None) -> dict[str, Any]:
-    """One recovery pass now (``task_service.scanner.scan_once``) with optional thresholds,
+    """One recovery pass now (``task_service.jobs.scanner.once``) with optional thresholds,
     then one outbox relay pass so re-published messages leave at once:
     ``{"timed_out": [task ids], "republished": [...], "dead_lettered": [...], "published": n}``."""
     from shared.adapters.rabbitmq import Publisher
     from task_service import APP_ID
-    from task_service.oneshot import one_shot
-    from task_service.relay import relay_once
-    from task_service.scanner import scan_once, thresholds
+    from task_service.jobs import relay, scanner
+    from task_service.jobs.oneshot import one_shot
 
     async with one_shot("rag.requeue-stuck") as (settings, pool, conn, channel):
-        th = _thresholds(thresholds(settings), waiting_after_s, running_after_s)
-        report = await scan_once(pool, channel, th)
+        th = _thresholds(scanner.thresholds(settings), waiting_after_s, running_after_s)
+        report = await scanner.once(pool, channel, th)
         publisher = await Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID)
-        published = await relay_once(pool, publisher, grace_s=0.0, dispatch_limit=settings.dispatch_limit,
+        published = await relay.once(pool, publisher, grace_s=0.0, dispatch_limit=settings.dispatch_limit,
                                      batch=10_000)
     return {"timed_out": report.timed_out, "republished": report.republished,
             "dead_lettered": report.dead_lettered, "published": published}

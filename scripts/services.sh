@@ -17,6 +17,9 @@
 #   DATABASE_URL, AMQP_URL, REDIS_URL, RABBITMQ_MANAGEMENT_URL   only their ports/users are used
 #   VENV                     virtualenv holding the `weed` binary (default .venv)
 #   SERVICES_TIMEOUT         seconds to wait for each service to become ready (default 90)
+#
+# Bash does the apt installs and starts the services; URL parsing, the SeaweedFS identities JSON,
+# readiness probes and waiting are scripts/svc.py (the system's python3, standard library only).
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,6 +38,7 @@ abspath() { [[ "$1" == /* ]] && printf '%s\n' "$1" || printf '%s\n' "$REPO/$1"; 
 RAG_DATA_DIR=$(abspath "${RAG_DATA_DIR:-$REPO/.data}")
 VENV_DIR=$(abspath "${VENV:-.venv}")
 WEED="$VENV_DIR/bin/weed"
+SVC="$SCRIPT_DIR/svc.py"
 PGV_LOG="$RAG_DATA_DIR/logs/pgvector-build.log"
 TIMEOUT=${SERVICES_TIMEOUT:-90}
 
@@ -46,37 +50,19 @@ line() { printf '%-10s %-5s %-28s %s\n' "$1" "$2" "$3" "${4:-}"; }   # name stat
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# url_part URL {user|password|host|port} DEFAULT  (scheme://user:pass@host:port/path)
-url_part() {
-    local rest=${1#*://} userinfo="" hostport val=""
-    rest=${rest%%/*}
-    rest=${rest%%\?*}
-    if [[ "$rest" == *@* ]]; then userinfo=${rest%@*}; hostport=${rest##*@}; else hostport=$rest; fi
-    case "$2" in
-        user) val=${userinfo%%:*} ;;
-        password) [[ "$userinfo" == *:* ]] && val=${userinfo#*:} ;;
-        host) val=${hostport%:*}; [[ "$hostport" == *:* ]] || val=$hostport ;;
-        port) [[ "$hostport" == *:* ]] && val=${hostport##*:} ;;
-    esac
-    printf '%s\n' "${val:-$3}"
-}
+# The system's python3 (/usr/bin: no virtualenv needed, and no version-manager shim to start)
+SVC_PYTHON=$(command -v /usr/bin/python3 || command -v python3) || { log "python3 is needed (apt-get install python3)"; exit 1; }
+svc() { "$SVC_PYTHON" -I "$SVC" "$@"; }
 
-# wait_for DESCRIPTION SECONDS COMMAND...: poll COMMAND until it succeeds or the deadline passes.
-wait_for() {
-    local what=$1 secs=$2 deadline
-    shift 2
-    deadline=$(($(date +%s) + secs))
-    until "$@" >/dev/null 2>&1; do
-        if (($(date +%s) >= deadline)); then
-            log "timed out after ${secs}s waiting for $what"
-            return 1
-        fi
-        sleep 0.2
-    done
-}
+# url_part URL {user|password|host|port|vhost} DEFAULT (scheme://user:pass@host:port/path; the URL
+# goes on stdin: it may hold a password)
+url_part() { printf '%s' "$1" | svc url "$2" "${3:-}"; }
 
-# shellcheck disable=SC2016  # $0/$1 are expanded by the inner bash
-tcp_open() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null; }
+# wait_for DESCRIPTION SECONDS [--while-pid PID] PROBE...: poll PROBE (svc.py: tcp, http, s3, redis,
+# run COMMAND...) until it succeeds; 1 after SECONDS (or once PID has exited).
+wait_for() { svc wait "$@"; }
+
+tcp_open() { svc probe tcp "$1" "$2"; }
 
 as_root() {
     if ((EUID == 0)); then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
@@ -162,10 +148,9 @@ pg_cluster() {
     pg_lsclusters -h 2>/dev/null | awk -v p="$PG_PORT" '$3 == p { print $1, $2, $4; exit }'
 }
 
-pg_tcp_ok() {
-    PGPASSWORD="$PG_PASSWORD" PGCONNECT_TIMEOUT=5 psql -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" \
-        -d postgres -XAtqc 'select 1' >/dev/null 2>&1
-}
+# PG_USER logs in over TCP (the password goes by environment)
+PG_LOGIN=(run psql -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" -d postgres -XAtqc 'select 1')
+pg_tcp_ok() { PGPASSWORD="$PG_PASSWORD" PGCONNECT_TIMEOUT=5 svc probe "${PG_LOGIN[@]}"; }
 
 pg_superuser_psql() { # local-socket superuser connection (peer auth as the postgres OS user)
     local sock_port=$PG_PORT
@@ -286,7 +271,7 @@ pg_up() {
     else
         note="already running"
     fi
-    wait_for "postgres on 127.0.0.1:$PG_PORT" "$TIMEOUT" pg_isready -q -h 127.0.0.1 -p "$PG_PORT" \
+    wait_for "postgres on 127.0.0.1:$PG_PORT" "$TIMEOUT" run pg_isready -q -h 127.0.0.1 -p "$PG_PORT" \
         || { log "postgres: log /var/log/postgresql/postgresql-$ver-$cluster.log"; return 1; }
 
     if ! pg_tcp_ok; then
@@ -308,7 +293,7 @@ pg_up() {
             { print }
             END { if (!done) print rule }' "$hba.before-services-sh" | as_root tee "$hba" >/dev/null
         as_root pg_ctlcluster --skip-systemctl-redirect "$ver" "$cluster" reload >&2
-        wait_for "postgres TCP login as $PG_USER" 15 pg_tcp_ok \
+        PGPASSWORD="$PG_PASSWORD" PGCONNECT_TIMEOUT=5 wait_for "postgres TCP login as $PG_USER" 15 "${PG_LOGIN[@]}" \
             || { log "postgres: still cannot log in as $PG_USER over 127.0.0.1 (check $hba)"; return 1; }
     fi
 
@@ -355,16 +340,9 @@ RABBIT_LOGS="${RABBITMQ_LOG_BASE:-/var/log/rabbitmq}/"
 RABBIT_CLI_LOG="$RAG_DATA_DIR/logs/rabbitmq-cli.log"
 
 rabbit_running() { timeout 20 rabbitmq-diagnostics -q ping >/dev/null 2>&1; }
-rabbit_ready() { timeout 20 rabbitmq-diagnostics -q check_running >/dev/null 2>&1; }
 # The management API answers (401 without credentials counts: it is up, and refuses strangers).
-mgmt_ready() {
-    local code
-    code=$(curl -s -m 3 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MGMT_PORT/api/overview" 2>/dev/null || true)
-    [[ "$code" == 200 || "$code" == 401 ]]
-}
-mgmt_login_ok() { # the project's user logs in to the management API
-    curl -fsS -m 3 -o /dev/null -u "$AMQP_USER:$AMQP_PASS" "http://127.0.0.1:$MGMT_PORT/api/overview"
-}
+MGMT_PROBE=(http "http://127.0.0.1:$MGMT_PORT/api/overview" 200 401)
+mgmt_ready() { svc probe "${MGMT_PROBE[@]}"; }
 
 # Addresses something listens on for a TCP port, e.g. "127.0.0.1:15672 [::]:15672".
 listen_addrs() { ss -Hltn "sport = :$1" 2>/dev/null | awk '{ print $4 }' | tr '\n' ' '; }
@@ -380,7 +358,7 @@ rabbit_app_user() {
         log "rabbitmq: AMQP_URL must name the project's own user and password (run \`make env\`); guest is not used"
         return 1
     fi
-    vhost=${AMQP_URL#*://*/}; vhost=${vhost%%\?*}; vhost=${vhost//%2[Ff]//}; vhost=${vhost:-/}
+    vhost=$(url_part "$AMQP_URL" vhost /)
     if ! timeout 20 rabbitmqctl -q list_users 2>/dev/null | awk '{print $1}' | grep -qx "$user"; then
         timeout 20 rabbitmqctl -q add_user "$user" "$pass" >/dev/null || { warn "rabbitmq: cannot add user $user"; return 1; }
     else
@@ -391,7 +369,9 @@ rabbit_app_user() {
     fi
     timeout 20 rabbitmqctl -q set_permissions -p "$vhost" "$user" '.*' '.*' '.*' >/dev/null || return 1
     timeout 20 rabbitmqctl -q set_user_tags "$user" administrator >/dev/null || return 1
-    wait_for "rabbitmq management login as $user" 30 mgmt_login_ok \
+    # the project's user logs in to the management API (the password goes by environment)
+    SVC_USER="$user" SVC_PASSWORD="$pass" wait_for "rabbitmq management login as $user" 30 \
+        http "http://127.0.0.1:$MGMT_PORT/api/overview" 200 \
         || { log "rabbitmq: $user cannot log in to the management API"; return 1; }
 }
 
@@ -432,7 +412,7 @@ rabbit_up() {
             RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1} -rabbitmq_management tcp_config $MGMT_TCP_CONFIG" \
             rabbitmq-server -detached \
             || { log "rabbitmq: rabbitmq-server -detached failed, see $RABBIT_LOGS"; return 1; }
-        wait_for "rabbitmq node" "$TIMEOUT" rabbit_ready \
+        wait_for "rabbitmq node" "$TIMEOUT" run timeout 20 rabbitmq-diagnostics -q check_running \
             || { log "rabbitmq: see $RABBIT_LOGS"; return 1; }
         note="started in $(elapsed "$start")s"
     fi
@@ -446,7 +426,7 @@ rabbit_up() {
             || { log "rabbitmq: enabling rabbitmq_management failed, see $RABBIT_LOGS"; return 1; }
         note="$note, management enabled"
     fi
-    wait_for "rabbitmq management API on 127.0.0.1:$MGMT_PORT" "$TIMEOUT" mgmt_ready \
+    wait_for "rabbitmq management API on 127.0.0.1:$MGMT_PORT" "$TIMEOUT" "${MGMT_PROBE[@]}" \
         || { log "rabbitmq: management API not answering, see $RABBIT_LOGS"; return 1; }
     local addrs
     addrs=$(listen_addrs "$MGMT_PORT")
@@ -478,8 +458,8 @@ REDIS_MARKER="$REDIS_DIR/started-by-services-sh"
 REDIS_CONF="$REDIS_DIR/redis.conf"
 
 # PING as REDIS_URL says (with its password, if it has one; the password goes by environment).
-redis_ping() { [[ "$(REDISCLI_AUTH="$REDIS_PASS" timeout 3 redis-cli --no-auth-warning -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" == PONG ]]; }
-redis_open() { [[ "$(timeout 3 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" == PONG ]]; } # no password
+redis_ping() { REDISCLI_AUTH="$REDIS_PASS" svc probe redis 127.0.0.1 "$REDIS_PORT"; }
+redis_open() { REDISCLI_AUTH="" svc probe redis 127.0.0.1 "$REDIS_PORT"; } # no password
 
 redis_ours() { # pid of the Redis this script started, if it is still running
     local pid
@@ -543,7 +523,7 @@ redis_up() {
     )
     redis-server "$REDIS_CONF" \
         || { log "redis: redis-server failed to start, see $REDIS_DIR/redis.log"; return 1; }
-    wait_for "redis on 127.0.0.1:$REDIS_PORT" "$TIMEOUT" redis_ping \
+    REDISCLI_AUTH="$REDIS_PASS" wait_for "redis on 127.0.0.1:$REDIS_PORT" "$TIMEOUT" redis 127.0.0.1 "$REDIS_PORT" \
         || { log "redis: see $REDIS_DIR/redis.log"; return 1; }
     echo "127.0.0.1:$REDIS_PORT" >"$REDIS_MARKER"
     line redis up "127.0.0.1:$REDIS_PORT" "(started in $(elapsed "$start")s with a password, log $REDIS_DIR/redis.log)"
@@ -568,7 +548,7 @@ redis_down() {
 redis_status() {
     local note=""
     redis_ours >/dev/null && note="started by this script, data $REDIS_DIR"
-    if command -v redis-cli >/dev/null && redis_ping; then
+    if redis_ping; then
         line redis up "127.0.0.1:$REDIS_PORT" "$note"
     else
         line redis down "127.0.0.1:$REDIS_PORT"
@@ -579,10 +559,9 @@ redis_status() {
 # --- SeaweedFS (S3) ---------------------------------------------------------------------------
 
 S3_ENDPOINT=${S3_ENDPOINT:-127.0.0.1:9000}
-S3_HOSTPORT=${S3_ENDPOINT#*://}
-S3_HOSTPORT=${S3_HOSTPORT%%/*}
-S3_HOST=$(url_part "s3://$S3_HOSTPORT" host 127.0.0.1)
-S3_PORT=$(url_part "s3://$S3_HOSTPORT" port 9000)
+S3_HOST=$(url_part "$S3_ENDPOINT" host 127.0.0.1)
+S3_PORT=$(url_part "$S3_ENDPOINT" port 9000)
+S3_URL="http://$S3_HOST:$S3_PORT"
 WEED_DIR="$RAG_DATA_DIR/seaweedfs"
 WEED_PID="$WEED_DIR/weed.pid"
 WEED_LOG="$WEED_DIR/weed.log"
@@ -591,17 +570,10 @@ WEED_S3_SOCK="$WEED_DIR/s3.sock"
 FWD_PID="$WEED_DIR/s3-forward.pid"
 FWD_LOG="$WEED_DIR/s3-forward.log"
 
-s3_http_code() { # HTTP status of an S3 ListBuckets (000 = no HTTP answer); $1=access $2=secret
-    local args=(-s -o /dev/null -m 5 -w '%{http_code}')
-    [[ -n "${1:-}" ]] && args+=(--aws-sigv4 "aws:amz:us-east-1:s3" --user "$1:$2")
-    curl "${args[@]}" "http://$S3_HOST:$S3_PORT/" 2>/dev/null || true
-}
-s3_bucket_exists() {
-    [[ "$(curl -s -o /dev/null -m 5 -w '%{http_code}' -I --aws-sigv4 "aws:amz:us-east-1:s3" \
-        --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" "http://$S3_HOST:$S3_PORT/$1" 2>/dev/null)" == 200 ]]
-}
-s3_answers() { [[ "$(s3_http_code)" != 000 ]]; }
-s3_auth_ok() { [[ "$(s3_http_code "$S3_ACCESS_KEY" "$S3_SECRET_KEY")" == 200 ]]; }
+# S3 answers HTTP at all; a ListBuckets signed with S3_ACCESS_KEY/S3_SECRET_KEY (from the
+# environment, never the command line) gets 200.
+s3_answers() { svc probe http "$S3_URL/"; }
+s3_auth_ok() { S3_ACCESS_KEY="$S3_ACCESS_KEY" S3_SECRET_KEY="$S3_SECRET_KEY" svc probe s3 "$S3_URL/"; }
 
 weed_ours() { # pid of the SeaweedFS this script started, if it is still running
     local pid
@@ -622,7 +594,7 @@ s3_forward_start() { # the only host port of SeaweedFS: 127.0.0.1:$S3_PORT -> $W
     (exec setsid nohup socat "TCP-LISTEN:$S3_PORT,bind=127.0.0.1,reuseaddr,fork,backlog=128" \
         "UNIX-CONNECT:$WEED_S3_SOCK" >>"$FWD_LOG" 2>&1 </dev/null) &
     echo "$!" >"$FWD_PID"
-    wait_for "socat on 127.0.0.1:$S3_PORT" 15 tcp_open 127.0.0.1 "$S3_PORT" \
+    wait_for "socat on 127.0.0.1:$S3_PORT" 15 tcp 127.0.0.1 "$S3_PORT" \
         || { log "seaweedfs: socat forwarder did not start, see $FWD_LOG"; return 1; }
     fwd_ours >/dev/null || {
         local pid
@@ -631,21 +603,13 @@ s3_forward_start() { # the only host port of SeaweedFS: 127.0.0.1:$S3_PORT -> $W
     }
 }
 
-json_str() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"' "$s"; }
-
 weed_start() {
     local start pid
     start=$(now)
     mkdir -p "$WEED_DIR"
     # Credentials go in an identities file (mode 600), never on the command line. With an
     # identities file SeaweedFS rejects unknown keys, wrong secrets and anonymous requests.
-    (
-        umask 077
-        printf '{"identities": [{"name": "rag", "credentials": [{"accessKey": %s, "secretKey": %s}],
-  "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}\n' \
-            "$(json_str "$S3_ACCESS_KEY")" "$(json_str "$S3_SECRET_KEY")" >"$WEED_S3_CONFIG.tmp"
-        mv -f "$WEED_S3_CONFIG.tmp" "$WEED_S3_CONFIG"
-    )
+    S3_ACCESS_KEY="$S3_ACCESS_KEY" S3_SECRET_KEY="$S3_SECRET_KEY" svc s3-identities "$WEED_S3_CONFIG"
     # Locked down: weed runs in its own network namespace (loopback only, private /tmp for its
     # unix sockets), so its master (9333), volume (9340), filer (8888, which lists and serves
     # every object without credentials), admin and gRPC ports exist only inside it. The one way
@@ -682,27 +646,25 @@ weed_start() {
         "$WEED" "${args[@]}" >>"$WEED_LOG" 2>&1 </dev/null) &
     pid=$!
     echo "$pid" >"$WEED_PID"
-    wait_for "seaweedfs S3 socket $WEED_S3_SOCK" "$TIMEOUT" test -S "$WEED_S3_SOCK" \
+    wait_for "seaweedfs S3 socket $WEED_S3_SOCK" "$TIMEOUT" run test -S "$WEED_S3_SOCK" \
         || { log "seaweedfs: no S3 socket, last lines of $WEED_LOG:"; tail -15 "$WEED_LOG" >&2; return 1; }
     s3_forward_start || return 1
-    local deadline=$(($(date +%s) + TIMEOUT))
-    until s3_answers; do
+    if ! wait_for "seaweedfs S3 on $S3_URL" "$TIMEOUT" --while-pid "$pid" http "$S3_URL/"; then
         if ! pid_alive "$pid"; then
             log "seaweedfs: weed exited during startup; last lines of $WEED_LOG:"
             tail -15 "$WEED_LOG" >&2
             rm -f "$WEED_PID"
-            return 1
-        fi
-        if (($(date +%s) >= deadline)); then
+        else
             log "seaweedfs: S3 port $S3_PORT not answering after ${TIMEOUT}s, see $WEED_LOG"
-            return 1
         fi
-        sleep 0.1
-    done
-    wait_for "seaweedfs accepting S3_ACCESS_KEY/S3_SECRET_KEY" 30 s3_auth_ok \
+        return 1
+    fi
+    S3_ACCESS_KEY="$S3_ACCESS_KEY" S3_SECRET_KEY="$S3_SECRET_KEY" \
+        wait_for "seaweedfs accepting S3_ACCESS_KEY/S3_SECRET_KEY" 30 s3 "$S3_URL/" \
         || { log "seaweedfs: S3 rejects the configured credentials, see $WEED_LOG"; return 1; }
     if [[ -n "${S3_BUCKET:-}" ]]; then # -bucket creates it asynchronously, ~1 s after S3 answers
-        wait_for "seaweedfs creating bucket $S3_BUCKET" 30 s3_bucket_exists "$S3_BUCKET" \
+        S3_ACCESS_KEY="$S3_ACCESS_KEY" S3_SECRET_KEY="$S3_SECRET_KEY" \
+            wait_for "seaweedfs creating bucket $S3_BUCKET" 30 s3 "$S3_URL/$S3_BUCKET" \
             || { log "seaweedfs: bucket $S3_BUCKET was not created, see $WEED_LOG"; return 1; }
     fi
     if ! weed_ours >/dev/null; then

@@ -39,6 +39,29 @@ class CommonSettings(BaseSettings):
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
     redis_timeout_s: float = 5.0
 
+    # Partitions (issue 19; README "Guarantees", timing argument): no PostgreSQL session and no
+    # client connection outlives its peer's partition; a waiter on a row lock gives up and retries.
+    db_idle_in_transaction_timeout_s: float = Field(
+        30.0, ge=0, description="PostgreSQL ends a session idle inside a transaction this long (its row locks"
+        " released), seconds; below LOCK_TTL_S (0: never)"
+    )
+    db_lock_timeout_s: float = Field(
+        10.0, ge=0, description="a statement waiting this long for a row or advisory lock fails (retried later),"
+        " seconds (0: waits until DB_STATEMENT_TIMEOUT_S)"
+    )
+    tcp_keepalive_idle_s: int = Field(30, ge=0, description="TCP keepalive of PostgreSQL (both ends) and Redis"
+                                      " connections: idle seconds before the first probe (0: the OS default)")
+    tcp_keepalive_interval_s: int = Field(10, ge=0, description="TCP keepalive: seconds between probes")
+    tcp_keepalive_count: int = Field(3, ge=0, description="TCP keepalive: unanswered probes before the"
+                                     " connection is dropped")
+    tcp_user_timeout_s: float = Field(
+        60.0, ge=0, description="PostgreSQL (both ends) and Redis drop a connection whose sent data stays"
+        " unacknowledged this long (TCP_USER_TIMEOUT), seconds (0: the OS default, ~15 min)"
+    )
+    redis_health_check_interval_s: float = Field(
+        15.0, ge=0, description="a Redis connection idle this long is pinged before use, seconds (0: never)"
+    )
+
     s3_endpoint: str = "127.0.0.1:9000"
     s3_access_key: SecretStr = SecretStr("")
     s3_secret_key: SecretStr = SecretStr("")
@@ -112,6 +135,30 @@ class KnowledgeSettings(CommonSettings):
     events_max_stream_s: float = Field(
         3600.0, gt=0, description="Server-Sent Events: a stream closes after this many seconds (bounds a"
         " connection's life; EventSource clients reconnect and get a fresh snapshot)"
+    )
+    # --- event streams: caps, pool share, token re-check (issue 18; knowledge_service/streams.py)
+    events_max_streams_per_user: int = Field(
+        20, ge=1, description="open /events streams per user (per API process); past it a 429 with Retry-After"
+    )
+    events_max_streams: int = Field(
+        400, ge=1, description="open /events streams in all (per API process); past it a 429 with Retry-After"
+    )
+    events_retry_after_s: int = Field(5, ge=1, description="Retry-After of a 429 for a stream, seconds")
+    events_db_share: int = Field(
+        3, ge=1, description="pooled connections the streams' polls may hold at once (of DB_POOL_MAX; the rest"
+        " stay for requests)"
+    )
+    events_token_check_s: float = Field(
+        5.0, gt=0, le=5.0, description="a stream re-checks its token (and its KB) this often, seconds; it ends"
+        " once the token is revoked or the KB deleted"
+    )
+    events_resync_s: float = Field(
+        30.0, gt=0, description="a KB stream re-reads the whole KB this often (queue positions; rows a long"
+        " transaction committed behind the watermark), seconds"
+    )
+    events_watermark_overlap_s: float = Field(
+        10.0, ge=0, description="a KB stream re-reads rows changed this long before its watermark (writes"
+        " whose transaction began earlier but committed later), seconds"
     )
 
 

@@ -21,6 +21,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any
 
 import asyncpg
@@ -36,20 +37,22 @@ from shared.adapters.postgres.migrate import migrate
 from shared.adapters.postgres.pg_store import PgReleasedObjects, PgWorkerStore
 from shared.adapters.postgres.pool import PoolConfig, create_pool
 from shared.adapters.redis_lock import DocumentLock
+from shared.adapters.redis_lock import connect as redis_connect
 from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.domain.errors import ConfigurationError
 from shared.log import configure
 from shared.settings import WorkerSettings
 from task_service import APP_ID
-from task_service.cache_evictor import EvictConfig, evict_forever
 from task_service.consumer import Consumer, ConsumerConfig
 from task_service.handler import HandlerConfig, IndexHandler
-from task_service.metrics import WorkerMetrics, sample_forever, serve
+from task_service.jobs import cache_evictor, every, metrics_sampler, relay, scanner, sweep
+from task_service.jobs.cache_evictor import EvictConfig
+from task_service.jobs.relay import RelayConfig
+from task_service.jobs.scanner import ScanConfig
+from task_service.jobs.sweep import SweepConfig
+from task_service.metrics import WorkerMetrics, serve
 from task_service.pipeline.parse import ensure_parsers_ready
 from task_service.pipeline.sandbox import InProcessParser, SandboxedParser, parser_from_settings
-from task_service.relay import RelayConfig, relay_forever
-from task_service.scanner import ScanConfig, scan_forever
-from task_service.sweep import SweepConfig, sweep_forever
 from task_service.threads import DaemonThreadPool
 
 log = logging.getLogger("task_service")
@@ -80,11 +83,7 @@ async def _open(settings: WorkerSettings, name: str) -> _Resources:
     embedder = embedder_from_settings(settings)
     await migrate(settings.database_url)
     pool = await create_pool(PoolConfig.from_settings(settings), app_name=name)
-    redis = aioredis.from_url(
-        settings.redis_url.get_secret_value(),
-        socket_timeout=settings.redis_timeout_s,
-        socket_connect_timeout=settings.redis_timeout_s,
-    )
+    redis = redis_connect(settings)
     store = ObjectStore(StorageConfig.from_settings(settings))
     await store.ensure_bucket()
     return _Resources(pool, redis, store, parser, embedder)
@@ -132,9 +131,7 @@ async def run(settings: WorkerSettings) -> None:
             t.cancel()
         background[:] = await _start_background(conn, r.pool, jobs, stop, metrics, relay_wake)
 
-    # Need no broker: run for the worker's lifetime, not per connection.
-    lifelong = [asyncio.create_task(sweep_forever(r.pool, r.store, jobs.sweep, stop)),
-                asyncio.create_task(evict_forever(r.pool, jobs.evict, stop))]
+    lifelong = _start_lifelong(r.pool, r.store, jobs, stop)
     log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch,
                                        "dispatch_per_user": settings.dispatch_limit})
     try:
@@ -178,18 +175,41 @@ class _Jobs:
                    publish_timeout_s=s.amqp_publish_timeout_s, sample=sample, sample_s=s.worker_metrics_sample_s)
 
 
+def _start_lifelong(pool: asyncpg.Pool, store: ObjectStore, jobs: _Jobs,
+                    stop: asyncio.Event) -> list[asyncio.Task[None]]:
+    """The jobs that need no broker, for the worker's lifetime: the orphan sweep (first pass after
+    one period; interval 0 disables it) and the embedding-cache evictor (not when the cache is
+    disabled: max rows 0)."""
+    tasks = []
+    if jobs.sweep.interval_s > 0:
+        tasks.append(asyncio.create_task(every(
+            "orphan sweep", partial(sweep.once, pool, store, grace_s=jobs.sweep.grace_s),
+            jobs.sweep.interval_s, stop, delay_first=True)))
+    if jobs.evict.max_rows > 0:
+        tasks.append(asyncio.create_task(every(
+            "embedding cache eviction", partial(cache_evictor.once, pool, jobs.evict.max_rows),
+            jobs.evict.interval_s, stop)))
+    return tasks
+
+
 async def _start_background(conn: AbstractConnection, pool: asyncpg.Pool, jobs: _Jobs, stop: asyncio.Event,
                             metrics: WorkerMetrics, relay_wake: asyncio.Event) -> list[asyncio.Task[None]]:
-    """The outbox relay, the recovery scanner and (when metrics are served) the gauge sampler,
-    each on its own channel of ``conn``."""
+    """The jobs that need the broker, (re)started on each connection ``conn``, each on its own
+    channel: the outbox relay, the recovery scanner and (when metrics are served) the gauge sampler."""
     publisher = await rabbitmq.Publisher.open(conn, jobs.publish_timeout_s, app_id=APP_ID,
                                               on_failure=metrics.publish_failures.labels("relay").inc)
-    tasks = [asyncio.create_task(relay_forever(pool, publisher, jobs.relay, stop=stop, wake=relay_wake))]
+    tasks = [asyncio.create_task(every(
+        "outbox relay pass", partial(relay.once, pool, publisher, grace_s=jobs.relay.grace_s,
+                                     dispatch_limit=jobs.relay.dispatch_limit),
+        jobs.relay.interval_s, stop, wake=relay_wake, again=relay.full))]
     if jobs.scan.interval_s > 0:
-        tasks.append(asyncio.create_task(scan_forever(pool, await conn.channel(), jobs.scan, stop, metrics)))
+        tasks.append(asyncio.create_task(every(
+            "scan", partial(scanner.once, pool, await conn.channel(), jobs.scan.thresholds, metrics),
+            jobs.scan.interval_s, stop)))
     if jobs.sample:
-        tasks.append(asyncio.create_task(
-            sample_forever(metrics, pool, await conn.channel(), jobs.sample_s, stop)))
+        tasks.append(asyncio.create_task(every(
+            "metrics sampling", partial(metrics_sampler.once, metrics, pool, await conn.channel()),
+            jobs.sample_s, stop, errors=metrics_sampler.ERRORS)))
     return tasks
 
 

@@ -6,7 +6,7 @@ Storage is never cleaned before the database stops referring to an object:
   pending version replaced or dropped, a document deleted) writes its key to ``object_removal``;
   after commit, whoever committed calls
   :func:`shared.adapters.object_removal.remove_released` (API request or worker run);
-* :func:`sweep_orphans` (the worker's periodic job, ``python -m task_service.sweep --once``)
+* :func:`sweep_orphans` (the worker's periodic job :mod:`task_service.jobs.sweep`, ``rag ops sweep --once``)
   drains what a crash left in ``object_removal`` and removes objects under ``kb/`` that no row
   refers to and that are older than a grace period: uploads streamed to storage whose request
   died before its rows were written, leftovers of older versions of the code.

@@ -1,4 +1,4 @@
-"""Dead-letter CLI: ``python -m task_service.dlq list`` and ``python -m task_service.dlq replay ID``.
+"""Dead letters for the operator CLI: ``rag dlq list`` and ``rag dlq replay ID`` (``rag_cli``).
 
 The scanner moves messages from ``rag.index.dlq`` into the ``dead_letter`` table (their tasks
 FAILED with the reason). ``replay`` re-runs the task after a fix: a forced retry, i.e. a new
@@ -7,11 +7,7 @@ generation and a new message — never the old message, whose generation is spen
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
 import logging
-import sys
 
 from shared import usecases
 from shared.adapters import rabbitmq
@@ -53,25 +49,3 @@ async def replay(settings: WorkerSettings, dead_letter_id: int) -> dict[str, obj
         if broker is not None:
             await broker.close()
         await pool.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m task_service.dlq", description=__doc__)
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("list", help="dead letters not yet replayed (JSON lines)")
-    p.add_argument("--all", action="store_true", help="include replayed ones")
-    p = sub.add_parser("replay", help="force-retry the task of a dead letter")
-    p.add_argument("id", type=int)
-    args = parser.parse_args(argv)
-    settings = WorkerSettings()
-    if args.cmd == "list":
-        for item in asyncio.run(list_dead(settings, args.all)):
-            print(json.dumps(item, default=str))
-        return 0
-    result = asyncio.run(replay(settings, args.id))
-    print(json.dumps(result))
-    return 0 if result["replayed"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,26 +19,19 @@ statuses, error codes, stage names, skip reasons — never ids.
 | ``rag_tasks_active`` | gauge, sampled | ``status`` (WAITING, RETRYING, RUNNING) |
 | ``rag_tasks_oldest_age_seconds`` | gauge, sampled | ``status`` (WAITING, RETRYING, RUNNING) |
 
-Sampled gauges are refreshed every ``WORKER_METRICS_SAMPLE_S`` seconds by :func:`sample_forever`.
+Sampled gauges are refreshed every ``WORKER_METRICS_SAMPLE_S`` seconds by the job
+:mod:`task_service.jobs.metrics_sampler`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
 from typing import Any
 
-import asyncpg
-from aio_pika.abc import AbstractChannel
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from shared.adapters import rabbitmq
-from shared.adapters.postgres.pool import connection
-from shared.adapters.postgres.repo import ops as ops_repo
-from shared.domain import messages
-from shared.domain.errors import TransientError
 from shared.domain.states import ACTIVE
 
 log = logging.getLogger(__name__)
@@ -46,7 +39,6 @@ log = logging.getLogger(__name__)
 STAGES = ("download", "parse", "chunk", "embed", "write")
 ACTIVE_STATUSES = tuple(sorted(s.value for s in ACTIVE))  # the gauges' status labels
 #: Seconds: from a 10 ms parse to a 25 min task (TASK_HARD_LIMIT_S).
-_SAMPLE_ERRORS: tuple[type[BaseException], ...] = (TransientError, *rabbitmq.BROKER_ERRORS)
 STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1500)
 
 
@@ -116,37 +108,3 @@ def serve(metrics: WorkerMetrics, host: str, port: int) -> Any:
     server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
     log.info("metrics served", extra={"url": f"http://{host}:{server.server_port}/metrics"})
     return server
-
-
-async def sample_once(metrics: WorkerMetrics, pool: asyncpg.Pool, channel: AbstractChannel | None) -> None:
-    """Refresh the sampled gauges from PostgreSQL and (if given) the broker."""
-    async with connection(pool) as conn:
-        sample = await ops_repo.sample(conn)
-    metrics.outbox_backlog.set(sample.outbox_backlog)
-    for status in ACTIVE_STATUSES:
-        count, age = sample.active.get(status, (0, 0.0))
-        metrics.tasks_active.labels(status).set(count)
-        metrics.tasks_oldest_age.labels(status).set(age)
-    in_dlq = 0
-    if channel is not None and not channel.is_closed:
-        for name in (messages.QUEUE, messages.DLQ):
-            queue = await channel.declare_queue(name, passive=True)
-            ready = queue.declaration_result.message_count or 0
-            metrics.queue_messages.labels(name).set(ready)
-            if name == messages.DLQ:
-                in_dlq = ready
-    metrics.dlq_depth.set(sample.dead_letters_pending + in_dlq)
-
-
-async def sample_forever(metrics: WorkerMetrics, pool: asyncpg.Pool, channel: AbstractChannel,
-                         interval_s: float, stop: asyncio.Event) -> None:
-    """Run :func:`sample_once` every ``interval_s`` seconds until ``stop`` is set."""
-    while not stop.is_set():
-        try:
-            await sample_once(metrics, pool, channel)
-        except _SAMPLE_ERRORS as exc:
-            log.warning("metrics sampling failed", extra={"error": f"{type(exc).__name__}: {exc}"})
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
-        except TimeoutError:
-            pass

@@ -6,7 +6,13 @@ the service itself (PostgreSQL, here): point the process at :attr:`TcpProxy.port
   mid-query if one is running; the server sees its client gone);
 * :meth:`TcpProxy.hang`: open connections are reset, new ones are accepted and never answered
   (a server or network that does not respond: the client's connect timeout fires);
+* :meth:`TcpProxy.freeze`: a partition: nothing is forwarded either way and nothing is closed
+  (no FIN, no RST: bytes wait in the proxy and the socket buffers; a new connection is accepted
+  and held, never connected through) — each side sees only silence, as across a dropped link;
+* :meth:`TcpProxy.heal`: the partition ends: held bytes and connections flow on;
 * :meth:`TcpProxy.restore`: forwards again, on the same port.
+
+A restarted service (state lost, connections closed) is :meth:`cut` then :meth:`restore`.
 
 asyncio, in the test's event loop; start it with ``await TcpProxy.start(host, port)``.
 """
@@ -29,6 +35,8 @@ class TcpProxy:
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()  # both ends of every connection, to reset them
         self._tasks: set[asyncio.Task[None]] = set()
+        self._flowing = asyncio.Event()  # cleared by freeze(): every pipe waits
+        self._flowing.set()
 
     @classmethod
     async def start(cls, target_host: str, target_port: int) -> TcpProxy:
@@ -63,9 +71,22 @@ class TcpProxy:
         if self._server is None:
             await self._listen()
 
+    def freeze(self) -> None:
+        """Stop forwarding both ways, closing nothing (a partition)."""
+        self._flowing.clear()
+
+    def heal(self) -> None:
+        """End a :meth:`freeze`: what waited flows on."""
+        self._flowing.set()
+
+    @property
+    def frozen(self) -> bool:
+        return not self._flowing.is_set()
+
     async def restore(self) -> None:
-        """Forward again (listening on the same port)."""
+        """Forward again (listening on the same port; a freeze ends too)."""
         self.forwarding = True
+        self._flowing.set()
         self._reset_all()  # the connections held by hang()
         if self._server is None:
             await self._listen()
@@ -98,17 +119,19 @@ class TcpProxy:
             if not self.forwarding:
                 await reader.read()  # hold it open, answer nothing, until reset or closed
                 return
+            await self._flowing.wait()  # frozen: accepted, never connected through (until heal)
             try:
                 up_reader, up_writer = await asyncio.open_connection(*self.target)
             except OSError:
                 return
             self._open.add(up_writer)
             try:
-                await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+                await asyncio.gather(_pipe(reader, up_writer, self._flowing),
+                                     _pipe(up_reader, writer, self._flowing))
             finally:
                 self._open.discard(up_writer)
                 up_writer.close()
-        except OSError:
+        except (OSError, asyncio.CancelledError):  # CancelledError: close(); the task ends here, quietly
             pass
         finally:
             self._open.discard(writer)
@@ -116,10 +139,16 @@ class TcpProxy:
             self._tasks.discard(task)
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Copy until EOF or an error on either side, then close the writing side."""
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, flowing: asyncio.Event) -> None:
+    """Copy until EOF or an error on either side, then close the writing side; while ``flowing``
+    is clear (frozen) nothing is read, written or closed (an EOF seen is passed on after the heal)."""
     try:
-        while data := await reader.read(65536):
+        while True:
+            await flowing.wait()
+            data = await reader.read(65536)
+            await flowing.wait()
+            if not data:
+                break
             writer.write(data)
             await writer.drain()
     except OSError:

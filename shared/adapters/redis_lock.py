@@ -10,7 +10,24 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 from redis.exceptions import LockError, LockNotOwnedError, RedisError
 
+from shared.adapters.keepalive import Keepalive
 from shared.domain.errors import LockLostError, LockUnavailableError
+from shared.settings import CommonSettings
+
+
+def connect(s: CommonSettings) -> aioredis.Redis:
+    """The services' Redis client (``REDIS_URL``): every call bounded by ``REDIS_TIMEOUT_S``,
+    TCP keepalive (``TCP_KEEPALIVE_*``, ``TCP_USER_TIMEOUT_S``) and a ping before reusing a
+    connection idle ``REDIS_HEALTH_CHECK_INTERVAL_S``: a connection across a healed partition is
+    found dead and replaced, not trusted."""
+    return aioredis.from_url(
+        s.redis_url.get_secret_value(),
+        socket_timeout=s.redis_timeout_s,
+        socket_connect_timeout=s.redis_timeout_s,
+        socket_keepalive=True,
+        socket_keepalive_options=Keepalive.from_settings(s).socket_options(),
+        health_check_interval=s.redis_health_check_interval_s,
+    )
 
 
 def document_lock_key(document_id: int) -> str:

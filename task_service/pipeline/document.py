@@ -11,6 +11,7 @@ indexed or was altered ("3 images ignored", "NUL bytes removed").
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 SECTION_SEPARATOR = " > "
@@ -38,7 +39,37 @@ class ParsedDocument:
         return "\n\n".join(block.text for block in self.blocks)
 
 
+@dataclass
+class HeadingStack:
+    """The open headings of a document walk, as (level, text); a smaller level is a higher heading."""
+
+    open: list[tuple[int, str]] = field(default_factory=list)
+
+    def enter(self, level: int, text: str) -> str | None:
+        """Close the headings at ``level`` or deeper, open ``text``; returns the new ``path``."""
+        while self.open and self.open[-1][0] >= level:
+            self.open.pop()
+        self.open.append((level, text))
+        return self.path
+
+    @property
+    def path(self) -> str | None:
+        """The section path of the open headings (``section_path``)."""
+        return section_path([text for _, text in self.open])
+
+
 def section_path(headings: list[str]) -> str | None:
     """Join a heading stack into a section path; ``None`` for an empty stack."""
     parts = [" ".join(h.split()) for h in headings if h and h.strip()]
     return SECTION_SEPARATOR.join(parts) if parts else None
+
+
+def count_warnings(counts: Mapping[str, int], sentences: Mapping[str, tuple[str, str]]) -> tuple[str, ...]:
+    """Warnings for what a reader counted and did not read: ``"3 images ignored (no OCR)"``.
+
+    ``sentences``: kind → (singular, plural) words after the number, in the order the warnings are
+    given; kinds counted 0 (or absent from ``counts``) give none. Numbers use thousands separators.
+    """
+    return tuple(
+        f"{n:,} {one if n == 1 else many}" for kind, (one, many) in sentences.items() if (n := counts.get(kind, 0))
+    )

@@ -60,11 +60,12 @@ from collections.abc import Callable, Iterator
 from lxml import etree
 
 from shared.domain.errors import CorruptDocumentError, UnsupportedTypeError
-from task_service.pipeline.document import Block, ParsedDocument, section_path
+from task_service.pipeline.document import Block, HeadingStack, ParsedDocument, count_warnings
 from task_service.pipeline.docx_numbering import ListNumbering
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.omml import GAP, math_text, resolve_gaps
-from task_service.pipeline.readers.ooxml import SECURE_XML, Package, check_doctype, choose, xml_errors
+from task_service.pipeline.readers._xmlzip import SECURE_XML, check_doctype, xml_errors
+from task_service.pipeline.readers.ooxml import Package, choose
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 _W = "{" + W_NS + "}"
@@ -180,7 +181,7 @@ def _walk_main(package: Package, part: str, walker: _Walker) -> list[str]:
     (the ZIP limit) would need ≈2 GB as a tree."""
     refs: list[str] = []
     walker.flow = True
-    with xml_errors(part, "DOCX"), package.open(part) as stream:
+    with xml_errors("DOCX", part), package.stream(part) as stream:
         events = etree.iterparse(stream, events=("end",), tag=_BODY_CHILDREN, **SECURE_XML)
         for _, element in events:
             parent = element.getparent()
@@ -197,7 +198,7 @@ def _walk_main(package: Package, part: str, walker: _Walker) -> list[str]:
 
 
 def _check_root(root: etree._Element, part: str, tag: str | None = None) -> None:
-    check_doctype(root, part, "DOCX")
+    check_doctype(root, "DOCX", part)
     if root.tag == _STRICT_DOCUMENT:
         raise UnsupportedTypeError(
             "DOCX is saved as Strict Open XML (ISO/IEC 29500 Strict), which is not supported; "
@@ -260,7 +261,7 @@ class _Walker:
         self.cell: list[str] | None = None  # paragraph texts of the table cell being read
         self.flow = False  # headings count (body, outside tables and text boxes)
         self.section: str | None = None
-        self.headings: list[tuple[int, str]] = []
+        self.headings = HeadingStack()
         self.note_sections: dict[tuple[str, str], str | None] = {}
         self.seen_furniture: set[str] = set()
         self._block_handlers: dict[str, Callable[[etree._Element], None]] = {
@@ -345,10 +346,7 @@ class _Walker:
             level = None if style is None else self.levels.get(style.get(_W + "val", ""))
         if level is None:
             return
-        while self.headings and self.headings[-1][0] >= level:
-            self.headings.pop()
-        self.headings.append((level, text))
-        self.section = section_path([h for _, h in self.headings])
+        self.section = self.headings.enter(level, text)
 
     def _table(self, tbl: etree._Element) -> None:
         outer_out, outer_cell, outer_flow = self.out, self.cell, self.flow
@@ -484,8 +482,4 @@ _WARNINGS = {
 
 
 def _warnings(counts: Counter[str]) -> tuple[str, ...]:
-    return tuple(
-        f"{counts[kind]:,} {one if counts[kind] == 1 else many}"
-        for kind, (one, many) in _WARNINGS.items()
-        if counts[kind]
-    )
+    return count_warnings(counts, _WARNINGS)

@@ -28,27 +28,34 @@ Walking (our own, iterative, so depth costs no Python recursion):
 - ``link_targets=True`` (the Markdown reader) appends a link's target after its text:
   ``the portal (https://host/path)``.
 
-Limits: lexbor's tree construction is quadratic in the nesting depth of block elements
-(measured, selectolax 1.0.2: 10,000 nested ``<div>`` 0.15 s, 40,000 → 3.2 s; 40,000 nested
-``<ul><li>`` 13 s), so a document whose estimated element nesting exceeds ``MAX_DEPTH`` is
-refused with ``ParseLimitError`` before parsing.
+Limits: lexbor's tree construction costs, per tag, a walk over the open elements (scope
+checks), so it is quadratic in the nesting (measured, selectolax 1.0.2: 10,000 nested ``<div>``
+0.15 s, 40,000 → 3.2 s; 40,000 × ``<ul><li></x>`` 38 s; 40,000 ``<x>`` then ``<p></p>`` ×
+20,000: 10 s). Before parsing, ``html_tree.tree_cost`` replays the tree builder's stack on the
+tags (unmatched end tags ignored as the builder ignores them, formatting elements re-opened):
+a document nesting deeper than ``MAX_DEPTH`` or costing more than ``max_tree_work`` steps is
+refused with ``ParseLimitError``.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shared.domain.errors import DependencyMissingError, ParseLimitError
-from task_service.pipeline.document import Block, ParsedDocument, section_path
+from task_service.pipeline.document import Block, HeadingStack, ParsedDocument
+from task_service.pipeline.html_tree import tree_cost
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 MAX_DEPTH = 10_000
-"""Estimated element nesting above which a document is refused (``ParseLimitError``)."""
+"""Element nesting (as the HTML5 tree builder opens elements) above which a document is refused
+(``ParseLimitError``)."""
+TREE_WORK_BASE = 200_000_000
+TREE_WORK_PER_CHAR = 20
+_FEW_TAGS = 14_000  # 14,000² = 1.96e8 < TREE_WORK_BASE: such a document cannot exceed the work bound
 
 _BLOCK_TAGS = frozenset(
     "address article aside blockquote body caption center col colgroup dd details dialog dir div dl dt "
@@ -64,25 +71,15 @@ _PRE_TAGS = frozenset(("pre", "listing", "plaintext", "xmp", "textarea"))
 _WHITESPACE = re.compile("[ \t\n\f\r]+")
 DATA_URI = re.compile(r"\bdata:(?:[\w.+-]+/[\w.+-]+)?(?:;[\w.+-]+(?:=[^;,\s]*)?)*,[^\s\"'<>)\]]*", re.IGNORECASE)
 _SKIPPED_HREF = ("#", "javascript:", "data:", "vbscript:")
-# Elements whose end tag may be omitted, or that close a previous one of their kind when a new
-# one starts: they do not nest when left unclosed, so the depth estimate does not count them.
-_NON_NESTING_NAMES = (
-    "a area base br button col colgroup dd dt embed h1 h2 h3 h4 h5 h6 head hr html img input li link meta nobr "
-    "option optgroup p param rb rp rt rtc source tbody td tfoot th thead tr track wbr body"
-).split()
-_NON_NESTING = frozenset(_NON_NESTING_NAMES)
-_OPEN_NAME = re.compile(r"<([A-Za-z][A-Za-z0-9-]*)")
-_CLOSE_NAME = re.compile(r"</([A-Za-z][A-Za-z0-9-]*)")
-_OPEN_OR_CLOSE_NAME = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)")
-_SLICE = 64 * 1024
 
 
 def extract_html(text: str, *, link_targets: bool = False) -> ParsedDocument:
     """Return the blocks of an HTML document (decoded text), in reading order, with warnings.
 
     Blocks are not yet normalized (``parse.py`` does that). ``link_targets`` appends each
-    link's target to its text. Raises ``ParseLimitError`` when the estimated element nesting
-    exceeds ``MAX_DEPTH``; ``DependencyMissingError`` when selectolax is not installed.
+    link's target to its text. Raises ``ParseLimitError`` when the element nesting exceeds
+    ``MAX_DEPTH`` or the tree builder's work ``max_tree_work``; ``DependencyMissingError``
+    when selectolax is not installed.
     """
     _check_depth(text)
     try:
@@ -99,47 +96,32 @@ def extract_html(text: str, *, link_targets: bool = False) -> ParsedDocument:
     return walker.result()
 
 
-def estimated_depth(text: str, *, limit: int = MAX_DEPTH) -> int:
-    """Estimate the element nesting depth of HTML ``text`` from its tags alone (no tree).
-
-    Counts start minus end tags of elements that nest when left unclosed (not ``p``, ``li``,
-    ``td``, void elements...). Cheap: per 64 KiB slice, one C-level count of start tags; only
-    a slice that could take the depth past ``limit`` is scanned tag by tag. The result is exact
-    up to ``limit`` (within a slice, stray end tags before start tags may hide some depth).
-    """
-    depth = peak = 0
-    start = 0
-    while start < len(text):
-        end = text.rfind("<", start + 1, start + _SLICE)  # cut before a tag, never inside one
-        end = end if end > 0 and start + _SLICE < len(text) else start + _SLICE
-        piece = text[start:end]
-        start = end
-        opens = _nesting(_OPEN_NAME.findall(piece))
-        if depth + opens <= limit:
-            depth = max(depth + opens - _nesting(_CLOSE_NAME.findall(piece)), 0)
-            peak = max(peak, depth)
-            continue
-        for close, name in _OPEN_OR_CLOSE_NAME.findall(piece):
-            if name.lower() not in _NON_NESTING:
-                depth = max(depth - 1, 0) if close else depth + 1
-                peak = max(peak, depth)
-    return peak
-
-
-def _nesting(names: list[str]) -> int:
-    """How many of these tag names are of elements that nest (counted in C by ``Counter``)."""
-    return sum(n for name, n in Counter(names).items() if name.lower() not in _NON_NESTING)
-
-
 def _check_depth(text: str) -> None:
-    if text.count("<") <= MAX_DEPTH:
+    """Refuse (``ParseLimitError``) markup whose tree would nest deeper than ``MAX_DEPTH`` or
+    cost lexbor's tree builder more than ``max_tree_work(len(text))`` scope-walk steps
+    (:mod:`task_service.pipeline.html_tree`). A document of at most ``_FEW_TAGS`` tags needs no
+    replay: its work is below ``tags²``."""
+    tags = text.count("<")
+    if tags <= _FEW_TAGS:
         return
-    depth = estimated_depth(text)
-    if depth > MAX_DEPTH:
+    cost = tree_cost(text, max_depth=MAX_DEPTH, max_work=max_tree_work(len(text)))
+    if cost.depth > MAX_DEPTH:
         raise ParseLimitError(
-            f"elements (HTML tags, or Markdown lists and block quotes) nested about {depth} levels deep; "
+            f"elements (HTML tags, or Markdown lists and block quotes) nested about {cost.depth} levels deep; "
             f"at most {MAX_DEPTH} levels are read (parse time grows with the square of the depth)"
         )
+    if not cost.complete:
+        raise ParseLimitError(
+            f"elements nested so deep, so often (over {cost.work:,} open elements re-checked by the HTML "
+            f"tree builder) that parsing would take minutes"
+        )
+
+
+def max_tree_work(chars: int) -> int:
+    """The tree-builder work (see ``html_tree.TreeCost.work``) allowed for a document of
+    ``chars`` characters: ``TREE_WORK_BASE`` plus ``TREE_WORK_PER_CHAR`` per character (at
+    7-12 ns per step in lexbor, ≈2-4 s for any document of a few MB)."""
+    return TREE_WORK_BASE + TREE_WORK_PER_CHAR * chars
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +164,7 @@ class _Walker:
         self.parts: list[str] = []
         self.pre = False  # ``parts`` holds preformatted text
         self.rows: list[_Row] = []
-        self.headings: list[tuple[int, str]] = []
+        self.headings = HeadingStack()
         self.section: str | None = None
         self.heading_depth = -1  # stack depth of the open heading element, -1 when none
         self.pre_depth = 0
@@ -333,10 +315,7 @@ class _Walker:
         if not text:
             return
         level = _HEADINGS[node.tag]
-        while self.headings and self.headings[-1][0] >= level:
-            self.headings.pop()
-        self.headings.append((level, text))
-        self.section = section_path([heading for _, heading in self.headings])
+        self.section = self.headings.enter(level, text)
         self.blocks.append(Block(text, self.section))
 
     def _enter_row(self, node: Any, depth: int) -> bool:

@@ -1,4 +1,13 @@
-"""PDF text layer via pypdfium2, and OCR for scanned pages (no layout model).
+"""PDF text layer via pypdfium2, in reading order, with form fields and annotations, and OCR for
+scanned pages (no layout model).
+
+Reading order (``pdf_layout``): the page's characters (code point, glyph box, loose box, angle:
+``FPDFText_GetUnicode``/``GetCharBox``/``GetLooseCharBox``/``GetCharAngle``, in the page's own,
+unrotated space) are laid out by text direction and a recursive XY-cut, so rotated pages and
+text read in the author's line order and columns read column by column whatever order they were
+drawn in. Filled form fields and FreeText/sticky-note text (``pdf_annotations``) follow the
+page's text as one block ("Customer name: Jane Doe"). Cost: four ctypes calls per character,
+measured 2.5-15× slower than ``get_text_bounded`` (``bench/RESULTS.md``, section pdf_layout).
 
 OCR (``ocr.py``): a page whose text layer is empty, or a stray line over a scan (``ocr.needs_ocr``:
 at most 200 non-space characters covering < 2 % of the page, over images covering ≥ 30 % of it), is
@@ -21,6 +30,7 @@ fails, see ``sandbox.py``).
 
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
 from typing import Any
@@ -29,12 +39,13 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from shared.domain.errors import CorruptDocumentError, ParseLimitError, PdfEncryptedError
-from task_service.pipeline import ocr
+from task_service.pipeline import ocr, pdf_annotations, pdf_layout
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.hyphens import load_word_list, resolve_line_hyphens
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
 
 _PDFIUM_LOCK = threading.Lock()
+_NO_BOX = (0.0, 0.0, 0.0, 0.0)
 _ENCRYPTED_CODES = {pdfium_c.FPDF_ERR_PASSWORD, pdfium_c.FPDF_ERR_SECURITY}
 
 
@@ -50,8 +61,9 @@ def extract_pdf(
     max_text_chars: int = DEFAULT_LIMITS.pdf_max_text_chars,
     limits: ParseLimits | None = DEFAULT_LIMITS,
 ) -> ParsedDocument:
-    """Return the text layer of a PDF, one block per page (``page`` 1-based; not yet normalized),
-    and the OCR paragraphs of its scanned pages (``limits``' OCR settings; ``None``: no OCR).
+    """Return the text layer of a PDF in reading order, one block per page (``page`` 1-based; not
+    yet normalized), the OCR paragraphs of its scanned pages (``limits``' OCR settings; ``None``:
+    no OCR), and after each page's text a block of its filled form fields and annotation text.
 
     A page without text that is not OCRed gives a whitespace-only block, and a warning names how
     many pages had no text. Raises ``PdfEncryptedError``
@@ -74,13 +86,17 @@ def extract_pdf(
             pages = len(pdf)
             if pages > max_pages:
                 raise ParseLimitError(f"PDF has {pages:,} pages; the limit is {max_pages:,} (PDF_MAX_PAGES)")
+            form_warnings = pdf_annotations.open_forms(pdf)
             texts: list[str] = []
+            notes: list[list[str]] = []
             scanned: list[int] = []
+            seen: set[str] = set()
             used = 0
             for index in range(pages):
-                text, needs = _page_text(pdf, index, used, max_text_chars)
-                used += len(text)
+                text, needs, page_notes = _page_text(pdf, index, (used, max_text_chars), seen)
+                used += len(text) + sum(len(note) for note in page_notes)
                 texts.append(text)
+                notes.append(page_notes)
                 if needs and limits is not None:
                     scanned.append(index)
             read = _ocr_pages(pdf, scanned, limits) if limits is not None and scanned else {}
@@ -90,27 +106,29 @@ def extract_pdf(
             pdf.close()
     words = load_word_list()
     texts = resolve_line_hyphens(texts, words.__contains__)
-    blocks = _assemble(texts, read)
+    blocks = _assemble(texts, read, notes)
     tally = ocr.OcrTally()
     for result in read.values():
         tally.add(result)
-    unread = sum(1 for index, text in enumerate(texts) if not text.strip() and index not in read)
-    return ParsedDocument(tuple(blocks), _warnings(unread, pages) + tally.warnings())
+    unread = sum(1 for index, text in enumerate(texts) if not text.strip() and index not in read and not notes[index])
+    return ParsedDocument(tuple(blocks), form_warnings + _warnings(unread, pages) + tally.warnings())
 
 
-def _assemble(texts: list[str], read: dict[int, ocr.OcrResult]) -> list[Block]:
-    """One block per page's text layer, and after it the page's OCR paragraphs (the stray text layer
-    is dropped when OCR read the same words)."""
+def _assemble(texts: list[str], read: dict[int, ocr.OcrResult], notes: list[list[str]]) -> list[Block]:
+    """One block per page's text layer, after it the page's OCR paragraphs (the stray text layer
+    is dropped when OCR read the same words), then its form fields and annotations (one block)."""
     blocks: list[Block] = []
     for index, text in enumerate(texts):
         result = read.get(index)
         if result is None:
             blocks.append(Block(text, page=index + 1))
-            continue
-        stray = ocr.join_stray_text(text, "\n".join(result.paragraphs))
-        if stray is not None:
-            blocks.append(Block(stray, page=index + 1))
-        blocks.extend(Block(paragraph, page=index + 1) for paragraph in result.paragraphs)
+        else:
+            stray = ocr.join_stray_text(text, "\n".join(result.paragraphs))
+            if stray is not None:
+                blocks.append(Block(stray, page=index + 1))
+            blocks.extend(Block(paragraph, page=index + 1) for paragraph in result.paragraphs)
+        if notes[index]:
+            blocks.append(Block("\n".join(notes[index]), page=index + 1))
     return blocks
 
 
@@ -150,10 +168,15 @@ def _render(pdf: pdfium.PdfDocument, index: int, limits: ParseLimits) -> Any:
         page.close()
 
 
-def _page_text(pdf: pdfium.PdfDocument, index: int, used: int, limit: int) -> tuple[str, bool]:
-    """The text of page ``index`` and whether it needs OCR (``ocr.needs_ocr``). ``ParseLimitError`` when
-    it would take the document's text (``used`` characters so far) past ``limit``: checked with
-    PDFium's character count first, before the text is copied out, and again on the copied text."""
+def _page_text(
+    pdf: pdfium.PdfDocument, index: int, budget: tuple[int, int], seen: set[str]
+) -> tuple[str, bool, list[str]]:
+    """The text of page ``index`` in reading order (``pdf_layout``), whether it needs OCR
+    (``ocr.needs_ocr``) and its form field and annotation lines (``pdf_annotations``; ``seen``
+    holds those of earlier pages). ``budget`` is (characters used so far, limit):
+    ``ParseLimitError`` when the page would pass it, checked with PDFium's character count first,
+    before the characters are copied out, and again on the ordered text and annotations."""
+    used, limit = budget
     page = pdf[index]
     try:
         textpage = page.get_textpage()
@@ -161,36 +184,80 @@ def _page_text(pdf: pdfium.PdfDocument, index: int, used: int, limit: int) -> tu
             count = textpage.count_chars()
             if used + count > limit:
                 raise _text_limit(limit, index)
-            # get_text_bounded covers full Unicode; get_text_range is limited to UCS-2
-            # (pypdfium2 5.x docstring of PdfTextPage.get_text_range).
-            text = str(textpage.get_text_bounded())
-            needs = _needs_ocr(page, textpage, text, count)
+            chars = _chars(textpage, count, page.get_bbox())
+            notes = pdf_annotations.page_annotations(pdf, page, textpage, seen)
         finally:
             textpage.close()
+        text = pdf_layout.page_text(chars)
+        needs = _needs_ocr(page, chars, text)
     finally:
         page.close()
-    if used + len(text) > limit:
+    if used + len(text) + sum(len(note) for note in notes) > limit:
         raise _text_limit(limit, index)
-    return text, needs
+    return text, needs, notes
 
 
-def _needs_ocr(page: pdfium.PdfPage, textpage: pdfium.PdfTextPage, text: str, count: int) -> bool:
+def _chars(textpage: pdfium.PdfTextPage, count: int, bounds: pdf_layout.Box) -> list[pdf_layout.Char]:
+    """PDFium's characters of a page: code point (a UTF-16 surrogate pair made one), glyph box in
+    page space, baseline direction (``FPDFText_GetCharAngle`` is clockwise, in radians). Glyphs
+    centred outside ``bounds`` (the crop box: printer's marks) are left out, as
+    ``get_text_bounded`` did."""
+    raw = textpage.raw
+    unicode, char_box = pdfium_c.FPDFText_GetUnicode, pdfium_c.FPDFText_GetCharBox
+    char_angle, loose_box = pdfium_c.FPDFText_GetCharAngle, pdfium_c.FPDFText_GetLooseCharBox
+    left, right, bottom, top = (ctypes.c_double() for _ in range(4))
+    refs = tuple(ctypes.byref(v) for v in (left, right, bottom, top))
+    loose = pdfium_c.FS_RECTF()
+    loose_ref = ctypes.byref(loose)
+    chars: list[pdf_layout.Char] = []
+    pending = 0
+    for i in range(count):
+        code = unicode(raw, i)
+        if 0xD800 <= code < 0xDC00:
+            pending = code
+            continue
+        if 0xDC00 <= code < 0xE000 and pending:
+            code, pending = 0x10000 + ((pending - 0xD800) << 10) + (code - 0xDC00), 0
+        text = chr(code)
+        if not code or text in "\r\n":
+            continue  # PDFium's line breaks: the layout finds lines from the boxes
+        if text.isspace():
+            chars.append(pdf_layout.Char(" ", _NO_BOX))  # only separates words
+            continue
+        char_box(raw, i, *refs)
+        box = (left.value, bottom.value, right.value, top.value)
+        if not _inside(bounds, box):
+            continue
+        angle = char_angle(raw, i)
+        degrees = 0.0 if angle < 0 else (360.0 - math.degrees(angle)) % 360.0
+        wide = (loose.left, loose.bottom, loose.right, loose.top) if loose_box(raw, i, loose_ref) else None
+        chars.append(pdf_layout.Char(text, box, degrees, wide))
+    return chars
+
+
+def _inside(bounds: pdf_layout.Box, box: pdf_layout.Box) -> bool:
+    """Whether the centre of ``box`` lies within ``bounds``."""
+    x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    return bounds[0] <= x <= bounds[2] and bounds[1] <= y <= bounds[3]
+
+
+def _needs_ocr(page: pdfium.PdfPage, chars: list[pdf_layout.Char], text: str) -> bool:
     """``ocr.needs_ocr`` from the page's measured text and image areas (measured only when the
     text is short enough to be a stray line)."""
-    chars = sum(1 for c in text if not c.isspace())
-    if chars > ocr.MAX_STRAY_CHARS:
+    visible = sum(1 for c in text if not c.isspace())
+    if visible > ocr.MAX_STRAY_CHARS:
         return False
     width, height = page.get_size()
     area = max(width * height, 1.0)
     text_area = 0.0
-    for i in range(count):
-        left, bottom, right, top = textpage.get_charbox(i)
+    for char in chars:
+        left, bottom, right, top = char.box
         text_area += max(right - left, 0.0) * max(top - bottom, 0.0)
     image_area = 0.0
     for obj in page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_IMAGE,), max_depth=3):
         left, bottom, right, top = obj.get_bounds()
         image_area += _clipped(left, right, width) * _clipped(bottom, top, height)
-    return ocr.needs_ocr(chars, min(text_area / area, 1.0), min(image_area / area, 1.0))
+    return ocr.needs_ocr(visible, min(text_area / area, 1.0), min(image_area / area, 1.0))
 
 
 def _clipped(low: float, high: float, size: float) -> float:

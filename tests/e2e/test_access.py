@@ -174,8 +174,8 @@ def test_revoked_token_is_refused(api_url: str, services_env: dict[str, str]) ->
 
     from tests.support import ROOT, child_env
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "rag_cli", *args], cwd=ROOT,
+    def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "rag_cli", *args], cwd=ROOT, input=stdin,
                               env=child_env(services_env), capture_output=True, text=True, timeout=60)
 
     token = json.loads(cli("create-user", "revocable").stdout)["token"]
@@ -186,6 +186,7 @@ def test_revoked_token_is_refused(api_url: str, services_env: dict[str, str]) ->
         "the token is never stored in clear"
     assert sql_value(dsn, "SELECT count(*) FROM api_token WHERE token_sha256 = sha256(convert_to($1, 'UTF8'))",
                      token) == 1, "only its SHA-256"
-    assert cli("revoke-token", token).returncode == 0
+    assert cli("revoke-token", token).returncode == 2  # never from argv (visible in ps)
+    assert cli("revoke-token", "-", stdin=token).returncode == 0
     assert httpx.get(f"{api_url}/api/v1/knowledge-bases", headers=headers).status_code == 401
-    assert cli("revoke-token", token).returncode == 1  # already revoked
+    assert cli("revoke-token", "-", stdin=token).returncode == 1  # already revoked

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from tests.bigtext import log_text
 from tests.e2e.conftest import WorkerFactory
 from tests.e2e.test_shutdown import fake_embeddings  # noqa: F401  (fixture)
 from tests.support import Api
+from tests.support.bigtext import log_text
 
 pytestmark = pytest.mark.e2e
 

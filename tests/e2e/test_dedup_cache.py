@@ -1,7 +1,7 @@
 """Issue 13: do no work twice, over real processes. Model calls are read from ``embedding_run``
 (``cache_misses`` = chunks the model embedded, ``cache_hits`` = chunks the cache served).
 
-One worker, small documents of one-paragraph chunks (tests.bigtext.paragraphs)."""
+One worker, small documents of one-paragraph chunks (tests.support.bigtext.paragraphs)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from minio import Minio
 from shared.adapters.rabbitmq import Publisher, connect
 from shared.domain.messages import IndexMessage
 from shared.settings import KnowledgeSettings
-from tests.bigtext import paragraphs
 from tests.e2e.conftest import WorkerFactory
 from tests.support import Api, model_calls, poll, skips, sql, sql_value
+from tests.support.bigtext import paragraphs
 
 pytestmark = pytest.mark.e2e
 N = 12  # paragraphs = chunks

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from tests.e2e.conftest import WorkerFactory
-from tests.pdfgen import pdf_pages, text_page
 from tests.support import ROOT, Api
+from tests.support.pdfgen import pdf_pages, text_page
 
 CASES = ROOT.parent / "shared" / "cases" / "extraction"
 HTML_MARKERS = (

@@ -2,9 +2,9 @@
 and crashing messages (dead-letter queue), a connection closed by an operator, a delete racing a
 running task.
 
-Real processes (API, workers, ``python -m task_service.scanner --once``, ``python -m
-task_service.dlq``), real SIGKILL / SIGSTOP / SIGCONT; assertions read the database. Each test
-prints ``RECOVERY-TIMING ...`` lines: how long the fault took to reach its terminal state.
+Real processes (API, workers, ``rag ops scanner --once``, ``rag dlq``), real SIGKILL / SIGSTOP /
+SIGCONT; assertions read the database. Each test prints ``RECOVERY-TIMING ...`` lines: how long
+the fault took to reach its terminal state.
 """
 
 from __future__ import annotations
@@ -82,11 +82,13 @@ def _run(services_env: dict[str, str], module: str, *args: str, check: bool = Tr
     return r
 
 
-def _scan_once(services_env: dict[str, str], **overrides: str) -> str:
-    """One pass of the recovery scanner as its own process; its one-line report."""
-    out = _run(services_env, "task_service.scanner", "--once", lock_retry_delay_s=FAST["lock_retry_delay_s"],
+def _scan_once(services_env: dict[str, str], **overrides: str) -> dict[str, list[int]]:
+    """One pass of the recovery scanner as its own process (``rag ops scanner --once``); its JSON
+    report: ``{"timed_out": [task ids], "republished": [...], "dead_lettered": [...]}``."""
+    out = _run(services_env, "rag_cli", "ops", "scanner", "--once", lock_retry_delay_s=FAST["lock_retry_delay_s"],
                **overrides).stdout.strip()
-    return out.splitlines()[-1] if out else ""
+    report: dict[str, list[int]] = json.loads(out.splitlines()[-1])
+    return report
 
 
 # ------------------------------------------------------------------ database and broker probes
@@ -202,7 +204,7 @@ def test_sigkilled_worker_is_timed_out_by_the_scanner_then_retry_succeeds(
     assert d["status"] == "FAILED" and d["chunk_count"] == 0, d
     assert chunk_ids(dsn, doc_id) == []
     # A second scan changes nothing (the timeout is a conditional update on the claim).
-    assert "timed out []" in _scan_once(services_env, running_heartbeat_timeout_s="2")
+    assert _scan_once(services_env, running_heartbeat_timeout_s="2")["timed_out"] == []
 
     r = api.http.post(f"/api/v1/tasks/{doc['task_id']}/retry")
     assert r.status_code == 202, r.text
@@ -238,17 +240,17 @@ def test_schema_invalid_messages_are_rejected_to_the_dlq(
     assert _ready_messages(amqp_url, QUEUE) == 0, line
 
     report = _scan_once(services_env)
-    assert "dead-lettered []" in report, report  # no task to fail: the bodies name none
+    assert report["dead_lettered"] == [], report  # no task to fail: the bodies name none
     rows = sql(dsn, "SELECT reason, body, task_id, replayed_at FROM dead_letter WHERE body = ANY($1::bytea[])",
                bodies)
     assert sorted(bytes(r["body"]) for r in rows) == sorted(bodies), rows
     assert all(r["reason"] == "rejected" and r["task_id"] is None and r["replayed_at"] is None for r in rows), rows
     assert _ready_messages(amqp_url, DLQ) == 0  # drained, acked only after the rows were committed
 
-    listed = [json.loads(x) for x in _run(services_env, "task_service.dlq", "list").stdout.splitlines()]
+    listed = [json.loads(x) for x in _run(services_env, "rag_cli", "dlq", "list", "--json").stdout.splitlines()]
     ids = {int(x["id"]) for x in listed if x["task_id"] is None}
     assert len(ids) >= len(bodies), listed
-    r = _run(services_env, "task_service.dlq", "replay", str(min(ids)), check=False)
+    r = _run(services_env, "rag_cli", "dlq", "replay", str(min(ids)), check=False)
     assert r.returncode == 1 and json.loads(r.stdout)["replayed"] is False, r.stdout
 
 
@@ -305,7 +307,7 @@ def test_message_crashing_every_worker_hits_the_delivery_limit_then_replays(
     assert embedding_runs(dsn, doc_id) == 0
 
     report = _scan_once(services_env)
-    assert f"dead-lettered [{task_id}]" in report, report
+    assert report["dead_lettered"] == [task_id], report
     line = _timing(f"crashing message ({crashes} crashes) -> task FAILED delivery_limit, from upload",
                    time.monotonic() - uploaded)
     _timing("  of which dead letter -> FAILED (one scanner pass)", time.monotonic() - dead_lettered)
@@ -320,10 +322,10 @@ def test_message_crashing_every_worker_hits_the_delivery_limit_then_replays(
     assert rows[0]["document_id"] == doc_id and rows[0]["replayed_at"] is None
     assert _ready_messages(amqp_url, DLQ) == 0 and _ready_messages(amqp_url, QUEUE) == 0
 
-    listed = [json.loads(x) for x in _run(services_env, "task_service.dlq", "list").stdout.splitlines()]
+    listed = [json.loads(x) for x in _run(services_env, "rag_cli", "dlq", "list", "--json").stdout.splitlines()]
     assert [x["id"] for x in listed if x["task_id"] == task_id] == [rows[0]["id"]], listed
     _start(workers, **FAST)
-    replayed = json.loads(_run(services_env, "task_service.dlq", "replay", str(rows[0]["id"])).stdout)
+    replayed = json.loads(_run(services_env, "rag_cli", "dlq", "replay", str(rows[0]["id"])).stdout)
     assert replayed == {"replayed": True, "task_id": task_id, "generation": 2}, replayed
     final = api.wait_terminal(doc_id, timeout=120)
     assert final["status"] == "INDEXED", (final["error_message"], final["task"])
@@ -332,8 +334,8 @@ def test_message_crashing_every_worker_hits_the_delivery_limit_then_replays(
     assert task["generation"] == 2 and task["attempt"] == crashes + 1 and task["status"] == "SUCCESS", task
     assert sql_value(dsn, "SELECT replayed_at IS NOT NULL FROM dead_letter WHERE id = $1", rows[0]["id"])
     assert not any(x["task_id"] == task_id for x in
-                   (json.loads(x) for x in _run(services_env, "task_service.dlq", "list").stdout.splitlines()))
-    r = _run(services_env, "task_service.dlq", "replay", str(rows[0]["id"]), check=False)
+                   (json.loads(x) for x in _run(services_env, "rag_cli", "dlq", "list", "--json").stdout.splitlines()))
+    r = _run(services_env, "rag_cli", "dlq", "replay", str(rows[0]["id"]), check=False)
     assert r.returncode == 1, r.stdout  # a dead letter replays once
 
 
@@ -466,5 +468,5 @@ def test_crashing_message_with_two_workers_also_hits_the_delivery_limit(
     # worker's lock held: from then on only a delivery count carried across the delay queue can
     # stop the message after DELIVERY_LIMIT + 1 crashes.
     assert outcome == "dead-lettered" and crashes <= DELIVERY_LIMIT + 1, (outcome, crashes, task)
-    assert "dead-lettered [" in _scan_once(services_env)
+    assert "dead_lettered" in _scan_once(services_env)
     assert (_task(dsn, doc_id)["status"], _task(dsn, doc_id)["error_code"]) == ("FAILED", "delivery_limit")

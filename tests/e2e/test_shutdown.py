@@ -149,7 +149,7 @@ def test_sigterm_mid_chunking(api: Api, workers: WorkerFactory, services_env: di
 
 
 def test_sigterm_mid_embedding(api: Api, workers: WorkerFactory, services_env: dict[str, str]) -> None:
-    from tests.bigtext import big_line
+    from tests.support.bigtext import big_line
 
     dsn = services_env["DATABASE_URL"]
     a = workers(**FAST)

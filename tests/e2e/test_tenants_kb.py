@@ -15,9 +15,9 @@ from minio import Minio
 from shared.adapters.rabbitmq import Publisher, connect
 from shared.domain.messages import IndexMessage
 from shared.settings import KnowledgeSettings
-from tests.bigtext import paragraphs
 from tests.e2e.conftest import WorkerFactory
 from tests.support import Api, model_calls, poll, queue_depth, sql, sql_value
+from tests.support.bigtext import paragraphs
 
 pytestmark = pytest.mark.e2e
 N = 8  # paragraphs = chunks

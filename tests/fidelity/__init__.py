@@ -8,6 +8,8 @@ library).
 
 from __future__ import annotations
 
+import io
+import zipfile
 from dataclasses import dataclass, field
 
 
@@ -32,3 +34,15 @@ class Sample:
     @property
     def size(self) -> int:
         return self.measured_bytes or len(self.data)
+
+
+def zip_bytes(entries: dict[str, str | bytes], *, mimetype: str | None = None) -> bytes:
+    """A ZIP archive (deflated) holding ``entries`` (name → content) in order; ``mimetype``: an
+    uncompressed ``mimetype`` entry first, as OpenDocument and EPUB packages start."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        if mimetype is not None:
+            archive.writestr("mimetype", mimetype, compress_type=zipfile.ZIP_STORED)
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()

@@ -12,19 +12,9 @@ import io
 import json
 import zipfile
 
-from tests.fidelity import Sample
+from tests.fidelity import Sample, zip_bytes
 
 KINDS = ("epub", "odt", "rtf", "json", "xml")
-
-
-def _zip(entries: dict[str, str | bytes], *, stored_first: str | None = None) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        if stored_first is not None:
-            archive.writestr("mimetype", stored_first, compress_type=zipfile.ZIP_STORED)
-        for name, data in entries.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
 
 
 # ---------------------------------------------------------------- EPUB
@@ -73,7 +63,7 @@ def epub(chapters: list[tuple[str, str, str]], *, nav: bool = True, ncx: bool = 
     for name, _, body in chapters:
         entries[f"OEBPS/text/{name}"] = _xhtml(book_title, body)
     entries.update(extra or {})
-    return _zip(entries, stored_first="application/epub+zip")
+    return zip_bytes(entries, mimetype="application/epub+zip")
 
 
 _EPUB_CH1 = """<h1>Chapter One</h1><p>Paragraph EPUBPARAMARK with <b>bold EPUBBOLDMARK</b>.</p>
@@ -176,8 +166,8 @@ def odt(body: str, *, encrypted: bool = False, styles: str = _ODT_STYLES) -> byt
     content = f"<office:document-content {_ODF_NS}><office:body><office:text>{body}</office:text></office:body>" \
               "</office:document-content>"
     enc = '<manifest:encryption-data manifest:checksum="x"/>' if encrypted else ""
-    return _zip({"content.xml": content, "styles.xml": styles, "META-INF/manifest.xml": _MANIFEST.format(enc=enc)},
-                stored_first="application/vnd.oasis.opendocument.text")
+    return zip_bytes({"content.xml": content, "styles.xml": styles, "META-INF/manifest.xml": _MANIFEST.format(enc=enc)},
+                mimetype="application/vnd.oasis.opendocument.text")
 
 
 def _odt_samples() -> list[Sample]:

@@ -1,17 +1,13 @@
-"""A minimal Compound File Binary (MS-CFB v3) writer and an Outlook .msg (MS-OXMSG) builder, for tests.
+"""An Outlook .msg (MS-OXMSG) builder, for tests: ``build_msg(Message(...)) -> bytes``.
 
 No library writes .msg files (extract-msg, olefile and compoundfiles only read; olefile writes
-streams of an existing file in place), so the corpus builds them here. ``write_cfb`` lays out a
-version-3 file (512-byte sectors): streams under 4,096 bytes in the mini stream (64-byte
-sectors), others in regular sectors, then the mini FAT, the directory and the FAT; at most 109
-FAT sectors (≈7 MB: the header's DIFAT only). Children of a storage form a balanced binary tree
-ordered as MS-CFB 2.6.4 says (shorter names first, then upper-case code-unit order), all black.
-
-``build_msg`` turns a :class:`Message` into the MS-OXMSG storages: ``__substg1.0_XXXXYYYY``
-streams for strings (``001F`` UTF-16 LE, or ``001E`` 8-bit with a code page) and binaries
-(``0102``), ``__properties_version1.0`` with the fixed-size properties (dates as FILETIME),
-``__recip_version1.0_#`` and ``__attach_version1.0_#`` storages, an embedded message as the
-``__substg1.0_3701000D`` storage of its attachment, and an empty ``__nameid_version1.0``.
+streams of an existing file in place), so the corpus builds them here, on the generic compound
+file writer ``cfb_writer.write_cfb``. ``build_msg`` turns a :class:`Message` into the MS-OXMSG
+storages: ``__substg1.0_XXXXYYYY`` streams for strings (``001F`` UTF-16 LE, or ``001E`` 8-bit
+with a code page) and binaries (``0102``), ``__properties_version1.0`` with the fixed-size
+properties (dates as FILETIME), ``__recip_version1.0_#`` and ``__attach_version1.0_#`` storages,
+an embedded message as the ``__substg1.0_3701000D`` storage of its attachment, and an
+``__nameid_version1.0`` storage of empty streams.
 """
 
 from __future__ import annotations
@@ -20,138 +16,22 @@ import datetime as dt
 import struct
 from dataclasses import dataclass, field
 
+from tests.fidelity.cfb_writer import write_cfb
+
 Tree = dict[str, "bytes | Tree"]
 
-SECTOR = 512
-MINI_SECTOR = 64
-MINI_CUTOFF = 4096
-FREE, END, FAT_SECT, NOSTREAM = 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFD, 0xFFFFFFFF
-_MAX_FAT_SECTORS = 109
 
-
-@dataclass
-class _Entry:
-    name: str
-    kind: int  # 1 storage, 2 stream, 5 root
-    data: bytes = b""
-    children: list[int] = field(default_factory=list)
-    left: int = NOSTREAM
-    right: int = NOSTREAM
-    child: int = NOSTREAM
-    start: int = END
-    size: int = 0
-
-
-def _flatten(tree: Tree) -> list[_Entry]:
-    entries = [_Entry("Root Entry", 5)]
-    todo: list[tuple[int, Tree]] = [(0, tree)]
-    while todo:
-        parent, node = todo.pop()
-        for name, value in node.items():
-            if len(name) > 31:
-                raise ValueError(f"CFB names have at most 31 characters: {name!r}")
-            entries.append(_Entry(name, 2, value) if isinstance(value, bytes) else _Entry(name, 1))
-            entries[parent].children.append(len(entries) - 1)
-            if not isinstance(value, bytes):
-                todo.append((len(entries) - 1, value))
-    for entry in entries:
-        ordered = sorted(entry.children, key=lambda i: (len(entries[i].name), entries[i].name.upper()))
-        entry.child = _balance(entries, ordered)
-    return entries
-
-
-def _balance(entries: list[_Entry], ordered: list[int]) -> int:
-    if not ordered:
-        return NOSTREAM
-    mid = len(ordered) // 2
-    node = entries[ordered[mid]]
-    node.left = _balance(entries, ordered[:mid])
-    node.right = _balance(entries, ordered[mid + 1 :])
-    return ordered[mid]
-
-
-def _sectors(size: int, unit: int) -> int:
-    return -(-size // unit)
-
-
-def _chain(fat: list[int], start: int, count: int) -> None:
-    for i in range(count):
-        fat[start + i] = start + i + 1 if i < count - 1 else END
-
-
-def write_cfb(tree: Tree) -> bytes:
-    """The bytes of a compound file whose root storage holds ``tree`` (name → bytes or sub-tree)."""
-    entries = _flatten(tree)
-    mini = bytearray()
-    minifat: list[int] = []
-    big: list[_Entry] = []
-    for entry in entries:
-        if entry.kind != 2 or not entry.data:
-            continue
-        if len(entry.data) < MINI_CUTOFF:
-            entry.start, entry.size = len(mini) // MINI_SECTOR, len(entry.data)
-            count = _sectors(len(entry.data), MINI_SECTOR)
-            minifat.extend(entry.start + i + 1 if i < count - 1 else END for i in range(count))
-            mini += entry.data.ljust(count * MINI_SECTOR, b"\0")
+def _paths(tree: Tree, prefix: str = "") -> dict[str, bytes]:
+    """``tree`` (name → bytes or sub-tree) as ``write_cfb``'s "storage/stream" paths (empty storages dropped)."""
+    paths: dict[str, bytes] = {}
+    for name, value in tree.items():
+        if isinstance(value, bytes):
+            paths[prefix + name] = value
         else:
-            big.append(entry)
-    body = bytearray()
-    fat: list[int] = []
-    for entry in big:
-        entry.start, entry.size = len(fat), len(entry.data)
-        count = _sectors(len(entry.data), SECTOR)
-        fat.extend([0] * count)
-        _chain(fat, entry.start, count)
-        body += entry.data.ljust(count * SECTOR, b"\0")
-    root = entries[0]
-    root.start, root.size = (len(fat), len(mini)) if mini else (END, 0)
-    _append(fat, body, bytes(mini))
-    minifat_start = len(fat) if minifat else END
-    _append(fat, body, b"".join(struct.pack("<I", n) for n in minifat))
-    dir_start = len(fat)
-    padded = entries + [None] * (-len(entries) % 4)
-    _append(fat, body, b"".join(_dir_entry(e) for e in padded))
-    n_fat = 1
-    while len(fat) + n_fat > n_fat * (SECTOR // 4):
-        n_fat += 1
-    if n_fat > _MAX_FAT_SECTORS:
-        raise ValueError("file too large for a DIFAT-less CFB")
-    fat_start = len(fat)
-    fat.extend([FAT_SECT] * n_fat)
-    fat.extend([FREE] * (n_fat * (SECTOR // 4) - len(fat)))
-    body += b"".join(struct.pack("<I", n) for n in fat)
-    header = _header(n_fat, dir_start, minifat_start, _sectors(len(minifat) * 4, SECTOR), fat_start)
-    return header + bytes(body)
+            paths.update(_paths(value, f"{prefix}{name}/"))
+    return paths
 
 
-def _append(fat: list[int], body: bytearray, data: bytes) -> None:
-    if not data:
-        return
-    start, count = len(fat), _sectors(len(data), SECTOR)
-    fat.extend([0] * count)
-    _chain(fat, start, count)
-    body += data.ljust(count * SECTOR, b"\0")
-
-
-def _header(n_fat: int, dir_start: int, minifat_start: int, n_minifat: int, fat_start: int) -> bytes:
-    head = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(16)
-    head += struct.pack("<HHHHH", 0x3E, 3, 0xFFFE, 9, 6) + bytes(6)
-    head += struct.pack("<IIIIIIII", 0, n_fat, dir_start, 0, MINI_CUTOFF, minifat_start, n_minifat, END)
-    head += struct.pack("<I", 0)
-    difat = [fat_start + i for i in range(n_fat)] + [FREE] * (_MAX_FAT_SECTORS - n_fat)
-    return head + b"".join(struct.pack("<I", n) for n in difat)
-
-
-def _dir_entry(entry: _Entry | None) -> bytes:
-    if entry is None:
-        return bytes(64) + struct.pack("<HBBIII", 0, 0, 0, NOSTREAM, NOSTREAM, NOSTREAM) + bytes(16 + 4 + 16 + 12)
-    name = (entry.name + "\0").encode("utf-16-le")
-    out = name.ljust(64, b"\0") + struct.pack("<HBB", len(name), entry.kind, 1)
-    out += struct.pack("<III", entry.left, entry.right, entry.child) + bytes(16 + 4 + 16)
-    return out + struct.pack("<IQ", entry.start, entry.size)
-
-
-# ---------------------------------------------------------------------------------- .msg
 
 
 @dataclass
@@ -255,4 +135,4 @@ def _attachment_tree(attachment: Attachment) -> Tree:
 
 def build_msg(msg: Message) -> bytes:
     """The bytes of an Outlook .msg file holding ``msg``."""
-    return write_cfb(_message_tree(msg, embedded=False))
+    return write_cfb(_paths(_message_tree(msg, embedded=False)))

@@ -16,7 +16,7 @@ from task_service.pipeline.parse import parse_document
 from task_service.pipeline.readers import image
 
 pytest.importorskip("tesserocr")
-ocrgen = pytest.importorskip("tests.ocrgen")
+ocrgen = pytest.importorskip("tests.support.ocrgen")
 if not (Path(DEFAULT_LIMITS.ocr_tessdata_dir) / "chi_sim.traineddata").exists():
     pytest.skip("Tesseract language data not installed (make ocr)", allow_module_level=True)
 
@@ -65,7 +65,7 @@ def test_a_blank_image_gives_no_text_and_says_so() -> None:
 
 
 def test_a_scanned_pdf_indexes_and_a_stray_header_joins_its_ocr_text() -> None:
-    from tests.pdfgen import text_page
+    from tests.support.pdfgen import text_page
 
     pdf = ocrgen.scanned_pdf([
         text_page("Plain text page one"),

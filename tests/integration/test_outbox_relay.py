@@ -21,7 +21,7 @@ from aio_pika.abc import AbstractConnection, AbstractIncomingMessage, AbstractQu
 from shared.adapters import rabbitmq
 from shared.domain import messages
 from shared.settings import KnowledgeSettings
-from task_service.relay import relay_once
+from task_service.jobs.relay import once as relay_once
 from tests.integration.helpers import DISPATCH_LIMIT as K
 from tests.integration.helpers import apoll, new_document
 
@@ -152,7 +152,8 @@ async def test_worker_gauges_are_sampled_from_the_database_and_the_broker(
     pool: asyncpg.Pool, broker: AbstractConnection, publisher: rabbitmq.Publisher, index_queue: AbstractQueue,
 ) -> None:
     """``sample_once`` reads the outbox backlog, active tasks (count, oldest age) and queue depths."""
-    from task_service.metrics import WorkerMetrics, sample_once
+    from task_service.jobs.metrics_sampler import once as sample_once
+    from task_service.metrics import WorkerMetrics
 
     async with pool.acquire() as conn:
         msg, _ = await new_document(conn)  # WAITING, its outbox row unpublished

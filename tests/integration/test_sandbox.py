@@ -36,8 +36,8 @@ from task_service.pipeline.sandbox import (
     SandboxLimits,
     parser_from_settings,
 )
-from tests.pdfgen import PAGE, assemble
 from tests.support import process_state
+from tests.support.pdfgen import PAGE, assemble
 
 CORPUS = Path(__file__).parents[3] / "shared" / "corpus"
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")

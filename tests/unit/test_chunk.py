@@ -20,7 +20,7 @@ from shared.domain.errors import DependencyMissingError
 from shared.domain.records import Chunk
 from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
 from task_service.pipeline.document import Block, ParsedDocument
-from tests.bigtext import big_line, markdown_table
+from tests.support.bigtext import big_line, markdown_table
 
 CORPUS = Path(__file__).parents[3] / "shared" / "corpus"
 NOVEL = CORPUS / "book-war-and-peace-1225p.txt"

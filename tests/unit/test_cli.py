@@ -22,6 +22,7 @@ from rag_cli.client import (
     retry_after_seconds,
     split_supported,
 )
+from task_service.jobs.oneshot import OPS
 from tests.support import ROOT
 
 runner = CliRunner()
@@ -29,6 +30,7 @@ runner = CliRunner()
 COMMANDS = [
     ["create-user"], ["create-token"], ["list-tokens"], ["revoke-token"], ["create-kb"], ["upload"], ["status"],
     ["retry"], ["reindex"], ["requeue-stuck"], ["dlq"], ["dlq", "list"], ["dlq", "replay"], ["worker"], ["api"],
+    ["ops"], *(["ops", job] for job in OPS),
 ]
 
 
@@ -58,6 +60,8 @@ def test_every_command_has_help(cmd: list[str]) -> None:
     ["revoke-token", "tok", "--id", "3"],
     ["create-kb", "docs"],  # --user missing
     ["dlq", "replay", "x"],
+    ["ops", "relay"],  # --once missing: the worker runs the jobs, the command runs one pass
+    ["ops", "no-such-job", "--once"],
     ["no-such-command"],
 ], ids=lambda a: " ".join(a))
 def test_bad_arguments_exit_2(args: list[str]) -> None:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from rag_cli import app
 from rag_cli.client import ApiClient
 
-runner = CliRunner()
+runner = CliRunner(env={"RAG_TOKEN": "t"})
 
 
 class FakeApi:
@@ -54,21 +54,27 @@ def test_kb_commands_have_help(cmd: list[str]) -> None:
 
 
 def test_delete_asks_first_and_a_no_sends_nothing(fake: FakeApi) -> None:
-    r = runner.invoke(app, ["kb", "delete", "7", "--token", "t"], input="n\n")
+    r = runner.invoke(app, ["kb", "delete", "7"], input="n\n")
     assert r.exit_code == 1 and fake.requests == []
-    r = runner.invoke(app, ["kb", "delete", "7", "--token", "t"], input="y\n")
+    r = runner.invoke(app, ["kb", "delete", "7"], input="y\n")
     assert r.exit_code == 0, r.output
     assert fake.requests == [("DELETE", "/api/v1/knowledge-bases/7", {})]
 
 
+def test_a_token_from_stdin_needs_yes(fake: FakeApi) -> None:
+    r = runner.invoke(app, ["kb", "delete", "7", "--token-stdin"], input="tok\n")
+    assert r.exit_code == 2 and fake.requests == []
+    assert runner.invoke(app, ["kb", "delete", "7", "--token-stdin", "--yes"], input="tok\n").exit_code == 0
+
+
 def test_delete_with_yes_and_a_404(fake: FakeApi) -> None:
-    assert runner.invoke(app, ["kb", "delete", "7", "--yes", "--token", "t"]).exit_code == 0
-    r = runner.invoke(app, ["kb", "delete", "8", "-y", "--token", "t"])
+    assert runner.invoke(app, ["kb", "delete", "7", "--yes"]).exit_code == 0
+    r = runner.invoke(app, ["kb", "delete", "8", "-y"])
     assert r.exit_code == 1 and "404" in r.output
 
 
 def test_rename_prints_the_renamed_knowledge_base(fake: FakeApi) -> None:
-    r = runner.invoke(app, ["kb", "rename", "7", "Handbooks 2025", "--token", "t"])
+    r = runner.invoke(app, ["kb", "rename", "7", "Handbooks 2025"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout) == {"kb_id": 7, "name": "Handbooks 2025"}
 

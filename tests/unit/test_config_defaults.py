@@ -9,19 +9,20 @@ from typing import Any
 
 import pytest
 
+from shared.adapters.keepalive import Keepalive
 from shared.adapters.postgres.pool import PoolConfig
 from shared.adapters.s3 import StorageConfig
 from shared.domain.scan_policy import ScanThresholds
 from shared.settings import CommonSettings, WorkerSettings
-from task_service.cache_evictor import EvictConfig
 from task_service.consumer import ConsumerConfig
 from task_service.handler import HandlerConfig
+from task_service.jobs.cache_evictor import EvictConfig
+from task_service.jobs.relay import RelayConfig
+from task_service.jobs.scanner import ScanConfig, thresholds
+from task_service.jobs.sweep import SweepConfig
 from task_service.pipeline.chunk import ChunkSettings
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.sandbox import SandboxLimits
-from task_service.relay import RelayConfig
-from task_service.scanner import ScanConfig, thresholds
-from task_service.sweep import SweepConfig
 
 DEFAULTS = WorkerSettings.model_construct()
 
@@ -48,8 +49,8 @@ def test_every_dataclass_default_is_the_settings_default(built: Any, cls: type[A
     assert {name: getattr(built, name) for name in stated} == stated
 
 
-@pytest.mark.parametrize("cls", [HandlerConfig, ConsumerConfig, PoolConfig, StorageConfig, RelayConfig, ScanConfig,
-                                 SweepConfig, EvictConfig])
+@pytest.mark.parametrize("cls", [HandlerConfig, ConsumerConfig, PoolConfig, Keepalive, StorageConfig, RelayConfig,
+                                 ScanConfig, SweepConfig, EvictConfig])
 def test_adapter_configs_state_no_defaults(cls: type[Any]) -> None:
     """Built only by ``from_settings`` in a composition root: the settings hold every default."""
     assert _stated_defaults(cls) == {}

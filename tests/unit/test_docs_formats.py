@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import zipfile
 from collections.abc import Callable
 
 import pytest
@@ -16,7 +14,7 @@ from shared.domain.normalize import normalize_text
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
 from task_service.pipeline.readers import epub, jsondoc, odt, rtf, xml
-from tests.fidelity import Sample, docs_corpus
+from tests.fidelity import Sample, docs_corpus, zip_bytes
 
 Reader = Callable[[bytes, ParseLimits], ParsedDocument]
 READERS: dict[str, Reader] = {"epub": epub.read, "odt": odt.read, "rtf": rtf.read, "json": jsondoc.read,
@@ -114,14 +112,6 @@ def test_epub_book_title_once_and_script_dropped() -> None:
 # ---------------------------------------------------------------- bad input
 
 
-def _zip(entries: dict[str, bytes | str]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in entries.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
-
-
 @pytest.mark.parametrize("kind", ["epub", "odt"])
 def test_corrupt_zip_is_a_corrupt_document(kind: str) -> None:
     good = docs_corpus.samples(kind)[0].data
@@ -133,17 +123,17 @@ def test_corrupt_zip_is_a_corrupt_document(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", ["epub", "odt"])
 def test_zip_bomb_is_refused_before_inflating(kind: str) -> None:
-    bomb = _zip({"content.xml": b"\0" * 50_000_000, "META-INF/container.xml": b"<x/>"})
+    bomb = zip_bytes({"content.xml": b"\0" * 50_000_000, "META-INF/container.xml": b"<x/>"})
     with pytest.raises(ParseLimitError, match="inflates"):
         READERS[kind](bomb, DEFAULT_LIMITS)
 
 
 def test_epub_without_container_or_package_is_corrupt() -> None:
     with pytest.raises(CorruptDocumentError, match=r"container\.xml"):
-        epub.read(_zip({"mimetype": "application/epub+zip"}), DEFAULT_LIMITS)
+        epub.read(zip_bytes({"mimetype": "application/epub+zip"}), DEFAULT_LIMITS)
     container = docs_corpus._CONTAINER
     with pytest.raises(CorruptDocumentError, match=r"package document"):
-        epub.read(_zip({"META-INF/container.xml": container}), DEFAULT_LIMITS)
+        epub.read(zip_bytes({"META-INF/container.xml": container}), DEFAULT_LIMITS)
 
 
 def _with_encryption(algorithm: str, uri: str) -> bytes:
@@ -173,7 +163,7 @@ def test_password_protected_odt_is_encrypted() -> None:
 
 def test_odt_without_text_body_is_corrupt() -> None:
     with pytest.raises(CorruptDocumentError, match="office:text"):
-        odt.read(_zip({"content.xml": f"<office:document-content {docs_corpus._ODF_NS}><office:body>"
+        odt.read(zip_bytes({"content.xml": f"<office:document-content {docs_corpus._ODF_NS}><office:body>"
                                       "<office:spreadsheet/></office:body></office:document-content>"}),
                  DEFAULT_LIMITS)
 
@@ -190,7 +180,7 @@ def test_billion_laughs_is_a_parse_limit_not_a_memory_blow_up() -> None:
         xml.read(_LAUGHS, DEFAULT_LIMITS)
     content = _LAUGHS.replace(b"<lolz>&lol9;</lolz>", b"<office:document-content/>")
     with pytest.raises((ParseLimitError, CorruptDocumentError)):
-        odt.read(_zip({"content.xml": content}), DEFAULT_LIMITS)
+        odt.read(zip_bytes({"content.xml": content}), DEFAULT_LIMITS)
 
 
 def test_xml_external_entities_are_never_read() -> None:
@@ -239,3 +229,5 @@ def test_rtf_bad_input() -> None:
         rtf.read(b"{\\rtf1 " + b"{" * 5_000 + b"x" + b"}" * 5_000 + b"}", DEFAULT_LIMITS)
     unbalanced = rtf.read(b"{\\rtf1 UNCLOSEDMARK {\\b more}}}}", DEFAULT_LIMITS)
     assert "UNCLOSEDMARK" in unbalanced.text
+    out_of_range = rtf.read(b"{\\rtf1 A\\u-70000?B\\u9999999999?C}", DEFAULT_LIMITS)  # no chr() crash
+    assert out_of_range.text == "A\uee90B\ufffdC"

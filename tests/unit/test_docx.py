@@ -16,7 +16,7 @@ from shared.domain.errors import CorruptDocumentError, ParseLimitError, Unsuppor
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.parse import parse_document, parse_text
-from tests.fidelity import Sample, docx_corpus
+from tests.fidelity import Sample, docx_corpus, zip_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT.parent / "shared" / "cases" / "extraction"
@@ -175,7 +175,7 @@ def test_direct_outline_level_overrides_the_style() -> None:
 def test_strict_open_xml_is_refused_clearly() -> None:
     strict = '<w:document xmlns:w="http://purl.oclc.org/ooxml/wordprocessingml/main"><w:body/></w:document>'
     with pytest.raises(UnsupportedTypeError, match="Strict Open XML"):
-        extract_docx(_zip({"word/document.xml": strict.encode()}))
+        extract_docx(zip_bytes({"word/document.xml": strict.encode()}))
 
 
 def test_warnings() -> None:
@@ -236,14 +236,6 @@ def test_no_word_unstructured_found_is_lost(name: str) -> None:
 # ---------------------------------------------------------------- broken packages
 
 
-def _zip(entries: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for name, data in entries.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
-
-
 def _corrupt_entry() -> bytes:
     """A package whose word/document.xml deflate stream is garbage (the ZIP directory is intact)."""
     data = bytearray(package("<w:p><w:r><w:t>" + "x y z " * 2000 + "</w:t></w:r></w:p>"))
@@ -265,12 +257,12 @@ BILLION_LAUGHS = (
         (b"", "not a ZIP"),
         (b"not a zip at all", "not a ZIP"),
         (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 600, "encrypted DOCX or a legacy .doc"),
-        (_zip({"hello.txt": b"not a word document"}), "no main document part"),
-        (_zip({"xl/workbook.xml": b"<workbook/>"}), "not a Word file"),
-        (_zip({"word/document.xml": f"<w:document {W}><w:body><w:p>".encode()}), "not well-formed XML"),
-        (_zip({"word/document.xml": b"<w:document><w:body>"}), "Namespace prefix w on document is not defined"),
-        (_zip({"word/document.xml": b"<html><body>hi</body></html>"}), "not a WordprocessingML document"),
-        (_zip({"word/document.xml": BILLION_LAUGHS}), "DOCTYPE"),
+        (zip_bytes({"hello.txt": b"not a word document"}), "no main document part"),
+        (zip_bytes({"xl/workbook.xml": b"<workbook/>"}), "not a Word file"),
+        (zip_bytes({"word/document.xml": f"<w:document {W}><w:body><w:p>".encode()}), "not well-formed XML"),
+        (zip_bytes({"word/document.xml": b"<w:document><w:body>"}), "Namespace prefix w on document is not defined"),
+        (zip_bytes({"word/document.xml": b"<html><body>hi</body></html>"}), "not a WordprocessingML document"),
+        (zip_bytes({"word/document.xml": BILLION_LAUGHS}), "DOCTYPE"),
         (_corrupt_entry(), "cannot be read"),
     ],
     ids=["empty", "text", "cfb", "no-word", "xlsx", "malformed", "no-namespace", "not-wordml", "doctype",

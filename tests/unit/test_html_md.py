@@ -10,7 +10,8 @@ import re
 import pytest
 
 from shared.domain.errors import ParseLimitError
-from task_service.pipeline.html import MAX_DEPTH, estimated_depth, extract_html
+from task_service.pipeline.html import MAX_DEPTH, extract_html, max_tree_work
+from task_service.pipeline.html_tree import tree_cost
 from task_service.pipeline.markdown import extract_markdown, split_front_matter
 from task_service.pipeline.parse import parse_document, parse_text
 from tests.fidelity import Sample, html_corpus, md_corpus
@@ -151,11 +152,48 @@ def test_deeper_html_nesting_is_a_parse_limit(html: str) -> None:
         parse_text(html.encode(), "deep.html")
 
 
-def test_depth_estimate_ignores_elements_that_do_not_nest() -> None:
+def test_tree_depth_ignores_elements_that_do_not_nest() -> None:
     # Unclosed <p>, <li>, <td>, void elements and links do not nest in HTML5.
-    assert estimated_depth("<p>a<li>b<td>c<br><img><a>d<hr>" * 50_000) == 0
-    assert estimated_depth("<div><span>x</span><DIV>" * 3) == 6
-    assert estimated_depth("<div>" * (MAX_DEPTH + 5), limit=MAX_DEPTH) == MAX_DEPTH + 5
+    assert tree_cost("<p>a<li>b<td>c<br><img><a>d<hr>" * 5_000).depth <= 5
+    assert tree_cost("<div><span>x</span><DIV>" * 3).depth == 6 + 2  # + html, body
+    assert tree_cost("<div>" * (MAX_DEPTH + 5), max_depth=MAX_DEPTH).depth == MAX_DEPTH + 1
+
+
+# Issue 18: end tags the tree builder ignores no longer hide depth (each held a worker for a minute or more).
+HOSTILE = {
+    "ul-li-stray-end": "<ul><li></x>" * 100_000,  # 1.2 MB, 126.8 s before
+    "div-stray-end": "<div></x>" * 150_000,  # 64.4 s before
+    "end-behind-special": "<x><h1></x>" * 50_000,  # </x> is ignored: the <h1> above it is special
+    "end-in-comment": "<div><!--</div>-->" * 30_000,
+    "end-in-script": "<div><script></div></script>" * 30_000,
+    "end-in-attribute": '<div title="</div>">' * 30_000,
+    "formatting-reopened": "".join(f"<p><b id={i}>x</p>y" for i in range(30_000)),
+    "mathml-children": "</select><a><math><caption>" * 30_000,
+    "shallow-but-rechecked": "<x>" * 9_000 + "<p></p>" * 200_000,  # depth < MAX_DEPTH, 1.8e9 steps
+}
+
+
+@pytest.mark.parametrize("html", HOSTILE.values(), ids=HOSTILE.keys())
+def test_hostile_nesting_is_refused_within_a_bounded_replay(html: str) -> None:
+    cost = tree_cost(html, max_depth=MAX_DEPTH, max_work=max_tree_work(len(html)))
+    assert not cost.complete  # the replay stopped: refused before lexbor spends the work
+    assert cost.work <= max_tree_work(len(html)) + MAX_DEPTH + 2
+    with pytest.raises(ParseLimitError):
+        extract_html(html)
+
+
+@pytest.mark.parametrize("html", [
+    "<table>" + "<tr><td><font size=2>Revenue</font></td><td><b>1,234</b></td></tr>" * 3_000 + "</table>",
+    "<div><p>x</p><ul><li>a<li>b</ul></div>" * 3_000,
+    "<p><b>x</p><p><b>y</p>" * 3_000,  # Noah's Ark: at most three equal formatting elements re-opened
+    "<svg>" + "<g/><rect/>" * 3_000 + "<text>SVGMARK</text></svg>",
+    "<x><h1>x</h1></x>" * 3_000,
+])
+def test_shallow_html_is_cheap_for_the_tree_builder(html: str) -> None:
+    cost = tree_cost(html)
+    assert cost.complete and cost.depth <= 10
+    assert cost.work <= 12 * html.count("<")
+    assert extract_html(html * 2).blocks  # past the replay's fast path
 
 
 def test_huge_text_node_and_attribute_keep_what_follows() -> None:

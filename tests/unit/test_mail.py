@@ -10,9 +10,8 @@ import pytest
 
 from shared.domain.errors import CorruptDocumentError, NoTextError, ParseLimitError
 from task_service.pipeline.document import ParsedDocument
-from task_service.pipeline.limits import ParseLimits
-from task_service.pipeline.readers import eml, msg
-from task_service.pipeline.readers.msg_rtf import rtf_body
+from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
+from task_service.pipeline.readers import eml, msg, rtf
 from tests.fidelity import Sample, mail_corpus
 from tests.fidelity.msg_writer import Attachment, Message, build_msg
 
@@ -146,7 +145,8 @@ def test_not_a_message() -> None:
 
 
 def test_rtf_body_plain_and_encapsulated_html() -> None:
-    assert rtf_body(rb"{\rtf1\ansi{\fonttbl{\f0 Arial;}}caf\'e9\par \u8364?x}") == ("café\n€x", False)
+    plain = rb"{\rtf1\ansi{\fonttbl{\f0 Arial;}}caf\'e9\par \u8364?x}"
+    assert rtf.encapsulated_html(plain) is None
+    assert [block.text for block in rtf.read(plain, DEFAULT_LIMITS).blocks] == ["café", "€x"]
     encapsulated = rb"{\rtf1\fromhtml1{\*\htmltag <p>}\htmlrtf{\htmlrtf0 Hi\htmlrtf}\htmlrtf0{\*\htmltag </p>}}"
-    html, is_html = rtf_body(encapsulated)
-    assert (html, is_html) == ("<p>Hi</p>", True)
+    assert rtf.encapsulated_html(encapsulated) == "<p>Hi</p>"

@@ -3,17 +3,17 @@ warnings and skipped pictures, and broken or hostile packages."""
 
 from __future__ import annotations
 
-import io
 import re
-import zipfile
+from collections.abc import Callable
 
 import pytest
 
-from shared.domain.errors import CorruptDocumentError, ParseLimitError
+from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError, ParseLimitError
 from task_service.pipeline.document import ParsedDocument
-from task_service.pipeline.limits import DEFAULT_LIMITS
+from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
+from task_service.pipeline.readers import ods, odt
 from task_service.pipeline.readers.odp import read, read_with_images
-from tests.fidelity import odp_corpus
+from tests.fidelity import odp_corpus, zip_bytes
 
 PARSED = read(odp_corpus.deck(), DEFAULT_LIMITS)
 
@@ -51,15 +51,11 @@ def test_big_sample_reads_whole() -> None:
     assert "Box 19 text." in text and "Notes of slide 19" in text and "r3c2 s19" in text
 
 
-def _zip(entries: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in entries.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
-
-
-ENCRYPTED_MANIFEST = b"<manifest:manifest><manifest:encryption-data/></manifest:manifest>"
+ENCRYPTED_MANIFEST = (
+    b'<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0">'
+    b'<manifest:file-entry manifest:full-path="content.xml"><manifest:encryption-data/></manifest:file-entry>'
+    b"</manifest:manifest>"
+)
 
 
 @pytest.mark.parametrize(
@@ -67,20 +63,26 @@ ENCRYPTED_MANIFEST = b"<manifest:manifest><manifest:encryption-data/></manifest:
     [
         (b"not a zip", "not a ZIP"),
         (odp_corpus.package("", mime="application/vnd.oasis.opendocument.text"), "another type"),
-        (_zip({"mimetype": odp_corpus.MIME.encode()}), "no presentation"),
-        (_zip({"content.xml": b"<office:document-content"}), "not well-formed XML"),
-        (_zip({"content.xml": b"<x/>", "META-INF/manifest.xml": ENCRYPTED_MANIFEST}), "password-protected"),
+        (zip_bytes({"mimetype": odp_corpus.MIME.encode()}), "no presentation"),
+        (zip_bytes({"content.xml": b"<office:document-content"}), "not well-formed XML"),
     ],
-    ids=["text", "odt", "no-content", "malformed", "encrypted"],
+    ids=["text", "odt", "no-content", "malformed"],
 )
 def test_broken_packages_are_corrupt(data: bytes, message: str) -> None:
     with pytest.raises(CorruptDocumentError, match=re.escape(message)):
         read(data, DEFAULT_LIMITS)
 
 
+@pytest.mark.parametrize("reader", [read, ods.read, odt.read], ids=["odp", "ods", "odt"])
+def test_a_password_protected_odf_file_is_encrypted(reader: Callable[[bytes, ParseLimits], object]) -> None:
+    data = zip_bytes({"content.xml": b"<x/>", "META-INF/manifest.xml": ENCRYPTED_MANIFEST})
+    with pytest.raises(EncryptedDocumentError, match="password-protected"):
+        reader(data, DEFAULT_LIMITS)
+
+
 def test_zip_bomb_is_a_parse_limit() -> None:
     with pytest.raises(ParseLimitError, match="ODP entry"):
-        read(_zip({"content.xml": b" " * (20 * 1024 * 1024)}), DEFAULT_LIMITS)
+        read(zip_bytes({"content.xml": b" " * (20 * 1024 * 1024)}), DEFAULT_LIMITS)
 
 
 def test_xml_nested_too_deep_is_a_parse_limit() -> None:

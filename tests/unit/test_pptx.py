@@ -15,7 +15,7 @@ from shared.domain.errors import CorruptDocumentError, ParseLimitError, Unsuppor
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS
 from task_service.pipeline.readers.pptx import read, read_with_images
-from tests.fidelity import pptx_corpus
+from tests.fidelity import pptx_corpus, zip_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 HANDED = ROOT.parent / "shared" / "cases" / "formats" / "speaker-notes-and-groups.pptx"
@@ -142,14 +142,6 @@ def test_handed_deck_yields_every_marker() -> None:
 # ---------------------------------------------------------------- broken and hostile packages
 
 
-def _zip(entries: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for name, data in entries.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
-
-
 STRICT = b'<p:presentation xmlns:p="http://purl.oclc.org/ooxml/presentationml/main"/>'
 
 
@@ -159,10 +151,10 @@ STRICT = b'<p:presentation xmlns:p="http://purl.oclc.org/ooxml/presentationml/ma
         (b"", "not a ZIP"),
         (b"not a zip at all", "not a ZIP"),
         (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 600, "encrypted PPTX or a legacy .ppt"),
-        (_zip({"word/document.xml": b"<w:document/>"}), "no presentation part"),
-        (_zip({"ppt/presentation.xml": b"<presentation>"}), "not well-formed XML"),
-        (_zip({"ppt/presentation.xml": b"<html/>"}), "not a PresentationML presentation"),
-        (_zip({"ppt/presentation.xml": b'<!DOCTYPE x [<!ENTITY a "b">]><x>&a;</x>'}), "DOCTYPE"),
+        (zip_bytes({"word/document.xml": b"<w:document/>"}), "no presentation part"),
+        (zip_bytes({"ppt/presentation.xml": b"<presentation>"}), "not well-formed XML"),
+        (zip_bytes({"ppt/presentation.xml": b"<html/>"}), "not a PresentationML presentation"),
+        (zip_bytes({"ppt/presentation.xml": b'<!DOCTYPE x [<!ENTITY a "b">]><x>&a;</x>'}), "DOCTYPE"),
     ],
     ids=["empty", "text", "cfb", "docx", "malformed", "not-pml", "doctype"],
 )
@@ -184,7 +176,7 @@ def test_malformed_slide_is_corrupt() -> None:
 
 def test_strict_open_xml_is_refused_clearly() -> None:
     with pytest.raises(UnsupportedTypeError, match="Strict Open XML"):
-        read(_zip({"ppt/presentation.xml": STRICT}), DEFAULT_LIMITS)
+        read(zip_bytes({"ppt/presentation.xml": STRICT}), DEFAULT_LIMITS)
 
 
 def test_zip_bomb_is_a_parse_limit() -> None:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,10 +21,13 @@ PRODUCTION = ("shared", "knowledge_service", "task_service", "rag_cli")
 MAX_FUNCTION_LINES = 60
 
 
-def _sources() -> Iterator[tuple[str, ast.Module]]:
-    for package in PRODUCTION:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            yield path.relative_to(ROOT).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
+@functools.cache
+def _sources() -> tuple[tuple[str, ast.Module], ...]:
+    """Every production module's path and syntax tree (parsed once per session)."""
+    return tuple(
+        (path.relative_to(ROOT).as_posix(), ast.parse(path.read_text(encoding="utf-8")))
+        for package in PRODUCTION for path in sorted((ROOT / package).rglob("*.py"))
+    )
 
 
 def _functions(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:

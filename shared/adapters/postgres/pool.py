@@ -19,6 +19,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 import asyncpg
 from pgvector.asyncpg import register_vector
 
+from shared.adapters.keepalive import Keepalive
 from shared.domain.errors import DatabaseUnavailableError
 from shared.settings import CommonSettings
 
@@ -32,6 +33,8 @@ _TRANSIENT = (
     asyncpg.exceptions.TooManyConnectionsError,
     asyncpg.exceptions.SerializationError,
     asyncpg.exceptions.DeadlockDetectedError,
+    asyncpg.exceptions.LockNotAvailableError,  # lock_timeout: a row another session holds (row_locked)
+    asyncpg.exceptions.IdleInTransactionSessionTimeoutError,  # our own session ended by the server
     OSError,  # ConnectionRefusedError, ConnectionResetError, TimeoutError (pool acquire / connect)...
 )
 # A bare InterfaceError is mostly misuse of the driver (another operation in progress, a released
@@ -52,6 +55,14 @@ def unavailable(exc: BaseException) -> DatabaseUnavailableError | None:
     return None
 
 
+def row_locked(exc: BaseException) -> bool:
+    """Whether ``exc`` (a ``DatabaseUnavailableError`` from :func:`unavailable`, or the driver's
+    error) is a lock wait that ran out (``DB_LOCK_TIMEOUT_S``): the row is busy, the database is
+    fine, so a job over many rows goes on with the next one."""
+    cause = exc.__cause__ if isinstance(exc, DatabaseUnavailableError) else exc
+    return isinstance(cause, asyncpg.exceptions.LockNotAvailableError)
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     await register_vector(conn)
 
@@ -69,41 +80,73 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 @dataclass(frozen=True)
 class PoolConfig:
     """What a pool needs (``DATABASE_URL``, ``DB_POOL_MIN`` / ``DB_POOL_MAX`` connections,
-    ``DB_STATEMENT_TIMEOUT_S`` / ``DB_CONNECT_TIMEOUT_S`` seconds); built by the composition root."""
+    ``DB_STATEMENT_TIMEOUT_S`` / ``DB_CONNECT_TIMEOUT_S`` seconds; issue 19, partitions:
+    ``DB_IDLE_IN_TRANSACTION_TIMEOUT_S``, ``DB_LOCK_TIMEOUT_S`` seconds, 0 = off, and the TCP
+    :class:`Keepalive`); built by the composition root."""
 
     dsn: str
     min_size: int
     max_size: int
     statement_timeout_s: float
     connect_timeout_s: float
+    idle_in_transaction_timeout_s: float
+    lock_timeout_s: float
+    keepalive: Keepalive
 
     @classmethod
     def from_settings(cls, s: CommonSettings, *, max_size: int | None = None) -> PoolConfig:
         """``max_size``: a smaller pool than ``DB_POOL_MAX`` (one-pass commands)."""
         size = max_size or s.db_pool_max
+        keepalive = Keepalive.from_settings(s)
         return cls(dsn=s.database_url, min_size=min(s.db_pool_min, size), max_size=size,
-                   statement_timeout_s=s.db_statement_timeout_s, connect_timeout_s=s.db_connect_timeout_s)
+                   statement_timeout_s=s.db_statement_timeout_s, connect_timeout_s=s.db_connect_timeout_s,
+                   idle_in_transaction_timeout_s=s.db_idle_in_transaction_timeout_s,
+                   lock_timeout_s=s.db_lock_timeout_s, keepalive=keepalive)
+
+    def server_settings(self, app_name: str) -> dict[str, str]:
+        """Every session's parameters: the timeouts (ms; 0 = none) and the server's TCP keepalive."""
+        def ms(seconds: float) -> str:
+            return str(int(seconds * 1000))
+
+        return {"statement_timeout": ms(self.statement_timeout_s),
+                "idle_in_transaction_session_timeout": ms(self.idle_in_transaction_timeout_s),
+                "lock_timeout": ms(self.lock_timeout_s), "application_name": app_name[:63],
+                **self.keepalive.server_settings()}
 
 
 async def create_pool(config: PoolConfig, *, app_name: str = "rag") -> asyncpg.Pool:
-    """Open a pool; every connection gets the pgvector codec and a statement timeout.
+    """Open a pool; every connection gets the pgvector codec, the session timeouts
+    (:meth:`PoolConfig.server_settings`) and TCP keepalive on our end too.
 
     Raises DatabaseUnavailableError when PostgreSQL cannot be reached.
     """
-    timeout_ms = str(int(config.statement_timeout_s * 1000))
+    async def init(conn: asyncpg.Connection) -> None:
+        _keep_alive(conn, config.keepalive)
+        await _init_connection(conn)
+
     async with translate_errors():
         pool = await asyncpg.create_pool(
             config.dsn,
             min_size=config.min_size,
             max_size=config.max_size,
-            init=_init_connection,
+            init=init,
             reset=_keep_session,
             timeout=config.connect_timeout_s,
             command_timeout=config.statement_timeout_s + 5,
-            server_settings={"statement_timeout": timeout_ms, "application_name": app_name[:63]},
+            server_settings=config.server_settings(app_name),
         )
     assert pool is not None
     return pool
+
+
+def _keep_alive(conn: asyncpg.Connection, keepalive: Keepalive) -> None:
+    """TCP keepalive on our end of ``conn``: asyncpg has no option for it (0.32), so on its
+    transport's socket (asyncpg keeps the transport in ``_transport``; absent: nothing done)."""
+    transport = getattr(conn, "_transport", None)
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            keepalive.apply(sock)
 
 
 @contextlib.asynccontextmanager

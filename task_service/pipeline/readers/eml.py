@@ -33,7 +33,7 @@ import email.policy
 import mimetypes
 from email.message import Message
 
-from shared.domain.errors import NoTextError, UndecodableTextError
+from shared.domain.errors import UndecodableTextError
 from task_service.pipeline.decode import decode, sniff_html_charset
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
@@ -45,6 +45,7 @@ from task_service.pipeline.readers.mail import (
     cut_header,
     default_read_attachment,
     header_block,
+    read_file,
     read_mail_file,
     richer_body,
 )
@@ -62,12 +63,7 @@ def read(
     Raises ``ParseLimitError`` when the MIME structure nests more than ``limits.mail_max_nesting``
     levels, ``NoTextError`` when the bytes hold no header and no body (not a message).
     """
-    collector = Collector(read_attachment, limits)
-    read_into(data, collector)
-    result = collector.result()
-    if not result.blocks:
-        raise NoTextError("the e-mail has no subject, addresses, body or readable attachment")
-    return result
+    return read_file(data, limits, read_attachment, read_into, "the e-mail")
 
 
 def read_into(data: bytes, collector: Collector) -> None:

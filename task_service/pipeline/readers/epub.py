@@ -27,7 +27,6 @@ Errors: ``ParseLimitError`` (ZIP limits, checked first; XML or HTML nesting limi
 from __future__ import annotations
 
 import posixpath
-import zipfile
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -38,8 +37,8 @@ from shared.domain.normalize import sanitize
 from task_service.pipeline.decode import decode, sniff_html_charset
 from task_service.pipeline.document import SECTION_SEPARATOR, Block, ParsedDocument
 from task_service.pipeline.html import extract_html
-from task_service.pipeline.limits import ParseLimits, check_zip_limits
-from task_service.pipeline.readers._xmlzip import local, open_zip, parse_xml, read_member
+from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers._xmlzip import ZipPackage, local, parse_xml
 
 _FONT_OBFUSCATION = frozenset({"http://www.idpf.org/2008/embedding", "http://ns.adobe.com/pdf/enc#RC"})
 _TEXT_TYPES = ("application/xhtml+xml", "text/html", "application/x-dtbook+xml")
@@ -58,14 +57,13 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
 
     Raises ``ParseLimitError``, ``CorruptDocumentError``, ``EncryptedDocumentError``.
     """
-    check_zip_limits(data, limits, kind="EPUB")
-    with open_zip(data, "EPUB") as archive:
+    with ZipPackage.open(data, limits, "EPUB") as archive:
         _refuse_drm(archive)
         book = _book(archive)
         blocks: list[Block] = [Block(book.title)] if book.title.strip() else []
         warnings: dict[str, None] = {}
         for name in book.spine:
-            raw = read_member(archive, name, "EPUB")
+            raw = archive.read(name)
             if raw is None:
                 warnings[f"spine item {name!r} is missing from the package"] = None
                 continue
@@ -96,11 +94,10 @@ def _chapter(blocks: tuple[Block, ...], title: str | None, book_title: str) -> l
     return prefixed
 
 
-def _refuse_drm(archive: zipfile.ZipFile) -> None:
-    raw = read_member(archive, "META-INF/encryption.xml", "EPUB")
-    if raw is None:
+def _refuse_drm(archive: ZipPackage) -> None:
+    root = archive.xml("META-INF/encryption.xml")
+    if root is None:
         return
-    root = parse_xml(raw, "EPUB", "META-INF/encryption.xml")
     for data in root.iter("{*}EncryptedData"):
         method = next(data.iter("{*}EncryptionMethod"), None)
         algorithm = "" if method is None else method.get("Algorithm", "")
@@ -117,16 +114,15 @@ def _is_font(uri: str) -> bool:
     return uri.lower().rsplit(".", 1)[-1] in {"ttf", "otf", "woff", "woff2", "ttc"}
 
 
-def _book(archive: zipfile.ZipFile) -> _Book:
-    container = read_member(archive, "META-INF/container.xml", "EPUB")
+def _book(archive: ZipPackage) -> _Book:
+    container = archive.xml("META-INF/container.xml")
     if container is None:
         raise CorruptDocumentError("EPUB has no META-INF/container.xml: not an e-book package")
-    rootfile = next(parse_xml(container, "EPUB", "META-INF/container.xml").iter("{*}rootfile"), None)
+    rootfile = next(container.iter("{*}rootfile"), None)
     opf_name = "" if rootfile is None else unquote(rootfile.get("full-path", ""))
-    raw = read_member(archive, opf_name, "EPUB") if opf_name else None
-    if raw is None:
+    opf = archive.xml(opf_name) if opf_name else None
+    if opf is None:
         raise CorruptDocumentError(f"EPUB package document {opf_name!r} named by container.xml is missing")
-    opf = parse_xml(raw, "EPUB", opf_name)
     folder = posixpath.dirname(opf_name)
     items = {
         item.get("id", ""): (_resolve(folder, item.get("href", "")), item.get("media-type", ""),
@@ -148,15 +144,15 @@ def _book(archive: zipfile.ZipFile) -> _Book:
     return _Book(title.strip(), spine, _titles(archive, nav, ncx))
 
 
-def _titles(archive: zipfile.ZipFile, nav: str | None, ncx: str | None) -> dict[str, str]:
+def _titles(archive: ZipPackage, nav: str | None, ncx: str | None) -> dict[str, str]:
     """Entry name → the first table-of-contents label that points into it (EPUB 3 nav, else NCX)."""
     titles: dict[str, str] = {}
-    if nav and (raw := read_member(archive, nav, "EPUB")) is not None:
+    if nav and (raw := archive.read(nav)) is not None:
         root = _lenient_xml(raw, nav)
         tocs = [n for n in root.iter("{*}nav") if n.get(_EPUB_TYPE, "") == "toc"] if root is not None else []
         for link in (tocs[0].iter("{*}a") if tocs else ()):
             _add_title(titles, nav, link.get("href", ""), "".join(link.itertext()))
-    if not titles and ncx and (raw := read_member(archive, ncx, "EPUB")) is not None:
+    if not titles and ncx and (raw := archive.read(ncx)) is not None:
         root = _lenient_xml(raw, ncx)
         for point in (root.iter("{*}navPoint") if root is not None else ()):
             label = next(point.iter("{*}text"), None)

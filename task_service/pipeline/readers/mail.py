@@ -121,6 +121,22 @@ def richer_body(plain: str | None, html: str | None) -> ParsedDocument:
     return plain_doc
 
 
+def read_file(
+    data: bytes, limits: ParseLimits, read_attachment: AttachmentReader, read_into: Callable[[bytes, Collector], None],
+    what: str,
+) -> ParsedDocument:
+    """The message file ``data`` read by ``read_into`` at depth 0: header block, body, attachments, warnings.
+
+    Raises what ``read_into`` raises, and ``NoTextError`` (naming ``what``, "the e-mail") when nothing is left.
+    """
+    collector = Collector(read_attachment, limits)
+    read_into(data, collector)
+    result = collector.result()
+    if not result.blocks:
+        raise NoTextError(f"{what} has no subject, addresses, body or readable attachment")
+    return result
+
+
 def check_nesting(level: int, limits: ParseLimits, what: str) -> None:
     """Raise ``ParseLimitError`` when ``level`` exceeds ``limits.mail_max_nesting``."""
     if level > limits.mail_max_nesting:

@@ -10,7 +10,8 @@ from the 16-byte entries of ``__properties_version1.0``.
   To/Cc from the recipient storages (0x3001 name, 0x3003 address, 0x0C15 type) or the display
   lists (0x0E04, 0x0E03), Date = client submit time (0x0039), else delivery time (0x0E06);
 - body: plain (0x1000) or HTML (0x1013) when richer (``mail.richer_body``), else the
-  compressed RTF (0x1009) through ``msg_rtf`` (its encapsulated HTML through the HTML walker);
+  compressed RTF (0x1009) through ``rtf.read`` (its encapsulated HTML, ``rtf.encapsulated_html``,
+  through the HTML walker);
 - attachments (``__attach_version1.0_#…``): file data (0x3701) to ``read_attachment`` under
   its long file name (0x3707, else 0x3704, else 0x3001); an embedded message (storage
   ``__substg1.0_3701000D``) is read one level deeper; inline images (content id 0x3712 and an
@@ -32,13 +33,14 @@ import struct
 from shared.domain.errors import (
     CorruptDocumentError,
     DependencyMissingError,
-    NoTextError,
     ParseLimitError,
     UndecodableTextError,
 )
+from shared.domain.ole import OLE_MAGIC
 from task_service.pipeline.decode import decode
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
+from task_service.pipeline.readers import rtf
 from task_service.pipeline.readers.mail import (
     AttachmentReader,
     Collector,
@@ -46,16 +48,15 @@ from task_service.pipeline.readers.mail import (
     cut_header,
     default_read_attachment,
     header_block,
+    read_file,
     read_mail_file,
     richer_body,
 )
-from task_service.pipeline.readers.msg_rtf import rtf_body
 
 __all__ = ["read"]
 
 _EMBEDDED = "__substg1.0_3701000D"
 _PROPS = "__properties_version1.0"
-_CFB_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _FILETIME_EPOCH = dt.datetime(1601, 1, 1, tzinfo=dt.UTC)
 
 
@@ -68,12 +69,7 @@ def read(
     ``ParseLimitError`` when embedded messages nest deeper than ``limits.mail_max_nesting``,
     ``NoTextError`` when nothing is left, ``DependencyMissingError`` without olefile.
     """
-    collector = Collector(read_attachment, limits)
-    read_into(data, collector)
-    result = collector.result()
-    if not result.blocks:
-        raise NoTextError("the .msg message has no subject, addresses, body or readable attachment")
-    return result
+    return read_file(data, limits, read_attachment, read_into, "the .msg message")
 
 
 def read_into(data: bytes, collector: Collector) -> None:
@@ -81,7 +77,7 @@ def read_into(data: bytes, collector: Collector) -> None:
 
     Raises ``CorruptDocumentError`` (not a compound file), ``ParseLimitError`` (nesting bomb).
     """
-    if not data.startswith(_CFB_MAGIC):
+    if not data.startswith(OLE_MAGIC):
         raise CorruptDocumentError("not an Outlook .msg file (no Compound File signature)")
     try:
         import olefile
@@ -216,19 +212,27 @@ def _body(store: _Store, collector: Collector) -> ParsedDocument:
     if plain.strip() or html.strip():
         return richer_body(plain or None, html or None)
     compressed = store.binary(0x1009)
-    if not compressed:
-        return ParsedDocument(())
+    return _rtf_body(compressed, collector) if compressed else ParsedDocument(())
+
+
+def _rtf_body(compressed: bytes, collector: Collector) -> ParsedDocument:
+    """The compressed RTF body (MS-OXRTFCP): its encapsulated HTML through the HTML walker, else the RTF
+    itself through ``rtf.read``; a warning (and nothing) when it cannot be decompressed or read."""
     try:
         from compressed_rtf import decompress  # type: ignore[import-untyped]
 
-        rtf = decompress(compressed)
+        data = decompress(compressed)
     except ImportError as exc:  # pragma: no cover - a runtime dependency
         raise DependencyMissingError("compressed-rtf is not installed (the .msg reader needs it)") from exc
     except Exception as exc:
         collector.warnings.append(f"the RTF body cannot be decompressed: {exc}")
         return ParsedDocument(())
-    text, is_html = rtf_body(rtf)
-    return richer_body(None, text) if is_html else richer_body(text, None)
+    try:
+        html = rtf.encapsulated_html(data)
+        return rtf.read(data, collector.limits) if html is None else richer_body(None, html)
+    except (CorruptDocumentError, ParseLimitError) as exc:
+        collector.warnings.append(f"the RTF body cannot be read: {exc}")
+        return ParsedDocument(())
 
 
 def _html_text(data: bytes, codepage: int) -> str:

@@ -1,5 +1,5 @@
 """ODP (OpenDocument presentation, and its template .otp) → blocks: our own walker over
-``content.xml`` (zipfile + lxml, the locked-down parser of ``readers.ooxml``).
+``content.xml`` (``_xmlzip``: the ZIP package and the locked-down parser; ``odf``: the text walker).
 
 Why our own walker: ``python -m bench.parsers odp`` (markers of ``tests/fidelity/odp_corpus.py``,
 MB/s of ``content.xml`` of a 300-page deck, same run): ours 25/25, 3.9 MB/s; odfpy 1.4 (every
@@ -31,31 +31,33 @@ import posixpath
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from lxml import etree
 
 from shared.domain.errors import CorruptDocumentError
-from task_service.pipeline.document import Block, ParsedDocument
-from task_service.pipeline.limits import ParseLimits, check_zip_limits
-from task_service.pipeline.readers.ooxml import IMAGE_HEAD_BYTES, Package, SkippedImage, image_pixels
+from task_service.pipeline.document import Block, ParsedDocument, count_warnings
+from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers._xmlzip import ZipPackage
+from task_service.pipeline.readers.odf import DRAW as _DRAW
+from task_service.pipeline.readers.odf import OFFICE as _OFFICE
+from task_service.pipeline.readers.odf import PARAGRAPHS as _PARAGRAPHS
+from task_service.pipeline.readers.odf import STYLE as _STYLE
+from task_service.pipeline.readers.odf import SVG as _SVG
+from task_service.pipeline.readers.odf import TABLE as _TABLE
+from task_service.pipeline.readers.odf import TEXT as _TEXT
+from task_service.pipeline.readers.odf import inline_text, raise_if_encrypted, table_rows
+from task_service.pipeline.readers.pictures import SkippedImage, skipped_image
+from task_service.pipeline.readers.slides import SLIDE_WARNINGS, slide_blocks
+from task_service.pipeline.readers.slides import Item as _Item
 
 ODP_MIME = "application/vnd.oasis.opendocument.presentation"
-_OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
-_DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
-_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
-_TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
-_STYLE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}"
-_SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
 _PRES = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
 _CHART = "{urn:oasis:names:tc:opendocument:xmlns:chart:1.0}"
 _XLINK = "{http://www.w3.org/1999/xlink}"
-_PARAGRAPHS = (_TEXT + "p", _TEXT + "h")
 _CONTAINERS = frozenset({_TEXT + "list", _TEXT + "list-item", _TEXT + "list-header", _TEXT + "section",
                          _DRAW + "text-box"})
 _SKIPPED_TEXT = frozenset({_OFFICE + "annotation", _OFFICE + "annotation-end", _TEXT + "note-citation",
                            _SVG + "title", _SVG + "desc"})
-_ROWS = frozenset({_TABLE + "table-header-rows", _TABLE + "table-rows", _TABLE + "table-row-group"})
 _OBJECTS = frozenset({_DRAW + "object-ole", _DRAW + "plugin", _DRAW + "applet", _DRAW + "floating-frame"})
 _UNITS_CM = {"cm": 1.0, "mm": 0.1, "in": 2.54, "pt": 2.54 / 72, "pc": 2.54 / 6, "px": 2.54 / 96}
 _LENGTH = re.compile(r"\s*(-?[0-9.]+)\s*([a-z]*)")
@@ -73,10 +75,9 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
 
 def read_with_images(data: bytes, limits: ParseLimits) -> tuple[ParsedDocument, tuple[SkippedImage, ...]]:
     """``read``, plus the pictures counted in the "images not read" warning (for an OCR stage)."""
-    check_zip_limits(data, limits, kind="ODP")
-    package = Package.load(data, "ODP", ".ppt")
+    package = ZipPackage.open(data, limits, "ODP", ".ppt")
     _check_package(package)
-    content = package.xml("content.xml")
+    content = package.xml("content.xml", doctype=False)
     presentation = None if content is None else content.find(f"{_OFFICE}body/{_OFFICE}presentation")
     if content is None or presentation is None:
         raise CorruptDocumentError("ODP package has no presentation in content.xml: not an OpenDocument presentation")
@@ -86,14 +87,11 @@ def read_with_images(data: bytes, limits: ParseLimits) -> tuple[ParsedDocument, 
     return ParsedDocument(tuple(deck.blocks), deck.warnings()), tuple(deck.images)
 
 
-def _check_package(package: Package) -> None:
+def _check_package(package: ZipPackage) -> None:
     mimetype = (package.read("mimetype") or b"").decode("ascii", "replace").strip()
     if mimetype and not mimetype.startswith(ODP_MIME):
         raise CorruptDocumentError(f"ODP package is of another type ({mimetype!r}): not an OpenDocument presentation")
-    if b"encryption-data" in (package.read("META-INF/manifest.xml") or b""):
-        raise CorruptDocumentError(
-            "ODP is password-protected (encrypted): save it without a password and upload it again"
-        )
+    raise_if_encrypted(package.xml("META-INF/manifest.xml"), "OpenDocument presentation")
 
 
 def _hidden_styles(content: etree._Element) -> frozenset[str]:
@@ -105,17 +103,10 @@ def _hidden_styles(content: etree._Element) -> frozenset[str]:
     )
 
 
-@dataclass
-class _Item:
-    position: Position
-    texts: list[str]
-    title: bool = False
-
-
 class _Deck:
     """Walks pages into ``blocks``; ``counts`` of what was not read, ``images`` for OCR."""
 
-    def __init__(self, package: Package, hidden: frozenset[str]) -> None:
+    def __init__(self, package: ZipPackage, hidden: frozenset[str]) -> None:
         self.package = package
         self.hidden = hidden
         self.blocks: list[Block] = []
@@ -129,15 +120,8 @@ class _Deck:
     def page(self, number: int, page: etree._Element) -> None:
         self.number = number
         items = self._items(page)
-        items.sort(key=lambda item: (not item.title, item.position))
-        titles = [text for item in items if item.title for text in item.texts]
-        section = " ".join(" ".join(titles).split()) or f"Slide {number}"
-        if page.get(_DRAW + "style-name") in self.hidden:
-            section += " (hidden slide)"
-        self.blocks.extend(Block(text, section, number) for item in items for text in item.texts)
         notes = [text for item in self._items(page.find(_PRES + "notes")) for text in item.texts]
-        if notes:
-            self.blocks.append(Block("Speaker notes: " + "\n".join(notes), section, number))
+        self.blocks.extend(slide_blocks(number, items, notes, hidden=page.get(_DRAW + "style-name") in self.hidden))
 
     def _items(self, container: Iterable[etree._Element] | None) -> list[_Item]:
         items = []
@@ -161,7 +145,7 @@ class _Deck:
             if child.tag == _DRAW + "text-box":
                 texts.extend(self._text(child))
             elif child.tag == _TABLE + "table":
-                texts.extend(_table(child, self._text))
+                texts.extend(table_rows(child, self._text))
             elif child.tag == _DRAW + "image":
                 self._image(child)
                 texts.extend(self._text(child))
@@ -181,14 +165,14 @@ class _Deck:
     def _image(self, image: etree._Element) -> None:
         self.counts["image"] += 1
         part = posixpath.normpath(image.get(_XLINK + "href", "").removeprefix("./"))
-        if part.lower() in self.package.names:
-            pixels = image_pixels(self.package.head(part, IMAGE_HEAD_BYTES))
-            self.images.append(SkippedImage(part, self.package.size(part), pixels, self.number))
+        skipped = skipped_image(self.package, part, self.number)
+        if skipped is not None:
+            self.images.append(skipped)
 
     def _object(self, element: etree._Element) -> list[str]:
         """An embedded object: a chart's titles, or counted when it is anything else."""
         href = posixpath.normpath(element.get(_XLINK + "href", "").removeprefix("./"))
-        root = self.package.xml(posixpath.join(href, "content.xml"))
+        root = self.package.xml(posixpath.join(href, "content.xml"), doctype=False)
         chart = None if root is None else root.find(f"{_OFFICE}body/{_OFFICE}chart")
         if chart is None:
             self.counts["object"] += 1
@@ -210,60 +194,16 @@ class _Deck:
         return texts
 
     def warnings(self) -> tuple[str, ...]:
-        return tuple(
-            f"{self.counts[kind]:,} {one if self.counts[kind] == 1 else many}"
-            for kind, (one, many) in _WARNINGS.items()
-            if self.counts[kind]
-        )
+        return count_warnings(self.counts, SLIDE_WARNINGS)
 
 
-_WARNINGS = {
-    "image": ("image not read (no OCR)", "images not read (no OCR)"),
-    "chart": ("chart read as its titles only", "charts read as their titles only"),
-    "object": ("embedded object (OLE, media) not read", "embedded objects (OLE, media) not read"),
-    "comment": ("comment not indexed", "comments not indexed"),
-}
 
 
 def _paragraph(paragraph: etree._Element) -> str:
-    parts: list[str] = [paragraph.text or ""]
-    _inline(paragraph, parts)
+    """A paragraph's text: spans, links, fields, ``text:s``/``tab``/``line-break``; annotations and alt text dropped."""
+    parts: list[str] = []
+    inline_text(paragraph, parts, lambda child, _: child.tag in _SKIPPED_TEXT)
     return "".join(parts)
-
-
-def _inline(element: etree._Element, parts: list[str]) -> None:
-    """Text of ``element``'s children with their tails: spans, links, fields, ``text:s``/``tab``/``line-break``."""
-    for child in element:
-        tag = child.tag
-        if tag == _TEXT + "s":
-            count = child.get(_TEXT + "c", "1")
-            parts.append(" " * min(int(count) if count.isdecimal() else 1, 1000))
-        elif tag == _TEXT + "tab":
-            parts.append("\t")
-        elif tag == _TEXT + "line-break":
-            parts.append("\n")
-        elif isinstance(tag, str) and tag not in _SKIPPED_TEXT:
-            parts.append(child.text or "")
-            _inline(child, parts)
-        parts.append(child.tail or "")
-
-
-def _table(table: etree._Element, text: Callable[[etree._Element], list[str]]) -> list[str]:
-    rows = []
-    for row in _rows(table):
-        cells = (" ".join(t.strip() for t in text(cell)) for cell in row.iterchildren(_TABLE + "table-cell"))
-        joined = " | ".join(cell for cell in cells if cell)
-        if joined:
-            rows.append(joined)
-    return rows
-
-
-def _rows(container: etree._Element) -> Iterable[etree._Element]:
-    for child in container:
-        if child.tag == _TABLE + "table-row":
-            yield child
-        elif child.tag in _ROWS:
-            yield from _rows(child)
 
 
 def _position(shape: etree._Element) -> Position:

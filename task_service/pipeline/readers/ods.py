@@ -20,57 +20,45 @@ Raises ``ParseLimitError`` (ZIP bomb, table limits, XML deeper than libxml2 allo
 
 from __future__ import annotations
 
-import io
-import zipfile
-import zlib
 from collections.abc import Iterator
 from typing import IO
 
 from lxml import etree
 
-from shared.domain.errors import CorruptDocumentError, ParseLimitError
+from shared.domain.errors import CorruptDocumentError
 from task_service.pipeline.document import Block, ParsedDocument
-from task_service.pipeline.limits import ParseLimits, check_zip_limits
+from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers._xmlzip import SECURE_XML, ZipPackage, xml_errors
+from task_service.pipeline.readers.odf import OFFICE as _OFFICE
+from task_service.pipeline.readers.odf import PARAGRAPHS as _PARAGRAPHS
+from task_service.pipeline.readers.odf import TABLE as _TABLE
+from task_service.pipeline.readers.odf import inline_text, raise_if_encrypted
 from task_service.pipeline.readers.tables import Budget, Cell, Kind, Row, letter_name, table_blocks
 
-_TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
-_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
-_OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
-_SECURE: dict[str, bool] = {
-    "resolve_entities": False, "no_network": True, "load_dtd": False, "huge_tree": False,
-    "remove_comments": True, "remove_pis": True,
-}
 _KINDS: dict[str, Kind] = {
     "float": "number", "percentage": "number", "currency": "number",
     "date": "date", "time": "date", "boolean": "bool",
 }
-_MAX_SPACES = 1_000  # ``<text:s text:c="…"/>``: whitespace is collapsed later anyway
-_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, NotImplementedError,
-               ValueError, KeyError)
 
 
 def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
     """Blocks of every sheet of an ODS document (module docstring)."""
-    check_zip_limits(data, limits, kind="ODS")
     budget = Budget(limits, "ODS")
     blocks: list[Block] = []
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive, archive.open("content.xml") as stream:
+    with ZipPackage.open(data, limits, "ODS") as package:
+        raise_if_encrypted(package.xml("META-INF/manifest.xml"), "OpenDocument spreadsheet")
+        if package.entry("content.xml") is None:
+            raise CorruptDocumentError("ODS package has no content.xml: not an OpenDocument file")
+        with xml_errors("ODS", "content.xml"), package.stream("content.xml") as stream:
             for name, rows in _tables(stream, budget):
                 blocks.extend(table_blocks(rows, name, letter_name))
-    except etree.XMLSyntaxError as exc:
-        if "depth" in str(exc).lower() or "huge" in str(exc).lower():
-            raise ParseLimitError(f"ODS content.xml exceeds the XML parser's limits: {exc}") from exc
-        raise CorruptDocumentError(f"ODS content.xml is not well-formed XML: {exc}") from exc
-    except _ZIP_ERRORS as exc:
-        raise CorruptDocumentError(f"ODS cannot be read (no content.xml, or not a ZIP package): {exc}") from exc
     return ParsedDocument(tuple(blocks))
 
 
 def _tables(stream: IO[bytes], budget: Budget) -> Iterator[tuple[str, list[Row]]]:
     """``(sheet name, rows)`` per ``table:table``, rows parsed one at a time and then dropped."""
     events = etree.iterparse(stream, events=("start", "end"), tag=(_TABLE + "table", _TABLE + "table-row"),
-                             **_SECURE)
+                             **SECURE_XML)
     name: str = ""
     rows: list[Row] = []
     for event, element in events:
@@ -110,19 +98,11 @@ def _row(element: etree._Element, budget: Budget) -> tuple[Row, int]:
 
 
 def _cell_text(cell: etree._Element) -> str:
-    return "\n".join(_paragraph(p) for p in cell.iter(_TEXT + "p", _TEXT + "h"))
+    return "\n".join(_paragraph(p) for p in cell.iter(*_PARAGRAPHS))
 
 
 def _paragraph(p: etree._Element) -> str:
-    parts = [p.text or ""]
-    for child in p:
-        if child.tag == _TEXT + "s":
-            parts.append(" " * min(int(child.get(_TEXT + "c", "1") or 1), _MAX_SPACES))
-        elif child.tag == _TEXT + "tab":
-            parts.append("\t")
-        elif child.tag == _TEXT + "line-break":
-            parts.append("\n")
-        elif child.tag not in (_TEXT + "p", _TEXT + "h"):
-            parts.append(_paragraph(child))
-        parts.append(child.tail or "")
+    """A paragraph's text (``odf.inline_text``); nested paragraphs (an annotation's) come on their own."""
+    parts: list[str] = []
+    inline_text(p, parts, lambda child, _: child.tag in _PARAGRAPHS)
     return "".join(parts)

@@ -33,22 +33,23 @@ ZIP or flat ODF XML, no ``content.xml``, no ``office:text``), ``EncryptedDocumen
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lxml import etree
 
-from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError
-from task_service.pipeline.document import Block, ParsedDocument, section_path
-from task_service.pipeline.limits import ParseLimits, check_zip_limits
-from task_service.pipeline.readers._xmlzip import open_zip, parse_xml, read_member
+from shared.domain.errors import CorruptDocumentError
+from task_service.pipeline.document import Block, HeadingStack, ParsedDocument, count_warnings
+from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers._xmlzip import ZipPackage, parse_xml
+from task_service.pipeline.readers.odf import DRAW as _DRAW
+from task_service.pipeline.readers.odf import OFFICE as _OFFICE
+from task_service.pipeline.readers.odf import STYLE as _STYLE
+from task_service.pipeline.readers.odf import SVG as _SVG
+from task_service.pipeline.readers.odf import TABLE as _TABLE
+from task_service.pipeline.readers.odf import TEXT as _TEXT
+from task_service.pipeline.readers.odf import inline_text, raise_if_encrypted, table_rows
 
-_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
-_TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
-_OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
-_DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
-_STYLE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}"
-_SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
-_MANIFEST = "{urn:oasis:names:tc:opendocument:xmlns:manifest:1.0}"
 _DC = "{http://purl.org/dc/elements/1.1/}"
 
 _SKIPPED = frozenset(_TEXT + t for t in (
@@ -59,8 +60,6 @@ _SKIPPED = frozenset(_TEXT + t for t in (
     "bookmark-end",
 )) | {_OFFICE + "forms", _OFFICE + "annotation-end", _TABLE + "table-columns", _TABLE + "table-column",
       _TABLE + "covered-table-cell", _DC + "creator", _DC + "date"}
-_INLINE_CHARS = {_TEXT + "tab": "\t", _TEXT + "line-break": "\n"}
-_ROW_WRAPPERS = frozenset(_TABLE + t for t in ("table-header-rows", "table-rows", "table-row-group"))
 _FURNITURE = frozenset(_STYLE + t for t in (
     "header", "footer", "header-left", "footer-left", "header-first", "footer-first",
 ))
@@ -84,10 +83,7 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
     walker = _Walker()
     walker.container(body)
     walker.furniture(styles)
-    warnings = tuple(
-        f"{n:,} {one if n == 1 else many}" for kind, (one, many) in _WARNINGS.items() if (n := walker.counts[kind])
-    )
-    return ParsedDocument(tuple(walker.blocks), warnings)
+    return ParsedDocument(tuple(walker.blocks), count_warnings(walker.counts, _WARNINGS))
 
 
 def _parts(data: bytes, limits: ParseLimits) -> tuple[etree._Element, etree._Element | None]:
@@ -95,30 +91,18 @@ def _parts(data: bytes, limits: ParseLimits) -> tuple[etree._Element, etree._Ele
     if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"<":
         root = parse_xml(data, "ODT", "flat document")
         return root, root
-    check_zip_limits(data, limits, kind="ODT")
-    with open_zip(data, "ODT") as archive:
-        manifest = read_member(archive, "META-INF/manifest.xml", "ODT")
-        if manifest is not None and _encrypted(parse_xml(manifest, "ODT", "META-INF/manifest.xml")):
-            raise EncryptedDocumentError("the OpenDocument file is password-protected; save it without a password")
-        content = read_member(archive, "content.xml", "ODT")
+    with ZipPackage.open(data, limits, "ODT") as package:
+        raise_if_encrypted(package.xml("META-INF/manifest.xml"), "OpenDocument text")
+        content = package.xml("content.xml")
         if content is None:
             raise CorruptDocumentError("ODT package has no content.xml: not an OpenDocument file")
-        styles = read_member(archive, "styles.xml", "ODT")
-        return (parse_xml(content, "ODT", "content.xml"),
-                None if styles is None else parse_xml(styles, "ODT", "styles.xml"))
-
-
-def _encrypted(manifest: etree._Element) -> bool:
-    for entry in manifest.iter(_MANIFEST + "file-entry"):
-        if entry.get(_MANIFEST + "full-path") == "content.xml":
-            return entry.find(_MANIFEST + "encryption-data") is not None
-    return False
+        return content, package.xml("styles.xml")
 
 
 @dataclass
 class _Walker:
     blocks: list[Block] = field(default_factory=list)
-    headings: list[tuple[int, str]] = field(default_factory=list)
+    headings: HeadingStack = field(default_factory=HeadingStack)
     section: str | None = None
     nested: int = 0  # > 0 inside a table, frame, note or annotation: headings do not set the section
     counts: Counter[str] = field(default_factory=Counter)
@@ -147,7 +131,7 @@ class _Walker:
         after: list[Block] = []
         self.blocks = after
         parts = [label + " "] if label else []
-        self.inline(el, parts)
+        inline_text(el, parts, self._inline)
         self.blocks = outer
         text = "".join(parts)
         if heading and not self.nested and text.strip():
@@ -161,10 +145,7 @@ class _Walker:
             level = int(el.get(_TEXT + "outline-level", "1"))
         except ValueError:
             level = 1
-        while self.headings and self.headings[-1][0] >= level:
-            self.headings.pop()
-        self.headings.append((level, text))
-        self.section = section_path([h for _, h in self.headings])
+        self.section = self.headings.enter(level, text)
 
     def list_item(self, el: etree._Element) -> None:
         label = ""
@@ -178,22 +159,17 @@ class _Walker:
                 self.block(child)
 
     def table(self, el: etree._Element) -> None:
-        for row in _rows(el):
-            cells = []
-            for cell in row:
-                if cell.tag == _TABLE + "table-cell":
-                    cells.append(" ".join(b.text.strip() for b in self._collect(cell) if b.text.strip()))
-            text = " | ".join(c for c in cells if c)
-            if text:
-                self.blocks.append(Block(text, self.section))
+        for text in table_rows(el, lambda cell: [b.text for b in self._collect(cell)]):
+            self.blocks.append(Block(text, self.section))
 
-    def _collect(self, el: etree._Element) -> list[Block]:
-        """The blocks of ``el``'s children, walked as nested content, returned instead of emitted."""
+    def _collect(self, el: etree._Element, walk: Callable[[etree._Element], None] | None = None) -> list[Block]:
+        """The blocks of ``el``'s children (``walk``: of ``el`` itself), walked as nested content,
+        returned instead of emitted."""
         outer = self.blocks
         inner: list[Block] = []
         self.blocks = inner
         self.nested += 1
-        self.container(el)
+        (walk or self.container)(el)
         self.nested -= 1
         self.blocks = outer
         return inner
@@ -210,46 +186,25 @@ class _Walker:
             elif child.tag in _COUNTED or (isinstance(child.tag, str) and child.tag.startswith(_DRAW)):
                 self.frame(child)
             else:
-                self.blocks.extend(self._collect_one(child))
+                self.blocks.extend(self._collect(child, self.block))
 
-    def _collect_one(self, el: etree._Element) -> list[Block]:
-        outer = self.blocks
-        inner: list[Block] = []
-        self.blocks = inner
-        self.nested += 1
-        self.block(el)
-        self.nested -= 1
-        self.blocks = outer
-        return inner
-
-    def inline(self, el: etree._Element, parts: list[str]) -> None:
-        if el.text:
-            parts.append(el.text)
-        for child in el:
-            self._inline_child(child, parts)
-            if child.tail:
-                parts.append(child.tail)
-
-    def _inline_child(self, child: etree._Element, parts: list[str]) -> None:
+    def _inline(self, child: etree._Element, parts: list[str]) -> bool:
+        """``odf.inline_text``'s hook: notes, annotations and frames become blocks, skipped elements
+        nothing; ``False`` for spans, links, fields, ruby, ``text:number``, meta... (walked inline)."""
         tag = child.tag
-        if tag == _TEXT + "s":
-            parts.append(" " * _count(child.get(_TEXT + "c")))
-        elif tag in _INLINE_CHARS:
-            parts.append(_INLINE_CHARS[tag])
-        elif tag == _TEXT + "note":
+        if tag == _TEXT + "note":
             body = child.find(_TEXT + "note-body")
             if body is not None:
                 self.blocks.extend(self._collect(body))
         elif tag == _OFFICE + "annotation":
             self.blocks.extend(self._collect(child))
-        elif tag in _SKIPPED or not isinstance(tag, str):
-            return
-        elif tag.startswith(_DRAW):
+        elif tag.startswith(_DRAW) and tag not in _SKIPPED:
             self.nested += 1
             self.frame(child)
             self.nested -= 1
-        else:  # span, a, fields, ruby, text:number, meta...
-            self.inline(child, parts)
+        else:
+            return tag in _SKIPPED
+        return True
 
     def furniture(self, styles: etree._Element | None) -> None:
         """Headers and footers of the master pages, each distinct paragraph once, after the body."""
@@ -265,19 +220,3 @@ class _Walker:
                             seen.add(block.text)
                             self.blocks.append(Block(block.text))
 
-
-def _rows(table: etree._Element) -> list[etree._Element]:
-    rows = []
-    for child in table:
-        if child.tag == _TABLE + "table-row":
-            rows.append(child)
-        elif child.tag in _ROW_WRAPPERS:
-            rows.extend(_rows(child))
-    return rows
-
-
-def _count(value: str | None) -> int:
-    try:
-        return max(1, min(int(value or "1"), 1_000))
-    except ValueError:
-        return 1

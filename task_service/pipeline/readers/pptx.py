@@ -49,19 +49,13 @@ from dataclasses import dataclass, field
 from lxml import etree
 
 from shared.domain.errors import CorruptDocumentError, UnsupportedTypeError
-from task_service.pipeline.document import Block, ParsedDocument
-from task_service.pipeline.limits import ParseLimits, check_zip_limits
-from task_service.pipeline.readers.ooxml import (
-    IMAGE_HEAD_BYTES,
-    MC,
-    Package,
-    R,
-    SkippedImage,
-    choose,
-    drawing_text,
-    image_pixels,
-)
+from task_service.pipeline.document import Block, ParsedDocument, count_warnings
+from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers.ooxml import MC, Package, R, choose, drawing_text
 from task_service.pipeline.readers.ooxml import A as _A
+from task_service.pipeline.readers.pictures import SkippedImage, skipped_image
+from task_service.pipeline.readers.slides import SLIDE_WARNINGS, slide_blocks
+from task_service.pipeline.readers.slides import Item as _Item
 
 P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
 _P = "{" + P_NS + "}"
@@ -95,8 +89,7 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
 
 def read_with_images(data: bytes, limits: ParseLimits) -> tuple[ParsedDocument, tuple[SkippedImage, ...]]:
     """``read``, plus the pictures counted in the "images not read" warning (for an OCR stage)."""
-    check_zip_limits(data, limits, kind="PPTX")
-    package = Package.load(data, "PPTX", ".ppt")
+    package = Package.open(data, limits, "PPTX", ".ppt")
     main = package.related("", "officeDocument") or "ppt/presentation.xml"
     presentation = package.xml(main)
     if presentation is None:
@@ -123,15 +116,6 @@ def _slide_ids(presentation: etree._Element) -> list[str]:
 
 
 # ---------------------------------------------------------------- shapes → positioned texts
-
-
-@dataclass
-class _Item:
-    """One shape's texts (paragraphs, table rows, alt text) with its position; groups are flattened."""
-
-    position: Position
-    texts: list[str]
-    title: bool = False
 
 
 @dataclass
@@ -172,15 +156,8 @@ class _Deck:
         self.chain = self._chain(part)
         self.part, self.page = part, number
         items = self._items(_tree(root))
-        items.sort(key=lambda item: (not item.title, item.position))
-        titles = [text for item in items if item.title for text in item.texts]
-        section = " ".join(" ".join(titles).split()) or f"Slide {number}"
-        if root.get("show") in ("0", "false"):
-            section += " (hidden slide)"
-        self.blocks.extend(Block(text, section, number) for item in items for text in item.texts)
         notes = self._notes(part)
-        if notes:
-            self.blocks.append(Block("Speaker notes: " + "\n".join(notes), section, number))
+        self.blocks.extend(slide_blocks(number, items, notes, hidden=root.get("show") in ("0", "false")))
         self._count_comments(part)
 
     def _chain(self, slide: str) -> tuple[_Placeholders, ...]:
@@ -273,10 +250,9 @@ class _Deck:
 
     def _image(self, blip: etree._Element) -> None:
         self.counts["image"] += 1
-        part = self.package.target(self.part, blip.get(R + "embed", ""))
-        if part is not None and part.lower() in self.package.names:
-            pixels = image_pixels(self.package.head(part, IMAGE_HEAD_BYTES))
-            self.images.append(SkippedImage(part, self.package.size(part), pixels, self.page))
+        image = skipped_image(self.package, self.package.target(self.part, blip.get(R + "embed", "")), self.page)
+        if image is not None:
+            self.images.append(image)
 
     def _group(self, group: etree._Element) -> _Item:
         items = self._items(group)
@@ -321,20 +297,10 @@ class _Deck:
         return texts
 
     def warnings(self) -> tuple[str, ...]:
-        return tuple(
-            f"{self.counts[kind]:,} {one if self.counts[kind] == 1 else many}"
-            for kind, (one, many) in _WARNINGS.items()
-            if self.counts[kind]
-        )
+        return count_warnings(self.counts, _WARNINGS)
 
 
-_WARNINGS = {
-    "image": ("image not read (no OCR)", "images not read (no OCR)"),
-    "chart": ("chart read as its titles only", "charts read as their titles only"),
-    "object": ("embedded object (OLE, media) not read", "embedded objects (OLE, media) not read"),
-    "comment": ("comment not indexed", "comments not indexed"),
-    "missing": ("slide missing from the package", "slides missing from the package"),
-}
+_WARNINGS = SLIDE_WARNINGS | {"missing": ("slide missing from the package", "slides missing from the package")}
 
 
 def _tree(root: etree._Element | None) -> etree._Element | tuple[()]:

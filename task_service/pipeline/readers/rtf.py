@@ -21,6 +21,9 @@ leaves surrogate pairs unjoined) and leaks a tracked deletion, 1.8 MB/s.
   field instructions (``\\fldinst``; the field *result* is kept), and tracked deletions
   (``\\deleted``). Footnotes, headers, footers and annotations are kept, where they stand.
 
+``encapsulated_html`` gives the HTML of an RTF that wraps HTML (``\\fromhtml1``, MS-OXRTFEX: the
+RTF body of an Outlook message, ``msg.py``) with the same tokenizer.
+
 Errors: ``CorruptDocumentError`` (not RTF: no ``{\\rtf`` header), ``ParseLimitError``
 (groups nested deeper than ``_MAX_DEPTH``).
 """
@@ -32,7 +35,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from shared.domain.errors import CorruptDocumentError, ParseLimitError
-from task_service.pipeline.document import Block, ParsedDocument, section_path
+from task_service.pipeline.document import Block, HeadingStack, ParsedDocument
 from task_service.pipeline.limits import ParseLimits
 
 _MAX_DEPTH = 1_000
@@ -71,6 +74,8 @@ class _State:
     codec: str = "cp1252"
     deleted: bool = False
     font_table: bool = False
+    suppressed: bool = False  # inside \htmlrtf … \htmlrtf0 (RTF-only text of encapsulated HTML)
+    html_tag: bool = False  # inside {\*\htmltag …} (encapsulated HTML)
 
 
 @dataclass
@@ -84,13 +89,15 @@ class _Reader:
     text: list[str] = field(default_factory=list)
     row: list[str] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)
-    headings: list[tuple[int, str]] = field(default_factory=list)
+    headings: HeadingStack = field(default_factory=HeadingStack)
     outline: int | None = None
     skip_chars: int = 0  # \uc fallback characters still to skip
     starred: bool = False  # the previous token was \*
+    html: bool = False  # de-encapsulating HTML (``encapsulated_html``): text, not blocks
 
     def hidden(self) -> bool:
-        return self.state.skip or self.state.deleted or self.state.font_table
+        state = self.state
+        return state.skip or state.deleted or state.font_table or (state.suppressed and not state.html_tag)
 
     def emit(self, piece: str) -> None:
         if self.hidden():
@@ -110,25 +117,32 @@ class _Reader:
             self.pending.clear()
 
     def end_paragraph(self) -> None:
+        if self.html:
+            self.emit("\n")
+            return
         self._decode_pending()
         text = "".join(self.text)
         self.text = []
         if self.outline is not None and text.strip() and not self.row:
-            while self.headings and self.headings[-1][0] >= self.outline:
-                self.headings.pop()
-            self.headings.append((self.outline, text))
+            self.headings.enter(self.outline, text)
         if text.strip() or self.row:
             if self.row:
                 self.row.append(text)  # text after the last \cell of a row (rare) stays in the row
             else:
-                self.blocks.append(Block(text, section_path([h for _, h in self.headings])))
+                self.blocks.append(Block(text, self.headings.path))
 
     def end_cell(self) -> None:
+        if self.html:
+            self.emit(" ")
+            return
         self._decode_pending()
         self.row.append("".join(self.text).strip())
         self.text = []
 
     def end_row(self) -> None:
+        if self.html:
+            self.emit("\n")
+            return
         self._decode_pending()
         if "".join(self.text).strip():
             self.row.append("".join(self.text).strip())
@@ -136,7 +150,7 @@ class _Reader:
         cells = " | ".join(c for c in self.row if c)
         self.row = []
         if cells:
-            self.blocks.append(Block(cells, section_path([h for _, h in self.headings])))
+            self.blocks.append(Block(cells, self.headings.path))
 
 
 def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
@@ -147,15 +161,34 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
     ``ParseLimitError`` (groups nested deeper than ``_MAX_DEPTH``).
     """
     del limits
-    start = data.find(b"{\\rtf")
-    if start < 0 or start > 1024:
-        raise CorruptDocumentError("not an RTF document (no {\\rtf header)")
     reader = _Reader()
-    _tokens(data, start, reader)
+    _tokens(data, _start(data), reader)
     reader.end_paragraph()
     if reader.row:
         reader.end_row()
     return ParsedDocument(tuple(Block(join_surrogates(b.text), b.section) for b in reader.blocks))
+
+
+def encapsulated_html(data: bytes) -> str | None:
+    """The HTML that an RTF document encapsulates, None when it says no ``\\fromhtml1`` in its first
+    4 KB (Outlook's RTF bodies, MS-OXRTFEX §2.1.3): the text of ``{\\*\\htmltag …}`` groups and the
+    text outside ``\\htmlrtf`` … ``\\htmlrtf0`` runs, paragraph and row ends as newlines, cell ends as
+    spaces. Raises as ``read``.
+    """
+    start = _start(data)
+    if b"\\fromhtml1" not in data[:4096]:
+        return None
+    reader = _Reader(html=True)
+    _tokens(data, start, reader)
+    reader._decode_pending()
+    return join_surrogates("".join(reader.text))
+
+
+def _start(data: bytes) -> int:
+    start = data.find(b"{\\rtf")
+    if start < 0 or start > 1024:
+        raise CorruptDocumentError("not an RTF document (no {\\rtf header)")
+    return start
 
 
 def _tokens(data: bytes, pos: int, reader: _Reader) -> None:
@@ -230,6 +263,8 @@ def _control(reader: _Reader, word: bytes, arg: bytes | None, data: bytes, pos: 
     value = int(arg) if arg is not None else None
     if word == b"bin":
         return pos + max(value or 0, 0)
+    if reader.html and _html_control(reader, word, value, starred):
+        return pos
     if (starred and word not in _KEPT_STARRED) or word in _SKIP_DESTINATIONS:
         if word == b"fonttbl":
             reader.state = replace(reader.state, font_table=True, skip=False)
@@ -248,11 +283,24 @@ def _control(reader: _Reader, word: bytes, arg: bytes | None, data: bytes, pos: 
     return pos
 
 
+def _html_control(reader: _Reader, word: bytes, value: int | None, starred: bool) -> bool:
+    """``{\\*\\htmltag …}`` (HTML text) and ``\\htmlrtf``/``\\htmlrtf0`` (RTF-only text) of encapsulated
+    HTML; ``False`` for other control words."""
+    if starred and word == b"htmltag":
+        reader.state = replace(reader.state, html_tag=True)
+    elif word == b"htmlrtf":
+        reader._decode_pending()
+        reader.state = replace(reader.state, suppressed=value != 0)
+    else:
+        return False
+    return True
+
+
 def _unicode(reader: _Reader, value: int) -> None:
     if reader.skip_chars:
         reader.skip_chars = 0
-    code = value + 65536 if value < 0 else value
-    reader.emit(chr(code))
+    code = value % 0x10000 if value < 0 else value  # a signed 16-bit value
+    reader.emit(chr(code) if code <= 0x10FFFF else "\ufffd")
     reader.skip_chars = reader.state.uc
 
 

@@ -30,20 +30,18 @@ import datetime as dt
 import io
 import re
 import zipfile
-import zlib
 from collections.abc import Iterator
 from typing import Any
 
 from shared.domain.errors import CorruptDocumentError, ParseLimitError
+from shared.domain.ole import OLE_MAGIC
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits, check_zip_limits
+from task_service.pipeline.readers._xmlzip import ZIP_ERRORS
 from task_service.pipeline.readers.tables import Budget, Cell, Row, letter_name, table_blocks
 
-_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 # A cell with content: ``<c r="B7" ...>`` (self-closing ``<c .../>`` cells are styled but empty).
 _CELL_REF = re.compile(rb'<(?:\w+:)?c\s[^>]*?\br="([A-Z]{1,3})([0-9]{1,7})"[^>]*(?<!/)>')
-_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, NotImplementedError,
-               ValueError)
 _SHEET_PART = re.compile(r"xl/(?:worksheets|macrosheets|dialogsheets)/[^/]+\.xml", re.I)
 
 
@@ -53,7 +51,7 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
     Raises ``ParseLimitError`` (ZIP bomb, a sheet's used range or a row over the table limits),
     ``CorruptDocumentError`` (not a readable workbook).
     """
-    if data.startswith(_OLE_MAGIC):
+    if data.startswith(OLE_MAGIC):
         raise CorruptDocumentError(
             "workbook is an OLE container, not an OOXML package: password-protected (encrypted) or a legacy .xls"
         )
@@ -123,7 +121,7 @@ def _check_used_areas(data: bytes, limits: ParseLimits) -> None:
                             f"XLSX sheet {name!r} spans {area:,} cells (its used range); "
                             f"the limit is {limits.table_max_cells:,} (TABLE_MAX_CELLS)"
                         )
-    except _ZIP_ERRORS as exc:
+    except ZIP_ERRORS as exc:
         raise CorruptDocumentError(f"XLSX is not a readable ZIP package: {exc}") from exc
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
 
-from tests.pdfgen import assemble
+from tests.support.pdfgen import assemble
 
 LATIN_FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
 CJK_FONT = Path("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc")
@@ -106,7 +106,7 @@ def image_page_stream(image: Image.Image, name: bytes = b"Im1") -> tuple[bytes, 
 
 def scanned_pdf(pages: list[Image.Image | bytes | tuple[Image.Image, bytes]]) -> bytes:
     """A PDF whose page ``i`` is ``pages[i]``: an image (a scan, no text layer), a content stream of
-    text operators with Helvetica as F1 (``tests.pdfgen.text_page``), or both (the text over the scan)."""
+    text operators with Helvetica as F1 (``tests.support.pdfgen.text_page``), or both (the text over the scan)."""
     n = len(pages)
     kids = " ".join(f"{3 + 3 * i} 0 R" for i in range(n))
     objects = [b"<< /Type /Catalog /Pages 2 0 R >>", f"<< /Type /Pages /Kids [{kids}] /Count {n} >>".encode()]

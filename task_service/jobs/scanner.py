@@ -2,13 +2,11 @@
 dead-lettered messages into FAILED tasks (kept in ``dead_letter`` for the DLQ CLI).
 
 Runs every ``SCAN_INTERVAL_S`` inside each worker (conditional updates make concurrent scanners
-safe); ``python -m task_service.scanner --once`` runs one pass.
+safe); ``rag ops scanner --once`` runs one pass.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -17,7 +15,7 @@ from typing import Any
 import asyncpg
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
-from shared.adapters.postgres.pool import connection
+from shared.adapters.postgres.pool import connection, row_locked
 from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.domain import messages
@@ -29,7 +27,6 @@ from shared.domain.states import TaskStatus
 from shared.log import bind
 from shared.settings import WorkerSettings
 from task_service.metrics import WorkerMetrics
-from task_service.oneshot import one_shot
 
 log = logging.getLogger(__name__)
 
@@ -50,26 +47,42 @@ def thresholds(s: WorkerSettings) -> ScanThresholds:
 
 
 async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport) -> None:
-    """One pass over active tasks older than the smallest threshold."""
+    """One pass over active tasks older than the smallest threshold, each in its own short
+    transaction: a task whose rows another session holds locked (a worker partitioned inside its
+    commit) is passed over after ``DB_LOCK_TIMEOUT_S`` and left to the next pass; the others are
+    handled. Any other database failure ends the pass (TransientError)."""
     oldest = min(th.heartbeat_timeout, th.hard_limit, th.requeue_after).total_seconds()
     async with connection(pool) as conn:
         rows = await tasks_repo.active_tasks_older_than(conn, oldest, 500)
-        for r in rows:
-            decision = decide_scan(TaskStatus(r["status"]), r["start_time"], r["update_time"], r["now"], th)
-            with bind(task_id=r["id"], document_id=r["document_id"], generation=r["generation"],
-                      attempt=r["attempt"]):
-                if decision.action is ScanAction.TIMEOUT:
-                    if await tasks_repo.finish_unsuccessfully(
-                        conn, Claim(r["id"], r["generation"], r["attempt"]), document_id=r["document_id"],
-                        status=TaskStatus.TIMEOUT, error_code=TaskTimeoutError.error_code,
-                        error_message=f"timed out by the scanner: {decision.reason}",
-                    ):
-                        log.warning("task timed out", extra={"reason": decision.reason})
-                        report.timed_out.append(r["id"])
-                elif decision.action is ScanAction.REPUBLISH:
-                    if await tasks_repo.requeue_task(conn, r["id"], r["status"], r["generation"], r["update_time"]):
-                        log.warning("queued task re-published", extra={"reason": decision.reason})
-                        report.republished.append(r["id"])
+    for r in rows:
+        decision = decide_scan(TaskStatus(r["status"]), r["start_time"], r["update_time"], r["now"], th)
+        if decision.action is ScanAction.NONE:
+            continue
+        with bind(task_id=r["id"], document_id=r["document_id"], generation=r["generation"], attempt=r["attempt"]):
+            try:
+                async with connection(pool) as conn:
+                    await _apply(conn, r, decision.action, decision.reason, report)
+            except TransientError as exc:
+                if not row_locked(exc):
+                    raise
+                log.warning("task passed over: its rows are locked by another session", extra={"error": str(exc)})
+
+
+async def _apply(conn: asyncpg.Connection, r: asyncpg.Record, action: ScanAction, reason: str,
+                 report: ScanReport) -> None:
+    """Time out or re-publish one task the scan decided on (conditional: concurrent scanners act once)."""
+    if action is ScanAction.TIMEOUT:
+        if await tasks_repo.finish_unsuccessfully(
+            conn, Claim(r["id"], r["generation"], r["attempt"]), document_id=r["document_id"],
+            status=TaskStatus.TIMEOUT, error_code=TaskTimeoutError.error_code,
+            error_message=f"timed out by the scanner: {reason}",
+        ):
+            log.warning("task timed out", extra={"reason": reason})
+            report.timed_out.append(r["id"])
+    elif action is ScanAction.REPUBLISH:
+        if await tasks_repo.requeue_task(conn, r["id"], r["status"], r["generation"], r["update_time"]):
+            log.warning("queued task re-published", extra={"reason": reason})
+            report.republished.append(r["id"])
 
 
 def _death_reason(message: AbstractIncomingMessage) -> str:
@@ -107,8 +120,8 @@ async def drain_dead_letters(pool: asyncpg.Pool, channel: AbstractChannel, repor
         await message.ack()
 
 
-async def scan_once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: ScanThresholds,
-                    metrics: WorkerMetrics | None = None) -> ScanReport:
+async def once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: ScanThresholds,
+               metrics: WorkerMetrics | None = None) -> ScanReport:
     """Time out, re-publish (outbox rows) and drain the DLQ once; what it ended is counted in
     ``rag_tasks_finished_total`` when ``metrics`` is given."""
     report = ScanReport()
@@ -125,7 +138,7 @@ async def scan_once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: Sca
 
 @dataclass(frozen=True)
 class ScanConfig:
-    """The scanner loop's settings: ``SCAN_INTERVAL_S`` (seconds; 0 disables) and the thresholds."""
+    """The scanner job's settings: ``SCAN_INTERVAL_S`` (seconds; 0 disables) and the thresholds."""
 
     interval_s: float
     thresholds: ScanThresholds
@@ -133,34 +146,3 @@ class ScanConfig:
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ScanConfig:
         return cls(interval_s=s.scan_interval_s, thresholds=thresholds(s))
-
-
-async def scan_forever(pool: asyncpg.Pool, channel: AbstractChannel, config: ScanConfig,
-                       stop: asyncio.Event, metrics: WorkerMetrics | None = None) -> None:
-    """Run :func:`scan_once` every ``config.interval_s`` seconds until ``stop`` is set."""
-    while not stop.is_set():
-        try:
-            await scan_once(pool, channel, config.thresholds, metrics)
-        except TransientError as exc:
-            log.warning("scan failed", extra={"error": str(exc)})
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=config.interval_s)
-        except TimeoutError:
-            pass
-
-
-async def _main_once() -> ScanReport:
-    async with one_shot("task_service.scanner") as (settings, pool, _, channel):
-        return await scan_once(pool, channel, thresholds(settings))
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--once", action="store_true", required=True, help="run one pass and exit")
-    parser.parse_args()
-    r = asyncio.run(_main_once())
-    print(f"timed out {r.timed_out}, re-published {r.republished}, dead-lettered {r.dead_lettered}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,7 @@
-"""Helpers shared by the integration and e2e tiers: isolated resources, processes, polling."""
+"""Test support shared by the test tiers and `bench/`: isolated resources, processes, polling
+(this module), generated inputs (`bigtext`, `pdfgen`). `bench/` imports from `tests` only this
+package and the fidelity corpora (`tests.fidelity`); neither imports the test tiers or `bench`
+(`tests/unit/test_bench_imports.py`)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT.parent / "shared" / "corpus"
 # One set of resources per pytest session (several sessions may run at once); processes started
 # by the session inherit RAG_TEST_ID and so use the same ones.

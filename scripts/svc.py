@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""The parts of ``scripts/services.sh`` that are not apt or starting system services: URL parts,
+the SeaweedFS identities file (JSON), readiness probes and the polling loop.
+
+Standard library only: it runs before the virtualenv exists (``python3`` of the system).
+Secrets never travel on a command line: URLs come on stdin, keys and passwords in the
+environment (``S3_ACCESS_KEY``/``S3_SECRET_KEY``, ``SVC_USER``/``SVC_PASSWORD``, ``REDISCLI_AUTH``).
+
+    svc.py url FIELD [DEFAULT] < URL      user, password, host, port or vhost of scheme://user:pass@host:port/path
+    svc.py s3-identities FILE             write the identities JSON (mode 600) from S3_ACCESS_KEY/S3_SECRET_KEY
+    svc.py probe PROBE...                 exit 0 if the probe succeeds now, else 1
+    svc.py wait WHAT SECONDS [--while-pid PID] PROBE...
+                                          poll PROBE every 0.2 s; exit 1 (with a message) after SECONDS,
+                                          or at once when process PID has exited
+
+PROBE is one of
+    tcp HOST PORT                         something accepts TCP connections
+    http URL [CODE...]                    an HTTP answer (with one of CODEs, if given; SVC_USER/SVC_PASSWORD:
+                                          basic auth)
+    s3 URL                                an S3 request signed (SigV4) with S3_ACCESS_KEY/S3_SECRET_KEY gets 200
+                                          (URL http://host:port/ lists buckets, .../BUCKET is a HEAD of the bucket)
+    redis HOST PORT                       PING answers PONG (AUTH with REDISCLI_AUTH first, if set)
+    run COMMAND...                        COMMAND exits 0 (its output discarded)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+
+# Other modules are imported where used: `url` (called about ten times per run of services.sh)
+# starts in a fraction of the time without them.
+
+POLL_S = 0.2
+PROBE_TIMEOUT_S = 5.0
+S3_REGION = "us-east-1"
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # sha256(b"")
+
+
+# ------------------------------------------------------------------ URLs and JSON (pure)
+
+
+def url_part(url: str, field: str, default: str = "") -> str:
+    """``field`` of ``scheme://user:password@host:port/path?query`` (scheme optional), else
+    ``default``. No percent-decoding (as the URL's consumers read it), except the vhost:
+    the path after the first ``/`` (``%2F`` → ``/``), ``/`` when there is none."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    if field == "vhost":
+        path = rest.split("/", 1)[1] if "/" in rest else ""
+        return path.split("?", 1)[0].replace("%2F", "/").replace("%2f", "/") or default or "/"
+    hostport = rest.split("/", 1)[0].split("?", 1)[0]
+    userinfo = ""
+    if "@" in hostport:
+        userinfo, hostport = hostport.rsplit("@", 1)
+    values = {
+        "user": userinfo.split(":", 1)[0],
+        "password": userinfo.split(":", 1)[1] if ":" in userinfo else "",
+        "host": hostport.rsplit(":", 1)[0] if ":" in hostport else hostport,
+        "port": hostport.rsplit(":", 1)[1] if ":" in hostport else "",
+    }
+    if field not in values:
+        raise ValueError(f"unknown URL field {field!r} (user, password, host, port, vhost)")
+    return values[field] or default
+
+
+def s3_identities(access_key: str, secret_key: str) -> str:
+    """SeaweedFS's ``-s3.config`` JSON: one identity with these keys and every action."""
+    import json
+
+    identity = {"name": "rag", "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
+                "actions": ["Admin", "Read", "List", "Tagging", "Write"]}
+    return json.dumps({"identities": [identity]}, indent=2) + "\n"
+
+
+def write_private(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, readable by its owner only (mode 600)."""
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".svc-")  # mkstemp: mode 600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+# ------------------------------------------------------------------ S3 SigV4 and RESP (pure)
+
+
+def _hmac(key: bytes, text: str) -> bytes:
+    import hashlib
+    import hmac
+
+    return hmac.new(key, text.encode(), hashlib.sha256).digest()
+
+
+def _sha256_hex(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sigv4_headers(method: str, url: str, access_key: str, secret_key: str, now: datetime,
+                  region: str = S3_REGION) -> dict[str, str]:
+    """Headers of an S3 request with an empty body signed with AWS Signature Version 4 (header
+    form; https://docs.aws.amazon.com/AmazonS3/latest/API/sig-v4-header-based-auth.html).
+    ``url`` is already percent-encoded and its query, if any, canonical (sorted ``k=v`` pairs)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    amz_date = now.strftime("%Y%m%dT%H%M%SZ")
+    scope = f"{amz_date[:8]}/{region}/s3/aws4_request"
+    headers = {"host": parts.netloc, "x-amz-content-sha256": EMPTY_SHA256, "x-amz-date": amz_date}
+    signed = ";".join(sorted(headers))
+    canonical = "\n".join([method, parts.path or "/", parts.query,
+                           *(f"{k}:{headers[k]}" for k in sorted(headers)), "", signed, EMPTY_SHA256])
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, _sha256_hex(canonical)])
+    key = b"AWS4" + secret_key.encode()
+    for part in (amz_date[:8], region, "s3", "aws4_request"):
+        key = _hmac(key, part)
+    signature = _hmac(key, to_sign).hex()
+    return {**headers, "Authorization": f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, "
+                                        f"SignedHeaders={signed}, Signature={signature}"}
+
+
+def resp_command(*words: str) -> bytes:
+    """One Redis command in RESP (an array of bulk strings)."""
+    out = [f"*{len(words)}\r\n".encode()]
+    for w in words:
+        b = w.encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(out)
+
+
+# ------------------------------------------------------------------ probes (I/O)
+
+
+def probe_tcp(host: str, port: str) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def http_status(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> int | None:
+    """The HTTP status of a request to ``url``, or None when nothing answered HTTP."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (OSError, ValueError):
+        return None
+
+
+def probe_http(url: str, *codes: str) -> bool:
+    import base64
+
+    headers = {}
+    user, password = os.environ.get("SVC_USER"), os.environ.get("SVC_PASSWORD")
+    if user:
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password or ''}".encode()).decode()
+    status = http_status(url, headers=headers)
+    return status is not None and (not codes or str(status) in codes)
+
+
+def probe_s3(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    method = "GET" if urlsplit(url).path in ("", "/") else "HEAD"
+    headers = sigv4_headers(method, url, os.environ.get("S3_ACCESS_KEY", ""), os.environ.get("S3_SECRET_KEY", ""),
+                            datetime.now(timezone.utc))  # noqa: UP017 (timezone.utc: Python < 3.11 too)
+    return http_status(url, method, {k: v for k, v in headers.items() if k != "host"}) == 200
+
+
+def probe_redis(host: str, port: str) -> bool:
+    """PING answers ``+PONG``. With ``REDISCLI_AUTH`` an AUTH goes first (as ``redis-cli``
+    does, a refused AUTH does not matter if PING is still answered: a Redis without password)."""
+    import socket
+
+    password = os.environ.get("REDISCLI_AUTH", "")
+    replies = 2 if password else 1
+    request = (resp_command("AUTH", password) if password else b"") + resp_command("PING")
+    answer = b""
+    try:
+        with socket.create_connection((host, int(port)), timeout=3) as s:
+            s.sendall(request)
+            while answer.count(b"\r\n") < replies and len(answer) < 4096:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+    except OSError:
+        return False
+    lines = answer.split(b"\r\n")
+    return len(lines) > replies and lines[replies - 1] == b"+PONG"
+
+
+def probe_run(*command: str) -> bool:
+    import subprocess
+
+    try:
+        return subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              check=False).returncode == 0
+    except OSError:
+        return False
+
+
+PROBES: dict[str, Callable[..., bool]] = {
+    "tcp": probe_tcp, "http": probe_http, "s3": probe_s3, "redis": probe_redis, "run": probe_run,
+}
+
+
+def make_probe(argv: Sequence[str]) -> Callable[[], bool]:
+    """The probe ``argv`` names (``tcp HOST PORT``, ...); ValueError if there is none such."""
+    if not argv or argv[0] not in PROBES:
+        raise ValueError(f"unknown probe {' '.join(argv)!r} (one of {', '.join(PROBES)})")
+    fn, args = PROBES[argv[0]], argv[1:]
+    return lambda: fn(*args)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def wait(probe: Callable[[], bool], seconds: float, *, alive: Callable[[], bool] = lambda: True,
+         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str | None:
+    """Poll ``probe`` every :data:`POLL_S` until it succeeds (None) or ``seconds`` pass
+    (``"timeout"``) or ``alive()`` turns false (``"exited"``)."""
+    deadline = clock() + seconds
+    while not probe():
+        if not alive():
+            return "exited"
+        if clock() >= deadline:
+            return "timeout"
+        sleep(POLL_S)
+    return None
+
+
+# ------------------------------------------------------------------ command line
+
+
+def _wait_command(args: list[str]) -> int:
+    what, seconds, rest = args[0], float(args[1]), args[2:]
+    pid = int(rest[1]) if rest[:1] == ["--while-pid"] else None
+    if pid is not None:
+        rest = rest[2:]
+    outcome = wait(make_probe(rest), seconds, alive=lambda: pid is None or pid_alive(pid))
+    if outcome == "timeout":
+        print(f"[services] timed out after {args[1]}s waiting for {what}", file=sys.stderr)
+    elif outcome == "exited":
+        print(f"[services] process {pid} exited while waiting for {what}", file=sys.stderr)
+    return 0 if outcome is None else 1
+
+
+def main(argv: list[str]) -> int:
+    """Exit status: 0 done / probe ok, 1 probe failed or timed out, 64 usage."""
+    try:
+        command, args = argv[0], argv[1:]
+        if command == "url":
+            print(url_part(sys.stdin.read().strip(), args[0], args[1] if len(args) > 1 else ""))
+            return 0
+        if command == "s3-identities":
+            write_private(args[0], s3_identities(os.environ["S3_ACCESS_KEY"], os.environ["S3_SECRET_KEY"]))
+            return 0
+        if command == "probe":
+            return 0 if make_probe(args)() else 1
+        if command == "wait":
+            return _wait_command(args)
+    except (IndexError, KeyError, ValueError) as exc:
+        print(f"svc.py: {type(exc).__name__}: {exc}", file=sys.stderr)
+    print(__doc__, file=sys.stderr)
+    return 64
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,191 @@
+"""``scripts/svc.py`` (the Python half of ``scripts/services.sh``): URL parts, the SeaweedFS
+identities JSON, SigV4 signing (checked against the MinIO SDK's signer), RESP, the polling loop,
+the Redis and TCP probes against loopback sockets, and the command line."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import socket
+import stat
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from urllib.parse import urlsplit
+
+import pytest
+from minio.credentials import Credentials
+from minio.signer import sign_v4_s3
+
+from tests.support import ROOT
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("svc", ROOT / "scripts" / "svc.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+svc = _load()
+
+
+@pytest.mark.parametrize(("url", "field", "default", "expected"), [
+    ("postgresql://rag:s3cret@127.0.0.1:5433/rag", "user", "postgres", "rag"),
+    ("postgresql://rag:s3cret@127.0.0.1:5433/rag", "password", "", "s3cret"),
+    ("postgresql://rag:s3cret@127.0.0.1:5433/rag", "port", "5432", "5433"),
+    ("postgresql://rag:s3cret@127.0.0.1:5433/rag", "host", "", "127.0.0.1"),
+    ("postgresql://postgres@127.0.0.1/rag", "port", "5432", "5432"),  # default when absent
+    ("postgresql://postgres@127.0.0.1/rag", "password", "", ""),
+    ("amqp://u:p:with:colons@h:5672/v?heartbeat=30", "password", "", "p:with:colons"),  # after the first colon
+    ("amqp://u:p@h:5672/v?heartbeat=30", "port", "", "5672"),
+    ("redis://:pw@127.0.0.1:6380/1", "password", "", "pw"),
+    ("redis://:pw@127.0.0.1:6380/1", "user", "x", "x"),  # empty user: the default
+    ("redis://127.0.0.1:6379?db=2", "port", "", "6379"),  # query without a path
+    ("u:p%40x@h:1", "password", "", "p%40x"),  # no scheme; no percent-decoding
+    ("127.0.0.1:9000", "host", "127.0.0.1", "127.0.0.1"),  # S3_ENDPOINT form
+    ("http://minio.local:9100/", "port", "9000", "9100"),
+    ("minio.local", "port", "9000", "9000"),
+    ("amqp://u:p@h:5672/", "vhost", "/", "/"),
+    ("amqp://u:p@h:5672", "vhost", "/", "/"),
+    ("amqp://u:p@h:5672/other", "vhost", "/", "other"),
+    ("amqp://u:p@h:5672/%2Fdev%2fx?heartbeat=30", "vhost", "/", "/dev/x"),
+])
+def test_url_part(url: str, field: str, default: str, expected: str) -> None:
+    assert svc.url_part(url, field, default) == expected
+
+
+def test_unknown_url_field_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown URL field"):
+        svc.url_part("http://h", "path")
+
+
+def test_identities_json_keeps_any_key_exactly(tmp_path: Path) -> None:
+    access, secret = 'a"k\\1', "s\n\u00e9'"
+    path = tmp_path / "ids.json"
+    path.write_text("old")
+    svc.write_private(str(path), svc.s3_identities(access, secret))
+    doc = json.loads(path.read_text())
+    assert doc["identities"][0]["credentials"] == [{"accessKey": access, "secretKey": secret}]
+    assert {"Admin", "Read", "List", "Write"} <= set(doc["identities"][0]["actions"])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["ids.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize(("method", "url"), [
+    ("GET", "http://127.0.0.1:9000/"), ("HEAD", "http://127.0.0.1:9000/rag-documents"),
+    ("GET", "http://s3.local/a%20b?list-type=2"),
+])
+def test_sigv4_matches_the_minio_sdk(method: str, url: str) -> None:
+    now = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+    ours = svc.sigv4_headers(method, url, "AKID", "wJalr/SECRET", now)
+    headers = {"Host": urlsplit(url).netloc, "x-amz-content-sha256": svc.EMPTY_SHA256,
+               "x-amz-date": "20240506T070809Z"}
+    theirs = sign_v4_s3(method=method, url=urlsplit(url), region="us-east-1", headers=headers,
+                        credentials=Credentials("AKID", "wJalr/SECRET"), content_sha256=svc.EMPTY_SHA256, date=now)
+    assert ours["Authorization"] == theirs["Authorization"]
+    assert svc.sigv4_headers(method, url, "AKID", "other", now)["Authorization"] != ours["Authorization"]
+
+
+def test_resp_command() -> None:
+    assert svc.resp_command("PING") == b"*1\r\n$4\r\nPING\r\n"
+    assert svc.resp_command("AUTH", "pé") == b"*2\r\n$4\r\nAUTH\r\n$3\r\np\xc3\xa9\r\n"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps += 1
+        self.now += seconds
+
+
+def test_wait_returns_when_the_probe_succeeds() -> None:
+    answers = iter([False, False, True])
+    fake = FakeClock()
+    assert svc.wait(lambda: next(answers), 10, clock=fake.clock, sleep=fake.sleep) is None
+    assert fake.sleeps == 2
+
+
+def test_wait_times_out_after_the_deadline() -> None:
+    fake = FakeClock()
+    assert svc.wait(lambda: False, 1.0, clock=fake.clock, sleep=fake.sleep) == "timeout"
+    assert fake.now >= 1.0 and fake.sleeps <= 1.0 / svc.POLL_S + 1
+
+
+def test_wait_stops_when_the_watched_process_exits() -> None:
+    fake = FakeClock()
+    alive = iter([True, False])
+    assert svc.wait(lambda: False, 60, alive=lambda: next(alive), clock=fake.clock, sleep=fake.sleep) == "exited"
+    assert fake.sleeps == 1
+
+
+@pytest.fixture
+def redis_like() -> Iterator[tuple[int, list[bytes], list[bytes]]]:
+    """A loopback server answering each connection with the next scripted reply; yields
+    (port, replies to serve, requests received)."""
+    replies: list[bytes] = []
+    received: list[bytes] = []
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                received.append(conn.recv(4096))
+                conn.sendall(replies.pop(0))
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1], replies, received
+    server.close()
+
+
+def test_redis_probe(redis_like: tuple[int, list[bytes], list[bytes]], monkeypatch: pytest.MonkeyPatch) -> None:
+    port, replies, received = redis_like
+    monkeypatch.delenv("REDISCLI_AUTH", raising=False)
+    replies += [b"+PONG\r\n", b"-NOAUTH Authentication required.\r\n"]
+    assert svc.probe_redis("127.0.0.1", str(port)) is True
+    assert received[-1] == svc.resp_command("PING")
+    assert svc.probe_redis("127.0.0.1", str(port)) is False
+    monkeypatch.setenv("REDISCLI_AUTH", "pw")
+    replies += [b"+OK\r\n+PONG\r\n", b"-WRONGPASS invalid\r\n-NOAUTH Authentication required.\r\n",
+                b"-ERR AUTH called without any password configured\r\n+PONG\r\n"]  # a Redis without password
+    assert svc.probe_redis("127.0.0.1", str(port)) is True
+    assert received[-1] == svc.resp_command("AUTH", "pw") + svc.resp_command("PING")
+    assert svc.probe_redis("127.0.0.1", str(port)) is False
+    assert svc.probe_redis("127.0.0.1", str(port)) is True
+
+
+def test_tcp_probe_and_closed_ports() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        assert svc.probe_tcp("127.0.0.1", str(port)) is True
+    assert svc.probe_tcp("127.0.0.1", str(port)) is False
+    assert svc.probe_redis("127.0.0.1", str(port)) is False
+    assert svc.http_status(f"http://127.0.0.1:{port}/") is None
+
+
+def test_command_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("amqp://u:secret@h:5673/v\n"))
+    assert svc.main(["url", "port", "5672"]) == 0
+    assert capsys.readouterr().out == "5673\n"
+    assert svc.main(["probe", "run", "true"]) == 0
+    assert svc.main(["probe", "run", "false"]) == 1
+    assert svc.main(["probe", "run", "/no/such/command"]) == 1
+    assert svc.main(["wait", "false", "0", "run", "false"]) == 1
+    assert "timed out after 0s waiting for false" in capsys.readouterr().err
+    assert svc.main(["probe", "nope"]) == 64
+    assert svc.main(["bogus"]) == 64
+    assert svc.main([]) == 64
