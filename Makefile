@@ -5,7 +5,7 @@ VENV  ?= .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench clean browser ocr
+.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench clean browser ocr netns-tools
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -44,7 +44,7 @@ lint: install
 
 # The unit tier runs with the network cut (scripts/offline.sh): fakes only, no service.
 unit: install
-	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
+	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider -n 2
 
 integration: services
 	$(BIN)/python -m pytest tests/integration -q
@@ -61,20 +61,27 @@ OCR_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-
 ocr:
 	dpkg -s $(OCR_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(OCR_PACKAGES); }
 
+# ip (network namespaces) and socat (forwarders) for bench/hosts.py's simulated hosts (issue 19 item 5).
+# Idempotent: apt only when missing.
+netns-tools:
+	command -v ip >/dev/null && command -v socat >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 socat; }
+
 e2e: services browser
 	$(BIN)/python -m pytest tests/e2e -q
 
-test: services browser
+test: services browser netns-tools
 	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench scripts
 	$(BIN)/mypy
-	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider
+	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider -n 2
 	$(BIN)/python -m pytest tests/integration tests/e2e -q -p no:cacheprovider
 	# every benchmark in smoke mode (tiny sizes, nothing written): the harness keeps working
 	$(BIN)/python -m bench.smoke
 
 # Benchmarks: each writes its section of bench/RESULTS.md (figures as ratios or MB/s measured in one run).
 # P1-P6 of issue 13: upload (P1), throughput + memory (P2, P5), workers (P4), drain (P6).
-bench: migrate
+bench: migrate netns-tools
+	# PyICU (a bench candidate) builds from source against ICU's headers
+	dpkg -s libicu-dev pkg-config >/dev/null 2>&1 || apt-get install -y -q libicu-dev pkg-config
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench.parsers
 	$(BIN)/python -m bench.chunking
@@ -87,6 +94,8 @@ bench: migrate
 	$(BIN)/python -m bench.model_calls
 	# issue 19: the partition suite with every cut point (CI runs the commit cut only)
 	RAG_PARTITION_FULL=1 $(BIN)/python -m pytest tests/e2e/test_partitions.py -q -s -p no:cacheprovider
+	$(BIN)/python -m bench.hosts
+	$(BIN)/python -m bench.cluster
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

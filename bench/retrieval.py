@@ -1,6 +1,6 @@
 """Retrieval benchmark (issue 9): recall and latency of vector, keyword and hybrid search.
 
-``python -m bench.retrieval [--smoke] [--runs N] [--chunks N]`` creates its own database
+``python -m bench.retrieval [--smoke | --small] [--runs N] [--chunks N] [--script-chunks N]`` creates its own database
 (``rag_bench_retrieval_<pid>``, migrated with shared.adapters.postgres.migrate, dropped at the end) and measures,
 through ``knowledge_service.search.retrieval`` (the SQL the API runs):
 
@@ -12,7 +12,9 @@ through ``knowledge_service.search.retrieval`` (the SQL the API runs):
 2. identifier recall@5: a unique token planted in 1,000 chunks, queried alone and inside a sentence;
 3. self-retrieval@5 on ../shared/corpus: every file parsed and chunked as the worker does, real
    MiniLM embeddings (cached under .data/bench-cache), 12-word passages, hit = the passage's
-   document in the top 5.
+   document in the top 5;
+4. script recall@5 (issue 17, ``bench/scripts.py``): keyword search for words inside runs of
+   Thai, Lao, Khmer, Myanmar, Hangul, Chinese, Japanese and English, per segmentation candidate.
 
 Times are medians over ``--runs`` runs (each run: every query once), with min–max across runs.
 Writes the ``retrieval`` section of bench/RESULTS.md (``--smoke`` prints only).
@@ -35,10 +37,12 @@ import asyncpg
 import numpy as np
 from pgvector.asyncpg import register_vector
 
+from bench import scripts
 from knowledge_service.search.retrieval import _EXACT, _HNSW, Mode, SearchParams, rank
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "corpus"
+# RAG_CORPUS: another corpus folder (absolute, or relative to the checkout's parent; a worktree: /work/shared/corpus)
+CORPUS = ROOT.parent.joinpath(os.environ.get("RAG_CORPUS", "shared/corpus"))
 CACHE = ROOT / ".data" / "bench-cache"
 DIM = 384
 ADMIN_DSN = os.environ.get("BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -59,10 +63,13 @@ class Size:
     tokens: int
     passages: int
     max_corpus_file: int
+    script_chunks: int = 200  # per script (bench/scripts.py)
 
 
 FULL = Size(chunks=100_000, queries_per_kb=20, tokens=1000, passages=400, max_corpus_file=10**9)
-SMOKE = Size(chunks=3000, queries_per_kb=5, tokens=40, passages=20, max_corpus_file=200_000)
+#: A bounded run for a shared machine (written to RESULTS.md like the full one, with its sizes).
+SMALL = Size(chunks=20_000, queries_per_kb=10, tokens=300, passages=100, max_corpus_file=200_000)
+SMOKE = Size(chunks=3000, queries_per_kb=5, tokens=40, passages=20, max_corpus_file=200_000, script_chunks=40)
 
 
 # ------------------------------------------------------------------ data
@@ -119,7 +126,7 @@ def kb_sizes(total: int) -> list[int]:
 
 
 async def load(conn: asyncpg.Connection, size: Size, rng: np.random.Generator) -> Table:
-    words = corpus_words(size.max_corpus_file)
+    words = corpus_words(FULL.max_corpus_file)  # the novel in every size: its vocabulary sets keyword costs
     texts = chunk_texts(words, size.chunks, rng)
     planted: dict[str, int] = {}
     for i, row in enumerate(rng.choice(size.chunks, size.tokens, replace=False)):
@@ -369,7 +376,7 @@ async def self_retrieval(conn: asyncpg.Connection, size: Size, params: SearchPar
 
 def report(size: Size, vec: list[VectorRow], modes: dict[str, tuple[float, Timing]],
            ident: dict[tuple[str, str], float], selfr: tuple[int, int, dict[str, float]], params: SearchParams,
-           runs: int, load_s: float) -> str:
+           runs: int, load_s: float, script_lines: Sequence[str] = ()) -> str:
     lines = [
         f"`python -m bench.retrieval`: {size.chunks:,} chunks in {len(SHARES)} KBs (skewed: "
         f"{', '.join(str(n) for n in kb_sizes(size.chunks))}), corpus text, synthetic clustered 384-d vectors; "
@@ -403,6 +410,7 @@ def report(size: Size, vec: list[VectorRow], modes: dict[str, tuple[float, Timin
               f"{size.passages} 12-word passages; hit = own document in top 5)", "",
               "| mode | self-retrieval@5 |", "|---|---:|"]
     lines += [f"| {m} | {v:.3f} |" for m, v in sr.items()]
+    lines += script_lines
     return "\n".join(lines)
 
 
@@ -432,6 +440,9 @@ async def run(size: Size, runs: int, params: SearchParams, seed: int, keep: bool
                 await pool.close()
             print("identifiers done", flush=True)
             selfr = await self_retrieval(conn, size, params, rng)
+            print("self-retrieval done", flush=True)
+            script_lines = scripts.report(await scripts.script_recall(conn, size.script_chunks, params, rng),
+                                          size.script_chunks)
         finally:
             await conn.close()
     finally:
@@ -444,7 +455,7 @@ async def run(size: Size, runs: int, params: SearchParams, seed: int, keep: bool
     if keep:
         print(f"kept database {db}")
         return ""
-    return report(size, vec, modes, ident, selfr, params, runs, load_s)
+    return report(size, vec, modes, ident, selfr, params, runs, load_s, script_lines)
 
 
 def main() -> None:
@@ -452,14 +463,18 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, print only (CI)")
+    ap.add_argument("--small", action="store_true", help="bounded sizes (20,000 chunks; corpus files <= 200 KB)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--chunks", type=int, default=None)
+    ap.add_argument("--script-chunks", type=int, default=None, help="generated chunks per script (script recall)")
     ap.add_argument("--seed", type=int, default=9)
     ap.add_argument("--keep", action="store_true", help="keep the database (to explore); no report")
     args = ap.parse_args()
-    size = SMOKE if args.smoke else FULL
+    size = SMOKE if args.smoke else SMALL if args.small else FULL
     if args.chunks:
         size = replace(size, chunks=args.chunks)
+    if args.script_chunks:
+        size = replace(size, script_chunks=args.script_chunks)
     runs = 2 if args.smoke else max(5, args.runs)
     s = KnowledgeSettings()
     params = SearchParams(candidate_depth=s.search_candidate_depth, rrf_k=s.search_rrf_k,

@@ -8,7 +8,6 @@ import logging
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
-from aio_pika.abc import AbstractConnection
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
@@ -29,35 +28,27 @@ from shared.adapters.redis_lock import connect as redis_connect
 from shared.adapters.s3 import POOL_CONNECTIONS as STORAGE_THREADS
 from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.bootstrap import usecase_deps
-from shared.domain.errors import BrokerUnavailableError
 from shared.settings import KnowledgeSettings
 
 log = logging.getLogger("knowledge_service")
 
 
-async def _open_publisher(settings: KnowledgeSettings, metrics: ApiMetrics,
-                          ) -> tuple[AbstractConnection | None, rabbitmq.Publisher | None]:
-    """A robust broker connection with the topology declared and a confirmed publisher; (None,
-    None) when the broker is down at start-up (uploads then go to the outbox)."""
-    try:
-        connection = await rabbitmq.connect(
-            settings.amqp_url.get_secret_value(), name="knowledge_service", heartbeat_s=settings.amqp_heartbeat_s,
-            robust=True,
-        )
-        channel = await connection.channel()
-        await rabbitmq.declare_topology(channel, delay_ms=settings.delay_ms)
-        await channel.close()
-        publisher = await rabbitmq.Publisher.open(connection, settings.amqp_publish_timeout_s,
-                                                  app_id="knowledge_service",
-                                                  on_failure=metrics.publish_failures.labels("api").inc)
-    except BrokerUnavailableError as exc:
-        log.error("broker unavailable at start-up; uploads go to the outbox", extra={"error": str(exc)})
-        return None, None
-    return connection, publisher
+async def _open_publisher(settings: KnowledgeSettings, metrics: ApiMetrics) -> rabbitmq.FailoverPublisher:
+    """A confirmed publisher over every broker node ``AMQP_URL`` names, reconnecting to any of them
+    after its node is lost; connected (and the topology declared) now if a node answers, else at
+    the first publish (uploads meanwhile go to the outbox)."""
+    publisher = rabbitmq.FailoverPublisher(
+        settings.amqp_url.get_secret_value(), name="knowledge_service", heartbeat_s=settings.amqp_heartbeat_s,
+        timeout_s=settings.amqp_publish_timeout_s, delay_ms=settings.delay_ms, app_id="knowledge_service",
+        on_failure=metrics.publish_failures.labels("api").inc,
+    )
+    if not await publisher.ensure_open():
+        log.error("broker unavailable at start-up; uploads go to the outbox until a node answers")
+    return publisher
 
 
-async def _open(settings: KnowledgeSettings, metrics: ApiMetrics) -> tuple[Resources, AbstractConnection | None]:
-    """Everything the routes use, opened once (the composition root), and the broker connection."""
+async def _open(settings: KnowledgeSettings, metrics: ApiMetrics) -> Resources:
+    """Everything the routes use, opened once (the composition root)."""
     # Storage calls (the SDK is blocking) run in the default executor: size it like the
     # storage connection pool, not asyncio's min(32, cores + 4) (6 here: concurrent uploads
     # queued behind each other's PUTs)
@@ -69,16 +60,15 @@ async def _open(settings: KnowledgeSettings, metrics: ApiMetrics) -> tuple[Resou
     await store.ensure_bucket()
     redis = redis_connect(settings)
     embedder = embedder_from_settings(settings)
-    connection, publisher = await _open_publisher(settings, metrics)
-    res = Resources(settings, pool, store, redis, embedder, publisher,
-                    usecase_deps(settings, pool, store, publisher), PgReads(pool), metrics)
-    return res, connection
+    publisher = await _open_publisher(settings, metrics)
+    return Resources(settings, pool, store, redis, embedder, publisher,
+                     usecase_deps(settings, pool, store, publisher), PgReads(pool), metrics)
 
 
-async def _close(res: Resources, connection: AbstractConnection | None) -> None:
+async def _close(res: Resources) -> None:
     await usecases.flush_marks()  # outbox marks written off the requests' path
-    if connection is not None:
-        await connection.close()
+    if res.publisher is not None:
+        await res.publisher.close()
     await res.redis.aclose()
     await res.pool.close()
     close = getattr(res.embedder, "aclose", None)
@@ -93,12 +83,12 @@ def create_app(settings: KnowledgeSettings) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        res, connection = await _open(settings, metrics)
+        res = await _open(settings, metrics)
         app.state.resources = res
         try:
             yield
         finally:
-            await _close(res, connection)
+            await _close(res)
 
     # /docs is served by knowledge_service.web from local files (FastAPI's default loads a CDN)
     app = FastAPI(title="RAG knowledge service", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)

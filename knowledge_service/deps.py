@@ -15,7 +15,7 @@ from knowledge_service.metrics import ApiMetrics
 from shared import usecases
 from shared.adapters.embedding import Embedder
 from shared.adapters.postgres.reads import PgReads
-from shared.adapters.rabbitmq import Publisher
+from shared.adapters.rabbitmq import FailoverPublisher
 from shared.adapters.s3 import ObjectStore
 from shared.settings import KnowledgeSettings
 
@@ -29,7 +29,7 @@ class Resources:
     store: ObjectStore
     redis: aioredis.Redis
     embedder: Embedder
-    publisher: Publisher | None
+    publisher: FailoverPublisher | None
     #: the use cases' ports (PostgreSQL store, object store, publisher) and limits: every write
     deps: usecases.Deps
     #: the read side of the routes (ownership checks, documents, tasks, chunks, tokens)

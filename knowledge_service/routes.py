@@ -365,7 +365,7 @@ async def readyz(res: Res) -> JSONResponse:
         detail["storage"] = "ok"
     except Exception as exc:
         detail["storage"] = f"unavailable: {type(exc).__name__}"
-    broker_ok = res.publisher is not None and res.publisher.is_open
+    broker_ok = res.publisher is not None and await res.publisher.ensure_open()  # reconnects after a node loss
     detail["broker"] = "ok" if broker_ok else "unavailable"
     ok = all(v == "ok" for v in detail.values())
     body = schemas.Health(status="ok" if ok else "unavailable", detail=detail)

@@ -25,7 +25,8 @@ class CommonSettings(BaseSettings):
     db_connect_timeout_s: float = 10.0
 
     amqp_url: SecretStr = Field(
-        SecretStr(""), description="amqp://USER:PASSWORD@host:port/vhost of the project's own broker user (make env)"
+        SecretStr(""), description="amqp://USER:PASSWORD@host:port/vhost of the project's own broker user (make env);"
+        " a cluster: several hosts, amqp://USER:PASSWORD@h1:5672,h2:5672,h3:5672/vhost (tried in turn)"
     )
     amqp_heartbeat_s: int = 30
     amqp_publish_timeout_s: float = 10.0
@@ -33,7 +34,7 @@ class CommonSettings(BaseSettings):
 
     @property
     def delay_ms(self) -> int:
-        """TTL of the delay queue (``rag.index.delay.<ms>ms``), milliseconds."""
+        """TTL of the delay queue (``rag.index.delay.quorum.<ms>ms``), milliseconds."""
         return int(self.lock_retry_delay_s * 1000)
 
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")

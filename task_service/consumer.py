@@ -96,16 +96,21 @@ class Consumer:
         self.connected = asyncio.Event()
 
     async def run(self, stop: asyncio.Event, on_connected: OnConnected | None = None) -> None:
-        """Consume until ``stop`` is set, reconnecting with backoff after any broker failure."""
+        """Consume until ``stop`` is set, reconnecting with backoff after any broker failure.
+
+        Each reconnect tries every node ``AMQP_URL`` names (:func:`rabbitmq.connect`); the backoff
+        (1 s doubling to 30 s) grows only while no node can be reached: a session that was
+        consuming when it ended (its node stopped) reconnects after 1 s."""
         backoff = 1.0
         while not stop.is_set():
             try:
                 await self._session(stop, on_connected)
-                backoff = 1.0
             except (BrokerUnavailableError, ConnectionError, OSError, RuntimeError) as exc:
                 log.warning("broker session ended, reconnecting", extra={"error": str(exc), "backoff_s": backoff})
             except Exception as exc:  # aio-pika raises a zoo of types on a dying connection
                 log.warning("broker session failed, reconnecting", extra={"error": f"{type(exc).__name__}: {exc}"})
+            if self.connected.is_set():
+                backoff = 1.0
             self.connected.clear()
             if stop.is_set():
                 break

@@ -49,7 +49,8 @@ def rrf(rankings: Mapping[str, Sequence[K]], *, k: int = RRF_K, depth: int | Non
 
 def collapse(ranked: Sequence[tuple[K, float]], content_of: Mapping[K, Hashable]) -> list[tuple[K, float]]:
     """Keep the first (best) of the items sharing a content key (``content_of[item]``; an item
-    without one is its own key), in order: one result per (content hash, chunk index)."""
+    without one is its own key), in order: one result per content (the search uses the chunk
+    text's hash)."""
     seen: set[Hashable] = set()
     out: list[tuple[K, float]] = []
     for key, score in ranked:

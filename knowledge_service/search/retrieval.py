@@ -10,8 +10,10 @@ The SQL the API runs (and ``bench/retrieval.py`` measures). Scores, per mode:
   from PostgreSQL's statistics of ``content_tsv``, or is counted for a term they do not list.
 * ``hybrid``: reciprocal rank fusion of the two lists (:mod:`knowledge_service.search.ranking`), 0..2/(k+1).
 
-Every list keeps one chunk per (document content SHA-256, chunk index): copies of one file in a
-KB (uploaded with ``allow_duplicate``) never show the same chunk twice; the best copy is kept.
+Every list keeps one chunk per chunk text (its MD5, a de-duplication key, not a security one):
+copies of one file in a KB (uploaded with ``allow_duplicate``), a paragraph a document repeats,
+or a boilerplate paragraph several documents share never show the same text twice; the best
+ranked (the first) is kept.
 
 Vector search is exact (a scan of the KB's vectors) when the KB holds at most
 ``exact_max_chunks`` vectors, and uses the HNSW index with pgvector's iterative scan above that;
@@ -177,22 +179,19 @@ def _hit(r: asyncpg.Record, score: float, sources: dict[str, int]) -> Hit:
 Db: TypeAlias = "asyncpg.Connection | asyncpg.Pool"
 
 
-_CONTENT_KEYS = (
-    "SELECT c.id, d.sha256, c.chunk_index FROM document_chunk c JOIN document_info d ON d.id = c.document_id"
-    " WHERE c.id = ANY($1::bigint[])"
-)
-ContentOf = dict[int, tuple[str, int]]  # chunk id → (document content SHA-256, chunk index)
+_CONTENT_KEYS = "SELECT c.id, md5(c.content) AS text_md5 FROM document_chunk c WHERE c.id = ANY($1::bigint[])"
+ContentOf = dict[int, str]  # chunk id → MD5 of the chunk text (hex)
 _REFILL_ROUNDS = 4  # a list short of results after collapsing copies is fetched again, twice as deep
 
 
 async def _content_keys(conn: asyncpg.Connection, ids: Sequence[int]) -> ContentOf:
-    return {r["id"]: (r["sha256"], r["chunk_index"]) for r in await conn.fetch(_CONTENT_KEYS, list(ids))}
+    return {r["id"]: r["text_md5"] for r in await conn.fetch(_CONTENT_KEYS, list(ids))}
 
 
 async def _one_list(db: Db, name: str, kb_id: int, text: str, embedding: np.ndarray | None, depth: int,
                     params: SearchParams) -> tuple[Ranked, ContentOf]:
-    """The top ``depth`` of list ``name`` with one chunk per (content hash, chunk index): copies of
-    a document (uploaded with ``allow_duplicate``) hold the same chunks and would fill the list."""
+    """The top ``depth`` of list ``name`` with one chunk per chunk text: copies of a document
+    (uploaded with ``allow_duplicate``) and repeated paragraphs hold the same text and would fill the list."""
     if isinstance(db, asyncpg.Pool):
         async with connection(db) as conn:
             return await _one_list(conn, name, kb_id, text, embedding, depth, params)
@@ -218,7 +217,7 @@ async def rank(
     db: Db, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int, params: SearchParams,
 ) -> list[tuple[int, float, dict[str, int]]]:
     """``[(chunk id, score, {list: rank})]`` best first, at most ``top_k``, never two chunks with
-    the same (document content hash, chunk index).
+    the same text.
 
     Given a pool, hybrid mode runs its two lists at once on two connections; given a connection,
     one after the other. ``embedding`` is required unless ``mode`` is keyword (ValueError otherwise).

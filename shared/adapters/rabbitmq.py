@@ -6,15 +6,32 @@ new queue name)::
     rag.index.exchange (direct, durable) --rag.index.document--> rag.index.queue
         (quorum, x-delivery-limit 5, dead-letter → rag.index.dlx)
     rag.index.dlx (fanout, durable) --> rag.index.dlq (quorum)
-    "" (default exchange) --rag.index.delay.<ms>ms--> rag.index.delay.<ms>ms
-        (classic durable, x-message-ttl <ms>, dead-letter → rag.index.exchange / rag.index.document)
+    "" (default exchange) --rag.index.delay.quorum.<ms>ms--> rag.index.delay.quorum.<ms>ms
+        (quorum, x-message-ttl <ms>, dead-letter at-least-once → rag.index.exchange / rag.index.document)
 
 The delay queue carries deliveries whose document lock was held; its TTL is in its name so a
-changed setting declares a new queue instead of failing on the old one.
+changed setting declares a new queue instead of failing on the old one. It is a quorum queue
+(message TTL needs RabbitMQ >= 3.10): a classic queue lives on one node, and while that node is
+down re-declaring it fails (``NOT_FOUND - home node ... is down``), which stopped every worker's
+session in a cluster (tests/e2e/test_broker_cluster.py). Earlier versions' classic
+``rag.index.delay.<ms>ms`` queues are left alone: their messages still expire into the main queue.
+
+Several brokers (a cluster): ``AMQP_URL`` may name several nodes, either as several hosts in one
+URL (``amqp://user:pass@h1:5672,h2:5672,h3:5672/vhost``: credentials, vhost and query once) or as
+comma-separated full URLs. :func:`connect` tries them in turn, from a random one (clients spread
+over the nodes), and returns the first that answers; :class:`FailoverPublisher` reconnects the
+same way after its connection dies. aio-pika's ``connect_robust`` takes one URL, so every
+reconnect loop of this project (the worker's consumer, the API's publisher) goes through
+:func:`connect` instead.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import random
+import re
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -51,23 +68,77 @@ _BROKER_ERRORS: tuple[type[BaseException], ...] = (
 BROKER_ERRORS = _BROKER_ERRORS
 
 
-async def connect(url: str, *, name: str, heartbeat_s: int, robust: bool) -> AbstractConnection:
-    """Open a connection named after its process (visible in the management console).
+_MULTI_URL = re.compile(r",\s*(?=amqps?://)", re.IGNORECASE)
+_URL_PARTS = re.compile(r"^(?P<scheme>amqps?://)(?:(?P<userinfo>[^@/?#]*)@)?(?P<hosts>[^/?#]*)(?P<rest>.*)$",
+                        re.IGNORECASE)
 
-    Raises BrokerUnavailableError; ConfigurationError when ``url`` names no user (aio-pika would
-    silently log in as guest, which this project never uses).
+
+def broker_urls(url: str) -> list[str]:
+    """The node URLs ``AMQP_URL`` names, in order (pure).
+
+    ``amqp://u:p@h1:5672,h2:5673/vh`` → ``["amqp://u:p@h1:5672/vh", "amqp://u:p@h2:5673/vh"]``;
+    comma-separated full URLs are returned as given; one URL → ``[url]``. Raises
+    ConfigurationError for an empty value, another scheme, or an empty host in the list.
     """
-    if not URL(url).user or URL(url).user == "guest":
-        raise ConfigurationError("AMQP_URL must name the project's own broker user and password "
-                                 "(`make env` generates them; guest is not used)")
+    url = url.strip()
+    if not url:
+        raise ConfigurationError("AMQP_URL is empty (`make env` writes it)")
+    pieces = [p.strip() for p in _MULTI_URL.split(url)]
+    out: list[str] = []
+    for piece in pieces:
+        m = _URL_PARTS.match(piece)
+        if m is None:
+            raise ConfigurationError("AMQP_URL must be amqp:// or amqps:// URL(s)")
+        userinfo = f"{m['userinfo']}@" if m["userinfo"] is not None else ""
+        hosts = [h.strip() for h in m["hosts"].split(",")]
+        if not all(hosts):
+            raise ConfigurationError("AMQP_URL names an empty host in its list of brokers")
+        out.extend(f"{m['scheme']}{userinfo}{host}{m['rest']}" for host in hosts)
+    return out
+
+
+def _where(url: str) -> str:
+    """``host:port`` of a broker URL, for messages (never the password)."""
+    u = URL(url)
+    return f"{u.host}:{u.port}"
+
+
+async def connect(url: str, *, name: str, heartbeat_s: int, robust: bool,
+                  timeout_s: float = 15.0) -> AbstractConnection:
+    """Open a connection named after its process (visible in the management console) to the first
+    node of ``url`` (one or several brokers, :func:`broker_urls`) that answers, trying each in turn
+    from a random one, each for up to ``timeout_s`` seconds. ``robust``: aio-pika's
+    ``connect_robust`` (it reconnects to that same node only).
+
+    Raises BrokerUnavailableError (no node answered: each node's error is in the message);
+    ConfigurationError when a URL names no user (aio-pika would silently log in as guest, which
+    this project never uses).
+    """
+    urls = broker_urls(url)
+    for candidate in urls:
+        if not URL(candidate).user or URL(candidate).user == "guest":
+            raise ConfigurationError("AMQP_URL must name the project's own broker user and password "
+                                     "(`make env` generates them; guest is not used)")
+    start = random.randrange(len(urls))
+    errors: list[str] = []
+    for candidate in urls[start:] + urls[:start]:
+        try:
+            return await _connect_one(candidate, name=name, heartbeat_s=heartbeat_s, robust=robust,
+                                      timeout_s=timeout_s)
+        except BrokerUnavailableError as exc:
+            errors.append(f"{_where(candidate)}: {exc}")
+    raise BrokerUnavailableError("broker unreachable: " + "; ".join(errors))
+
+
+async def _connect_one(url: str, *, name: str, heartbeat_s: int, robust: bool, timeout_s: float) -> AbstractConnection:
     # aio-pika ignores ``client_properties=`` and ``heartbeat=`` when given a URL; aiormq reads
     # both from the URL's query string (``name``, ``heartbeat``).
     full = URL(url).update_query(name=name, heartbeat=str(heartbeat_s))
     try:
         factory = aio_pika.connect_robust if robust else aio_pika.connect
-        return await factory(full, timeout=15)
+        return await factory(full, timeout=timeout_s)
     except _BROKER_ERRORS as exc:
-        raise BrokerUnavailableError(f"broker unreachable: {exc}") from exc
+        raise BrokerUnavailableError(f"{type(exc).__name__}: {exc}") from exc
 
 
 async def declare_topology(channel: AbstractChannel, *, delay_ms: int) -> tuple[AbstractExchange, AbstractQueue]:
@@ -101,9 +172,13 @@ async def _declare(channel: AbstractChannel, delay_ms: int) -> tuple[AbstractExc
         delay_queue_name(delay_ms),
         durable=True,
         arguments={
+            "x-queue-type": "quorum",
             "x-message-ttl": delay_ms,
             "x-dead-letter-exchange": EXCHANGE,
             "x-dead-letter-routing-key": ROUTING_KEY,
+            # at-least-once dead-lettering (3.10+) needs reject-publish: no expiry is dropped in transit
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",
         },
     )
     return exchange, queue
@@ -187,3 +262,107 @@ class Publisher:
     async def close(self) -> None:
         if not self._channel.is_closed:
             await self._channel.close()
+
+
+class FailoverPublisher:
+    """A confirming :class:`Publisher` that survives the loss of its broker node (the API's).
+
+    It connects lazily (:func:`connect`: each node of ``url`` in turn), declares the topology on
+    every new connection, and publishes through a :class:`Publisher` on it. When a publish fails
+    and the channel is gone, the connection is dropped and the next publish reconnects — to any
+    node that answers. A failed reconnect is not retried for ``retry_after_s`` seconds: during an
+    outage each publish fails at once (BrokerUnavailableError; the caller's outbox row stays for
+    the relay) instead of every upload waiting for every node's connect timeout.
+    """
+
+    def __init__(self, url: str, *, name: str, heartbeat_s: int, timeout_s: float, delay_ms: int,
+                 app_id: str = "rag", on_failure: Callable[[], object] | None = None,
+                 retry_after_s: float = 1.0, connect_timeout_s: float = 5.0) -> None:
+        broker_urls(url)  # ConfigurationError now, not at the first publish
+        self._url = url
+        self._name = name
+        self._heartbeat_s = heartbeat_s
+        self._timeout_s = timeout_s
+        self._delay_ms = delay_ms
+        self._app_id = app_id
+        self._on_failure = on_failure
+        self._retry_after_s = retry_after_s
+        self._connect_timeout_s = connect_timeout_s
+        self._lock = asyncio.Lock()
+        self._connection: AbstractConnection | None = None
+        self._publisher: Publisher | None = None
+        self._failed_at: float | None = None
+
+    @property
+    def is_open(self) -> bool:
+        """True while the current connection and channel are open."""
+        return self._publisher is not None and self._publisher.is_open
+
+    async def ensure_open(self) -> bool:
+        """Connect now if not connected (readiness probes); True when a publisher is open."""
+        try:
+            await self._current()
+        except BrokerUnavailableError:
+            return False
+        return True
+
+    async def _current(self) -> Publisher:
+        async with self._lock:
+            if self._publisher is not None and self._publisher.is_open:
+                return self._publisher
+            await self._drop()
+            if self._failed_at is not None and time.monotonic() - self._failed_at < self._retry_after_s:
+                raise BrokerUnavailableError("broker unreachable (last reconnect attempt failed moments ago)")
+            try:
+                self._publisher = await self._open()
+            except BrokerUnavailableError:
+                self._failed_at = time.monotonic()
+                raise
+            self._failed_at = None
+            return self._publisher
+
+    async def _open(self) -> Publisher:
+        conn = await connect(self._url, name=self._name, heartbeat_s=self._heartbeat_s, robust=False,
+                             timeout_s=self._connect_timeout_s)
+        self._connection = conn
+        try:
+            channel = await conn.channel()
+            await declare_topology(channel, delay_ms=self._delay_ms)
+            await channel.close()
+        except _BROKER_ERRORS as exc:
+            await self._drop()
+            raise BrokerUnavailableError(f"cannot declare topology: {type(exc).__name__}: {exc}") from exc
+        except BrokerUnavailableError:
+            await self._drop()
+            raise
+        return await Publisher.open(conn, self._timeout_s, app_id=self._app_id, on_failure=self._on_failure)
+
+    async def _drop(self) -> None:
+        conn, self._connection, self._publisher = self._connection, None, None
+        if conn is not None and not conn.is_closed:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), timeout=2)
+
+    async def publish(
+        self,
+        body: bytes,
+        *,
+        exchange: str = EXCHANGE,
+        routing_key: str = ROUTING_KEY,
+        message_id: str | None = None,
+        headers: Mapping[str, Any] | None = None,
+    ) -> None:
+        """:meth:`Publisher.publish` on the current connection (reconnecting first if it died).
+        Raises BrokerUnavailableError."""
+        try:
+            publisher = await self._current()
+        except BrokerUnavailableError:
+            if self._on_failure is not None:
+                self._on_failure()
+            raise
+        await publisher.publish(body, exchange=exchange, routing_key=routing_key, message_id=message_id,
+                                headers=headers)
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._drop()

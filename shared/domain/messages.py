@@ -32,7 +32,9 @@ GENERATION_HEADER = "x-rag-generation"
 
 
 def delay_queue_name(delay_ms: int) -> str:
-    return f"rag.index.delay.{delay_ms}ms"
+    """The delay queue of a TTL: a quorum queue (replicated, so a held delivery survives the loss of
+    a broker node; the classic ``rag.index.delay.<ms>ms`` of earlier versions drains on its own)."""
+    return f"rag.index.delay.quorum.{delay_ms}ms"
 
 
 class IndexMessage(BaseModel):

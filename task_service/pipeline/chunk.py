@@ -106,10 +106,14 @@ class ChunkSettings:
     overlap_tokens: int = DEFAULT_OVERLAP_TOKENS
     max_chars: int = DEFAULT_MAX_CHARS
     max_chunks: int = DEFAULT_MAX_CHUNKS  # per document, checked by ``extract``
+    # ``extract`` warns about chunks the model cannot read: only when the chunks are embedded by
+    # the local MiniLM, whose tokenizer this is (EMBEDDING_PROVIDER=sentence-transformers)
+    warn_unreadable: bool = True
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ChunkSettings:
-        return cls(s.chunk_max_tokens, s.chunk_overlap_tokens, s.chunk_max_chars, s.chunk_max_per_document)
+        return cls(s.chunk_max_tokens, s.chunk_overlap_tokens, s.chunk_max_chars, s.chunk_max_per_document,
+                   s.embedding_provider == "sentence-transformers")
 
 
 DEFAULT_CHUNKING = ChunkSettings()
@@ -140,6 +144,7 @@ class Chunker:
         overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
         max_chars: int = DEFAULT_MAX_CHARS,
         max_chunks: int = DEFAULT_MAX_CHUNKS,
+        warn_unreadable: bool = True,
     ) -> None:
         """``tokenizer`` is copied (truncation/padding disabled on the copy; the caller's object
         is left unchanged). Raises ``ValueError`` unless ``3 <= max_tokens`` (``MIN_MAX_TOKENS``),
@@ -154,6 +159,7 @@ class Chunker:
         self.overlap_tokens = overlap_tokens
         self.max_chars = max_chars
         self.max_chunks = max_chunks  # not used here: ``extract`` refuses a document with more
+        self.warn_unreadable = warn_unreadable  # not used here: read by ``extract``
         self.overlap_chars = max_chars * overlap_tokens // max_tokens
         self._tokenizer = _counting_copy(tokenizer)
         self._fast_ascii = _bert_like(self._tokenizer)
@@ -161,11 +167,25 @@ class Chunker:
 
     @classmethod
     def from_settings(cls, tokenizer: Tokenizer, settings: ChunkSettings) -> Chunker:
-        return cls(tokenizer, settings.max_tokens, settings.overlap_tokens, settings.max_chars, settings.max_chunks)
+        return cls(tokenizer, settings.max_tokens, settings.overlap_tokens, settings.max_chars, settings.max_chunks,
+                   settings.warn_unreadable)
 
     @property
     def settings(self) -> ChunkSettings:
-        return ChunkSettings(self.max_tokens, self.overlap_tokens, self.max_chars, self.max_chunks)
+        return ChunkSettings(self.max_tokens, self.overlap_tokens, self.max_chars, self.max_chunks,
+                             self.warn_unreadable)
+
+    def unknown_share(self, texts: list[str]) -> list[float]:
+        """For each text, the share (0..1) of its non-space characters that the model sees only as
+        ``[UNK]`` (BERT's WordPiece makes a whole word ``[UNK]`` when one of its characters is not
+        in the vocabulary: a Thai, Khmer or Myanmar run is one ``[UNK]``)."""
+        unk = self._tokenizer.token_to_id("[UNK]")
+        shares = []
+        for text, enc in zip(texts, self._encode([_SURROGATES.sub("", t) for t in texts]), strict=True):
+            hidden = sum(b - a - text.count(" ", a, b) for i, (a, b) in zip(enc.ids, enc.offsets, strict=True)
+                         if i == unk)
+            shares.append(hidden / max(1, len(text) - text.count(" ") - text.count("\n")))
+        return shares
 
     def count_tokens(self, text: str) -> int:
         """Number of model tokens in ``text``, special tokens excluded (lone surrogates ignored)."""
@@ -358,8 +378,15 @@ class _Packer:
         return [self._chunk(i, a, b, n) for i, (a, b, n) in enumerate(self.spans)]
 
     def _chunk(self, index: int, a: int, b: int, count: int) -> Chunk:
-        block = self.blocks[int(np.searchsorted(self.block_start, a, side="right")) - 1]
-        return Chunk(index, self.text[a:b], count, block.page, block.section)
+        """Chunk of ``text[a:b]``: ``page`` of the block holding its first character, ``section`` of
+        its first body (non-heading) block, so "# Guide / ## Install / ### Linux / body" in one
+        chunk is "Guide > Install > Linux"; a chunk of headings only takes its first block's."""
+        first, last = np.searchsorted(self.block_start, [a, b - 1], side="right") - 1
+        # content_before[j + 1] > content_before[first] ⇔ a body block lies in [first, j]
+        body = int(np.searchsorted(self.content_before, self.content_before[first] + 1, side="left")) - 1
+        block = self.blocks[first]
+        section = self.blocks[body].section if body <= last else block.section
+        return Chunk(index, self.text[a:b], count, block.page, section)
 
     # ------------------------------------------------------------------ tokens and levels
 

@@ -8,7 +8,9 @@ child: no thread of the worker outlives its task.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from shared.domain.errors import NoTextError, ParseLimitError
@@ -82,7 +84,43 @@ def extract(
         raise ParseLimitError(
             f"document gives {len(chunks):,} chunks; the limit is {chunker.max_chunks:,} (CHUNK_MAX_PER_DOCUMENT)"
         )
-    return Extraction(tuple(chunks), parsed.warnings, parsed_at - started, time.perf_counter() - parsed_at)
+    warnings = parsed.warnings
+    if chunker.warn_unreadable and (unreadable := unreadable_warning(chunks, chunker)) is not None:
+        warnings = (*warnings, unreadable)
+    return Extraction(tuple(chunks), warnings, parsed_at - started, time.perf_counter() - parsed_at)
+
+
+#: A chunk is unreadable by the embedding model when at least this share of its characters is ``[UNK]``.
+UNREADABLE_SHARE = 0.5
+#: Chunks checked per document (evenly spaced; a larger document's count is extrapolated).
+UNREADABLE_SAMPLE = 256
+
+
+def unreadable_warning(chunks: Sequence[Chunk], chunker: Chunker) -> str | None:
+    """A warning when chunks are mostly ``[UNK]`` for the embedding model (``Chunker.unknown_share``
+    ≥ ``UNREADABLE_SHARE``): vector search cannot find their text, keyword search can. Checks the
+    non-ASCII chunks only (ASCII always has tokens), at most ``UNREADABLE_SAMPLE`` of them."""
+    foreign = [c.content for c in chunks if not c.content.isascii()]
+    if not foreign:
+        return None
+    step = max(1, len(foreign) // UNREADABLE_SAMPLE)
+    sample = foreign[::step][:UNREADABLE_SAMPLE]
+    bad = [t for t, share in zip(sample, chunker.unknown_share(sample), strict=True) if share >= UNREADABLE_SHARE]
+    if not bad:
+        return None
+    n = round(len(bad) * len(foreign) / len(sample))
+    about = "about " if len(sample) < len(foreign) else ""
+    return (f"{about}{n} of {len(chunks)} chunks are mostly unknown characters for the embedding model "
+            f"({_scripts(bad)}): vector search will not find their text, keyword search does "
+            "(README: a multilingual model through EMBEDDING_PROVIDER=openai)")
+
+
+def _scripts(texts: list[str]) -> str:
+    """The most frequent scripts of the letters in ``texts`` ("Thai, Khmer"), from Unicode names."""
+    count: Counter[str] = Counter()
+    for text in texts:
+        count.update(unicodedata.name(ch, "?").split()[0] for ch in text if ch.isalpha() and not ch.isascii())
+    return ", ".join(name if len(name) <= 3 else name.title() for name, _ in count.most_common(3))
 
 
 

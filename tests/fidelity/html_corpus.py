@@ -17,7 +17,7 @@ from tests.fidelity import Sample
 
 # Text that must come out exactly so: inline elements join without spaces, <br> ends a line,
 # character references are decoded; table cells are joined by " | ".
-LITERAL = ("INLINEJOINMARK", "CAFÉMARK", "AT&TMARK", "NBSPMARK")
+LITERAL = ("INLINEJOINMARK", "CAFÉMARK", "AT&TMARK", "NBSPMARK", "SOFTHYPHENMARK", "ZEROWIDTHMARK")
 # Checked by the unit tests only (a marker with a line break would break the bench table).
 BR_LINES = "BRONEMARK\nBRTWOMARK"
 ROW = "CELLAMARK | CELLBMARK"
@@ -53,6 +53,7 @@ BARETEXTMARK directly in the body.
 <pre>PRELINEONEMARK
     PRELINETWOMARK</pre>
 <p>CAF&Eacute;MARK AT&amp;TMARK&nbsp;NBSPMARK</p>
+<p>Invisible characters: SOFT&shy;HYPHENMARK ZERO&#8203;WIDTH&#x2060;MARK</p>
 <p><a href="https://example.com/x">Link text LINKTEXTMARK</a></p>
 <p><button>Button BUTTONMARK</button> <label>Label LABELMARK</label></p>
 <hr>

@@ -273,10 +273,38 @@ def test_chunks_start_at_sections_and_carry_their_provenance() -> None:
     chunks = chunker().chunk(_guide())
     assert [(c.content, c.section, c.page) for c in chunks] == [
         ("Guide\n\nIntro words.", "Guide", 1),
-        ("Install\n\nLinux\n\nRun the installer on Linux hosts.", "Guide > Install", 1),  # headings stay with text
+        # headings stay with their text; the section is that of the first body block
+        ("Install\n\nLinux\n\nRun the installer on Linux hosts.", "Guide > Install > Linux", 1),
         ("Windows\n\nRun setup.exe as an administrator.", "Guide > Install > Windows", 3),
     ]
     assert [c.index for c in chunks] == [0, 1, 2]
+
+
+def test_a_chunk_starting_with_headings_takes_the_section_of_its_first_body_block() -> None:
+    """Issue 17: "# Guide / ## Install / ### Linux / body" in one chunk reported "Guide"."""
+    doc = ParsedDocument((
+        Block("Guide", "Guide"),
+        Block("Install", "Guide > Install"),
+        Block("Linux", "Guide > Install > Linux"),
+        Block("Run the installer with sudo.", "Guide > Install > Linux"),
+    ))
+    assert [(c.content, c.section) for c in chunker().chunk(doc)] == [
+        ("Guide\n\nInstall\n\nLinux\n\nRun the installer with sudo.", "Guide > Install > Linux"),
+    ]
+
+
+def test_a_chunk_of_headings_only_keeps_its_first_heading_section() -> None:
+    doc = ParsedDocument((Block("Guide", "Guide"), Block("Install", "Guide > Install")))
+    assert [c.section for c in chunker().chunk(doc)] == ["Guide"]
+
+
+def test_a_chunk_starting_in_a_body_block_keeps_that_section() -> None:
+    doc = ParsedDocument((
+        Block("Intro words about the guide.", "Guide"),
+        Block("Install", "Guide > Install"),
+        Block("Run it.", "Guide > Install"),
+    ))
+    assert chunker(10, 0).chunk(doc)[0].section == "Guide"
 
 
 def test_long_sections_never_share_a_chunk() -> None:

@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+import rag_cli
 from rag_cli import app
 from rag_cli.client import ApiClient
 from rag_cli.safe import ARGV_WARNING, TokenSourceError, print_error, read_token
@@ -26,6 +27,13 @@ def _document(name: str) -> dict[str, Any]:
     return {"document_id": 7, "kb_id": 1, "filename": name, "status": "FAILED", "chunk_count": 0,
             "error_message": HOSTILE_ERROR,
             "task": {"task_id": 9, "status": "FAILED", "attempt": 1, "error_code": "no_text"}}
+
+
+@pytest.fixture(autouse=True)
+def wide_consoles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The consoles are built at import, sized from the terminal of whoever imported them first."""
+    monkeypatch.setattr(rag_cli.out, "width", 400)
+    monkeypatch.setattr(rag_cli.err, "width", 400)
 
 
 @pytest.fixture

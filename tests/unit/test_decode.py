@@ -149,11 +149,46 @@ def test_parse_reports_nul_warning_on_the_document() -> None:
 # ---------------------------------------------------------------- other warnings
 
 
-def test_mostly_utf8_reports_replaced_bytes() -> None:
+def test_mostly_utf8_reads_stray_bytes_as_cp1252_and_reports_them() -> None:
     data = ("Crème brûlée, naïve café — “quoted” " * 5).encode() + b"price 5\x80 and 6\x81 fin."
     decoded = decode(data)
-    assert decoded.text.endswith("price 5\ufffd and 6\ufffd fin.")
-    assert decoded.warnings == ("2 bytes that are not valid UTF-8 replaced with U+FFFD",)
+    assert decoded.text.endswith("price 5€ and 6\ufffd fin.")  # 0x81 is undefined in windows-1252
+    assert decoded.warnings == (
+        "2 bytes were not valid UTF-8 and were read as windows-1252 (1 undefined there replaced with U+FFFD)",
+    )
+
+
+def test_one_stray_cp1252_accent_among_hundreds_of_utf8_accents_stays_utf8() -> None:
+    """Issue 17: one "é" saved by a legacy editor in a UTF-8 file made the whole file mojibake."""
+    good = ("Crème brûlée, café au lait, pâté, naïve façade. " * 40).encode()
+    decoded = decode(good + "Le café était fermé.".encode("cp1252") + good)
+    assert decoded.encoding == "utf-8"
+    assert "Crème brûlée" in decoded.text and "Le café était fermé." in decoded.text
+    assert decoded.warnings == ("3 bytes were not valid UTF-8 and were read as windows-1252",)
+
+
+def test_a_short_utf8_text_with_two_stray_cp1252_bytes_stays_utf8() -> None:
+    decoded = decode(("Crème brûlée. " * 5).encode() + "Un été.".encode("cp1252"))
+    assert decoded.text.endswith("Crème brûlée. Un été.")
+    assert decoded.warnings == ("2 bytes were not valid UTF-8 and were read as windows-1252",)
+
+
+_LEGACY = {
+    "gbk": "人人生而自由，在尊严和权利上一律平等。",
+    "shift_jis": "すべての人間は、生まれながらにして自由である。",
+    "euc_jp": "すべての人間は、生まれながらにして自由である。",
+    "euc_kr": "모든 인간은 태어날 때부터 자유로우며 동등하다.",
+    "cp874": "มนุษย์ทั้งหลายเกิดมามีอิสระและเสมอภาคกัน",
+    "cp1251": "Все люди рождаются свободными.",
+}
+
+
+@pytest.mark.parametrize("codec", sorted(_LEGACY))
+def test_legacy_multibyte_text_is_not_mostly_utf8(codec: str) -> None:
+    text = _LEGACY[codec] * 20
+    decoded = decode(text.encode(codec))
+    assert decoded.text == text
+    assert decoded.encoding != "utf-8"
 
 
 @pytest.mark.parametrize(
