@@ -3,7 +3,7 @@ stored on every chunk as ``document_chunk.text_sha256``) and how many rows to ev
 the cache decisions, which chunks miss and how vectors are put together, are the worker's:
 ``task_service.embedding_cache``).
 
-Entries are per user (``embedding_cache.user_id``, sql/0015): a run reads and writes only its
+Entries are per user (``embedding_cache.user_id``, sql/0016): a run reads and writes only its
 document owner's entries, so one tenant's upload never hits another's work.
 """
 

@@ -120,7 +120,7 @@ async def test_constraints_hold_after_migration(scratch_dsn: Callable[[], str]) 
         await conn.close()
 
 
-async def test_0015_gives_cache_entries_the_users_whose_chunks_have_their_text(
+async def test_0016_gives_cache_entries_the_users_whose_chunks_have_their_text(
     scratch_dsn: Callable[[], str],
 ) -> None:
     """Issue 18: an entry of 0011 (no owner) is kept for each user with a chunk of its text;

@@ -16,7 +16,7 @@ from shared.domain.cache_policy import eviction_count
 
 
 # ------------------------------------------------------------------ embedding cache
-# Every entry belongs to a user (sql/0015): ``owner`` is the document's user, and no statement
+# Every entry belongs to a user (sql/0016): ``owner`` is the document's user, and no statement
 # here reads or writes another user's entries.
 async def cache_lookup(
     conn: asyncpg.Connection, owner: int, model: str, revision: str, dim: int, keys: Sequence[bytes]

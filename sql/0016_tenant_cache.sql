@@ -1,4 +1,4 @@
--- 0015: the embedding cache per tenant (issue 18).
+-- 0016: the embedding cache per tenant (issue 18).
 --
 -- 0011 keyed an entry by (model, revision, SHA-256 of the chunk text) only: user B's upload of
 -- user A's text was served from A's entries, and B could time it (a cache-hit run is ~400x
