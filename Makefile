@@ -96,6 +96,7 @@ bench: migrate netns-tools
 	RAG_PARTITION_FULL=1 $(BIN)/python -m pytest tests/e2e/test_partitions.py -q -s -p no:cacheprovider
 	$(BIN)/python -m bench.hosts
 	$(BIN)/python -m bench.cluster
+	$(BIN)/python -m bench.peer
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

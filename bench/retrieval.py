@@ -38,6 +38,7 @@ import numpy as np
 from pgvector.asyncpg import register_vector
 
 from bench import scripts
+from knowledge_service.search.ranking import RRF_K, fuse_hybrid, rrf
 from knowledge_service.search.retrieval import _EXACT, _HNSW, Mode, SearchParams, rank
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,13 +64,15 @@ class Size:
     tokens: int
     passages: int
     max_corpus_file: int
+    lookalikes: int
     script_chunks: int = 200  # per script (bench/scripts.py)
 
 
-FULL = Size(chunks=100_000, queries_per_kb=20, tokens=1000, passages=400, max_corpus_file=10**9)
+FULL = Size(chunks=100_000, queries_per_kb=20, tokens=1000, passages=400, max_corpus_file=10**9, lookalikes=120)
 #: A bounded run for a shared machine (written to RESULTS.md like the full one, with its sizes).
-SMALL = Size(chunks=20_000, queries_per_kb=10, tokens=300, passages=100, max_corpus_file=200_000)
-SMOKE = Size(chunks=3000, queries_per_kb=5, tokens=40, passages=20, max_corpus_file=200_000, script_chunks=40)
+SMALL = Size(chunks=20_000, queries_per_kb=10, tokens=300, passages=100, max_corpus_file=200_000, lookalikes=40)
+SMOKE = Size(chunks=3000, queries_per_kb=5, tokens=40, passages=20, max_corpus_file=200_000, lookalikes=12,
+             script_chunks=40)
 
 
 # ------------------------------------------------------------------ data
@@ -332,8 +335,18 @@ async def corpus_chunks(max_file: int) -> tuple[list[tuple[str, list[str]]], np.
     return docs, vecs
 
 
+@dataclass
+class SelfRetrieval:
+    docs: int
+    chunks: int
+    recall: dict[str, float]  # mode -> self-retrieval@5
+    kb: int
+    passages: list[tuple[int, str]]  # (document id, passage)
+    qvecs: np.ndarray
+
+
 async def self_retrieval(conn: asyncpg.Connection, size: Size, params: SearchParams,
-                         rng: np.random.Generator) -> tuple[int, int, dict[str, float]]:
+                         rng: np.random.Generator) -> SelfRetrieval:
     from shared.adapters.embedding import build_embedder
 
     docs, vecs = await corpus_chunks(size.max_corpus_file)
@@ -368,14 +381,123 @@ async def self_retrieval(conn: asyncpg.Connection, size: Size, params: SearchPar
                                       [g[0] for g in got])
             hits += doc in {r["document_id"] for r in owners}
         result[mode.value] = hits / len(passages)
-    return len(docs), i, result
+    return SelfRetrieval(len(docs), i, result, kb, passages, np.asarray(qvecs))
+
+
+# ------------------------------------------------------------------ fusion options (issue 20, item 4)
+
+Pairs = list[tuple[int, float]]
+
+
+def _ids(ranked: Pairs) -> list[int]:
+    return [cid for cid, _ in ranked]
+
+
+def _weighted_rrf(w: float) -> Callable[[Pairs, Pairs], list[int]]:
+    def fuse(vector: Pairs, keyword: Pairs) -> list[int]:
+        score: dict[int, float] = {}
+        for weight, ranked in ((1.0, vector), (w, keyword)):
+            for r, cid in enumerate(_ids(ranked), start=1):
+                score[cid] = score.get(cid, 0.0) + weight / (RRF_K + r)
+        return sorted(score, key=lambda c: -score[c])
+    return fuse
+
+
+def _convex(alpha: float) -> Callable[[Pairs, Pairs], list[int]]:
+    """Both lists' scores min-max normalised over the list, absent = 0, ``alpha·vector + (1-alpha)·keyword``."""
+    def norm(ranked: Pairs) -> dict[int, float]:
+        if not ranked:
+            return {}
+        lo, hi = min(s for _, s in ranked), max(s for _, s in ranked)
+        return {c: (s - lo) / (hi - lo) if hi > lo else 1.0 for c, s in ranked}
+
+    def fuse(vector: Pairs, keyword: Pairs) -> list[int]:
+        v, k = norm(vector), norm(keyword)
+        union = list(dict.fromkeys(_ids(vector) + _ids(keyword)))
+        return sorted(union, key=lambda c: -(alpha * v.get(c, 0.0) + (1 - alpha) * k.get(c, 0.0)))
+    return fuse
+
+
+#: The fusions measured; the last is the one search uses (knowledge_service.search.ranking.fuse_hybrid).
+FUSIONS: dict[str, Callable[[Pairs, Pairs], list[int]]] = {
+    "RRF k=60 (before)": lambda v, k: [f.key for f in rrf({"vector": _ids(v), "keyword": _ids(k)})],
+    "weighted RRF, keyword x2": _weighted_rrf(2.0),
+    "weighted RRF, keyword x3": _weighted_rrf(3.0),
+    "convex, min-max, alpha 0.5": _convex(0.5),
+    "RRF + decisive exact hit (used)": lambda v, k: [f.key for f in fuse_hybrid(v, k, max_group=5)],
+}
+
+
+async def _both_lists(conn: asyncpg.Connection, kb: int, text: str, q: np.ndarray, params: SearchParams
+                      ) -> tuple[Pairs, Pairs]:
+    depth = params.candidate_depth
+    got = [await rank(conn, kb, m, text, q, depth, params) for m in (Mode.VECTOR, Mode.KEYWORD)]
+    return [(c, s) for c, s, _ in got[0]], [(c, s) for c, s, _ in got[1]]
+
+
+async def lookalike_kb(conn: asyncpg.Connection, n: int) -> tuple[int, list[tuple[int, dict[str, str]]]]:
+    """A KB of ``n`` look-alike documents (one chunk each, MiniLM vectors): (kb id, [(chunk id, queries)])."""
+    from bench.lookalike import lookalike_docs
+    from shared.adapters.embedding import build_embedder
+
+    docs = lookalike_docs(n)
+    vecs = await build_embedder("sentence-transformers").embed([d.text for d in docs])
+    user = await conn.fetchval("SELECT id FROM app_user LIMIT 1")
+    kb = await conn.fetchval("INSERT INTO knowledge_base (user_id, name, embedding_model, embedding_dim)"
+                             " VALUES ($1, 'lookalike', 'all-MiniLM-L6-v2', 384) RETURNING id", user)
+    out = []
+    for i, (d, v) in enumerate(zip(docs, vecs, strict=True)):
+        doc = await conn.fetchval("INSERT INTO document_info (kb_id, user_id, filename, size_bytes, sha256, object_key,"
+                                  " status, chunk_count) VALUES ($1, $2, $3, 1, $4, $3, 'INDEXED', 1) RETURNING id",
+                                  kb, user, d.name, hashlib.sha256(d.text.encode()).hexdigest())
+        cid = await conn.fetchval("INSERT INTO document_chunk (document_id, chunk_index, content, token_count)"
+                                  " VALUES ($1, 0, $2, 1) RETURNING id", doc, d.text)
+        await conn.execute("INSERT INTO document_vector VALUES ($1, $2, $3, $4)", cid, doc, kb, v)
+        out.append((cid, d.queries(i)))
+    await conn.execute("ANALYZE document_chunk")
+    return kb, out
+
+
+async def fusion_bench(conn: asyncpg.Connection, size: Size, params: SearchParams, corpus_kb: int,
+                       passages: list[tuple[int, str]], qvecs: np.ndarray) -> dict[str, dict[str, float]]:
+    """Recall@5 per fusion option: look-alike codes alone and in a question, corpus self-retrieval."""
+    from shared.adapters.embedding import build_embedder
+
+    embedder = build_embedder("sentence-transformers")
+    kb, cases = await lookalike_kb(conn, size.lookalikes)
+    hits: dict[str, dict[str, list[bool]]] = {name: {} for name in FUSIONS}
+    for form in ("alone", "in a question"):
+        texts = [qs[form] for _, qs in cases]
+        for (cid, _), text, q in zip(cases, texts, await embedder.embed(texts), strict=True):
+            v, k = await _both_lists(conn, kb, text, q, params)
+            for name, fuse in FUSIONS.items():
+                hits[name].setdefault(form, []).append(cid in fuse(v, k)[:5])
+    owner = {r["id"]: r["document_id"] for r in await conn.fetch(
+        "SELECT c.id, c.document_id FROM document_chunk c JOIN document_info d ON d.id = c.document_id"
+        " WHERE d.kb_id = $1", corpus_kb)}
+    for (doc, text), q in zip(passages, qvecs, strict=True):
+        v, k = await _both_lists(conn, corpus_kb, text, q, params)
+        for name, fuse in FUSIONS.items():
+            hits[name].setdefault("self-retrieval", []).append(doc in {owner[c] for c in fuse(v, k)[:5]})
+    return {name: {m: sum(x) / len(x) for m, x in got.items()} for name, got in hits.items()}
+
+
+def fusion_report(fusion: dict[str, dict[str, float]], size: Size) -> str:
+    lines = [f"**Fusion** (issue 20): recall@5 of {size.lookalikes} look-alike documents (bench/lookalike.py: one "
+             "template, a unique code each; MiniLM vectors) asked by code alone and inside a question, and corpus "
+             f"self-retrieval@5 ({size.passages} passages), per way of fusing the same vector and keyword lists "
+             "(depth 50).", "",
+             "| fusion | code alone | code in a question | self-retrieval@5 |", "|---|---:|---:|---:|"]
+    lines += [f"| {name} | {m['alone']:.3f} | {m['in a question']:.3f} | {m['self-retrieval']:.3f} |"
+              for name, m in fusion.items()]
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------ report
 
 
 def report(size: Size, vec: list[VectorRow], modes: dict[str, tuple[float, Timing]],
-           ident: dict[tuple[str, str], float], selfr: tuple[int, int, dict[str, float]], params: SearchParams,
+           ident: dict[tuple[str, str], float], selfr: SelfRetrieval, params: SearchParams,
            runs: int, load_s: float, script_lines: Sequence[str] = ()) -> str:
     lines = [
         f"`python -m bench.retrieval`: {size.chunks:,} chunks in {len(SHARES)} KBs (skewed: "
@@ -405,7 +527,7 @@ def report(size: Size, vec: list[VectorRow], modes: dict[str, tuple[float, Timin
               "| mode | alone | in a sentence |", "|---|---:|---:|"]
     lines += [f"| {m.value} | {ident[(m.value, 'alone')]:.3f} | {ident[(m.value, 'in a sentence')]:.3f} |"
               for m in Mode]
-    ndocs, nchunks, sr = selfr
+    ndocs, nchunks, sr = selfr.docs, selfr.chunks, selfr.recall
     lines += ["", f"**Self-retrieval@5** on the corpus ({ndocs} documents, {nchunks} chunks, MiniLM; "
               f"{size.passages} 12-word passages; hit = own document in top 5)", "",
               "| mode | self-retrieval@5 |", "|---|---:|"]
@@ -414,7 +536,32 @@ def report(size: Size, vec: list[VectorRow], modes: dict[str, tuple[float, Timin
     return "\n".join(lines)
 
 
-async def run(size: Size, runs: int, params: SearchParams, seed: int, keep: bool = False) -> str:
+async def run_fusion(size: Size, params: SearchParams, seed: int) -> str:
+    """Only the fusion options (``--fusion-only``): the corpus and the look-alike set, nothing else."""
+    from shared.adapters.postgres.migrate import migrate
+
+    db = f"rag_bench_fusion_{os.getpid()}"
+    dsn = ADMIN_DSN.rsplit("/", 1)[0] + f"/{db}"
+    await migrate(dsn)
+    try:
+        conn = await asyncpg.connect(dsn)
+        await register_vector(conn)
+        try:
+            await conn.execute("INSERT INTO app_user (name) VALUES ('bench')")
+            sr = await self_retrieval(conn, size, params, np.random.default_rng(seed))
+            return fusion_report(await fusion_bench(conn, size, params, sr.kb, sr.passages, sr.qvecs), size)
+        finally:
+            await conn.close()
+    finally:
+        admin = await asyncpg.connect(ADMIN_DSN)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+async def run(size: Size, runs: int, params: SearchParams, seed: int, keep: bool = False) -> tuple[str, str]:
+    """(the retrieval section, the fusion section); empty strings with ``keep``."""
     from shared.adapters.postgres.migrate import migrate
 
     db = f"rag_bench_retrieval_{os.getpid()}"
@@ -443,6 +590,7 @@ async def run(size: Size, runs: int, params: SearchParams, seed: int, keep: bool
             print("self-retrieval done", flush=True)
             script_lines = scripts.report(await scripts.script_recall(conn, size.script_chunks, params, rng),
                                           size.script_chunks)
+            fusion = await fusion_bench(conn, size, params, selfr.kb, selfr.passages, selfr.qvecs)
         finally:
             await conn.close()
     finally:
@@ -454,8 +602,8 @@ async def run(size: Size, runs: int, params: SearchParams, seed: int, keep: bool
                 await admin.close()
     if keep:
         print(f"kept database {db}")
-        return ""
-    return report(size, vec, modes, ident, selfr, params, runs, load_s, script_lines)
+        return "", ""
+    return report(size, vec, modes, ident, selfr, params, runs, load_s, script_lines), fusion_report(fusion, size)
 
 
 def main() -> None:
@@ -469,6 +617,7 @@ def main() -> None:
     ap.add_argument("--script-chunks", type=int, default=None, help="generated chunks per script (script recall)")
     ap.add_argument("--seed", type=int, default=9)
     ap.add_argument("--keep", action="store_true", help="keep the database (to explore); no report")
+    ap.add_argument("--fusion-only", action="store_true", help="only the fusion options (corpus + look-alikes)")
     args = ap.parse_args()
     size = SMOKE if args.smoke else SMALL if args.small else FULL
     if args.chunks:
@@ -482,12 +631,18 @@ def main() -> None:
                           keyword_budget=s.search_keyword_budget,
                           keyword_max_candidates=s.search_keyword_max_candidates)
     os.environ.setdefault("DO_NOT_TRACK", "1")
-    text = asyncio.run(run(size, runs, params, args.seed, args.keep))
-    print(text)
-    if text and not args.smoke:
+    if args.fusion_only:
+        text, fusion = "", asyncio.run(run_fusion(size, params, args.seed))
+    else:
+        text, fusion = asyncio.run(run(size, runs, params, args.seed, args.keep))
+    print(text, fusion, sep="\n\n")
+    if not args.smoke:
         from bench.report import write_section
 
-        write_section("retrieval", text)
+        if text:
+            write_section("retrieval", text)
+        if fusion:
+            write_section("fusion", fusion)
 
 
 if __name__ == "__main__":

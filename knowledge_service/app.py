@@ -17,10 +17,13 @@ from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
 from knowledge_service.metrics import router as metrics_router
 from knowledge_service.routes import health, router
+from knowledge_service.search.term_stats import TermStatsCache
 from knowledge_service.security_headers import SecurityHeadersMiddleware
 from shared import usecases
 from shared.adapters import rabbitmq
+from shared.adapters.embedding import SentenceTransformerEmbedder
 from shared.adapters.embedding.configured import embedder_from_settings
+from shared.adapters.embedding.local import set_torch_threads
 from shared.adapters.postgres.migrate import migrate
 from shared.adapters.postgres.pool import PoolConfig, create_pool
 from shared.adapters.postgres.reads import PgReads
@@ -60,9 +63,12 @@ async def _open(settings: KnowledgeSettings, metrics: ApiMetrics) -> Resources:
     await store.ensure_bucket()
     redis = redis_connect(settings)
     embedder = embedder_from_settings(settings)
+    if isinstance(embedder, SentenceTransformerEmbedder):
+        set_torch_threads(settings.search_embed_threads)  # a query's encode() beside a busy worker
     publisher = await _open_publisher(settings, metrics)
     return Resources(settings, pool, store, redis, embedder, publisher,
-                     usecase_deps(settings, pool, store, publisher), PgReads(pool), metrics)
+                     usecase_deps(settings, pool, store, publisher), PgReads(pool), metrics,
+                     TermStatsCache(settings.search_term_stats_ttl_s))
 
 
 async def _close(res: Resources) -> None:

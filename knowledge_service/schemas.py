@@ -179,7 +179,8 @@ class SearchHit(BaseModel):
     page: int | None = Field(description="1-based PDF page of the chunk; null where unknown")
     section: str | None = Field(description='heading path "A > B > C"; null where unknown')
     score: float = Field(description="vector: cosine similarity (-1..1); keyword: weighted share of query terms "
-                                     "found, +1 for a whole-phrase match (0..2); hybrid: RRF score (0..2/(k+1))")
+                                     "found, +1 for a whole-phrase match (0..2); hybrid: RRF score (0..2/(k+1)), "
+                                     "+1 for a decisive exact keyword hit")
     sources: dict[str, int] = Field(description='1-based rank in each list that held the chunk, e.g. '
                                                 '{"vector": 3, "keyword": 1}')
 

@@ -130,6 +130,14 @@ class KnowledgeSettings(CommonSettings):
         2000, ge=1, description="keyword: candidates are chunks holding the rarest query terms, about this many rows"
     )
     search_keyword_max_candidates: int = Field(5000, ge=1, description="keyword: hard cap on chunks scored per query")
+    # --- search under load (issue 20): the query's embedding and the keyword weights' statistics
+    search_embed_threads: int = Field(
+        1, ge=1, le=64, description="torch threads of the API process (the local model embeds one short query at a"
+        " time; more threads only fight a worker embedding on the same cores)"
+    )
+    search_term_stats_ttl_s: float = Field(
+        60.0, ge=0, description="keyword: seconds the term statistics (pg_stats of content_tsv) are cached"
+    )
     events_poll_interval_s: float = Field(
         0.5, gt=0, le=10, description="Server-Sent Events (/events routes): database poll period, seconds"
     )

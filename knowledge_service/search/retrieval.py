@@ -4,11 +4,15 @@ The SQL the API runs (and ``bench/retrieval.py`` measures). Scores, per mode:
 
 * ``vector``: cosine similarity of query and chunk embeddings, -1..1.
 * ``keyword``: the share of the query's term weight the chunk holds, 0..1, plus 1 when the chunk
-  holds the whole query as a phrase: 0..2. A term weighs ``idf²`` with ``idf = ln(1 + 1/df)``
+  holds the whole query as a phrase: 0..2. Only terms some chunk holds count (a word found nowhere,
+  a typo, would weigh most and shrink every share; issue 20). A term weighs ``idf²`` with ``idf = ln(1 + 1/df)``
   (squared as in Lucene's ClassicSimilarity, query weight x document weight: one unique
   identifier outweighs two uncommon words of a sentence around it); ``df`` (share of chunks) comes
-  from PostgreSQL's statistics of ``content_tsv``, or is counted for a term they do not list.
-* ``hybrid``: reciprocal rank fusion of the two lists (:mod:`knowledge_service.search.ranking`), 0..2/(k+1).
+  from PostgreSQL's statistics of ``content_tsv`` (cached: :mod:`knowledge_service.search.term_stats`),
+  or is counted for a term they do not list. Candidates are the KB's chunks holding the rarest
+  terms, straight from the ``(kb_id, content_tsv)`` GIN index.
+* ``hybrid``: reciprocal rank fusion of the two lists, 0..2/(k+1), plus 1 for a decisive exact keyword hit
+  (:func:`knowledge_service.search.ranking.fuse_hybrid`).
 
 Every list keeps one chunk per chunk text (its MD5, a de-duplication key, not a security one):
 copies of one file in a KB (uploaded with ``allow_duplicate``), a paragraph a document repeats,
@@ -31,7 +35,8 @@ from typing import TypeAlias
 import asyncpg
 import numpy as np
 
-from knowledge_service.search.ranking import RRF_K, canonicalize, collapse, rrf
+from knowledge_service.search.ranking import RRF_K, canonicalize, collapse, fuse_hybrid
+from knowledge_service.search.term_stats import TermStats, TermStatsCache, read_term_stats
 from shared.adapters.postgres.pool import connection
 
 
@@ -80,23 +85,20 @@ _HNSW = (
 
 # Keyword ranking in one statement. $1 query text (cleaned), $2 kb id, $3 limit, $4 candidate budget (rows of
 # the table the selecting terms may hold, estimated), $5 hard cap on the KB's candidates, $6 count cap of a term
-# missing from the statistics.
-# Term frequencies come from pg_stats.most_common_elems of content_tsv (ANALYZE keeps up to
-# 10 x statistics target lexemes with their share of rows); a term not listed is rarer than the
-# rarest listed one. Without statistics (a new table) every term weighs the same.
+# missing from the statistics, $7/$8/$9 the term statistics (knowledge_service.search.term_stats: lexemes, their
+# share of rows, rows). A term not listed is rarer than the rarest listed one; without statistics (a new table)
+# every term weighs the same. Candidates come from the (kb_id, content_tsv) GIN index (sql/0015).
 _KEYWORD = r"""
 WITH stats AS (
-    SELECT e.elem, e.freq
-      FROM pg_stats s, unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(elem, freq)
-     WHERE s.schemaname = current_schema() AND s.tablename = 'document_chunk' AND s.attname = 'content_tsv'
+    SELECT e.elem, e.freq FROM unnest($7::text[], $8::float8[]) AS e(elem, freq)
 ), rare AS (
-    SELECT coalesce(min(freq), 1) AS f FROM stats WHERE elem IS NOT NULL
+    SELECT coalesce(min(freq), 1) AS f FROM stats
 ), n AS (
-    SELECT greatest(reltuples, 1) AS rows FROM pg_class WHERE oid = 'document_chunk'::regclass
+    SELECT $9::float8 AS rows
 ), lexemes AS (
     SELECT t.lexeme, '''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || '''' AS lit
       FROM unnest(to_tsvector('rag_simple', rag_search_text($1))) t
-), terms AS (
+), terms AS MATERIALIZED (  -- once: inlined, each count below ran once per reference of freq
     -- a term missing from the statistics is counted, up to $6 chunks: its real rarity matters
     -- (a unique identifier must outweigh a word just under the statistics' cut-off)
     SELECT x.lexeme, x.lit, coalesce(s.freq, least((SELECT f FROM rare), (
@@ -114,14 +116,13 @@ WITH stats AS (
 ), cand AS MATERIALIZED (
     SELECT c.id, c.content_tsv
       FROM document_chunk c
-     WHERE c.content_tsv @@ (SELECT q FROM sel)
-       AND c.document_id IN (SELECT id FROM document_info WHERE kb_id = $2)
+     WHERE c.kb_id = $2 AND c.content_tsv @@ (SELECT q FROM sel)
      LIMIT $5
 ), copied AS MATERIALIZED (  -- the KB's candidates detoasted once each, not at every @@ below
     SELECT id, content_tsv || ''::tsvector AS tsv FROM cand
 )
 SELECT c.id AS chunk_id,
-       (SELECT sum(t.w) FROM weighted t WHERE c.tsv @@ t.q) / (SELECT sum(w) FROM weighted)
+       (SELECT sum(t.w) FROM weighted t WHERE c.tsv @@ t.q) / (SELECT nullif(sum(w), 0) FROM weighted WHERE freq > 0)
        + CASE WHEN c.tsv @@ phraseto_tsquery('rag_simple', rag_search_text($1)) THEN 1 ELSE 0 END AS score
   FROM copied c
  ORDER BY score DESC, c.id
@@ -160,10 +161,15 @@ async def vector_ranking(
     return [(r["chunk_id"], float(r["score"])) for r in rows]
 
 
-async def keyword_ranking(conn: asyncpg.Connection, kb_id: int, text: str, limit: int, params: SearchParams) -> Ranked:
-    """Top ``limit`` chunks of the KB by full-text match of ``text`` (score: see module doc)."""
+async def keyword_ranking(conn: asyncpg.Connection, kb_id: int, text: str, limit: int, params: SearchParams,
+                          stats: TermStats | None = None) -> Ranked:
+    """Top ``limit`` chunks of the KB by full-text match of ``text`` (score: see module doc).
+
+    ``stats``: the term statistics (:mod:`knowledge_service.search.term_stats`), read now if None."""
+    if stats is None:
+        stats = await read_term_stats(conn)
     rows = await conn.fetch(_KEYWORD, text, kb_id, limit, params.keyword_budget, params.keyword_max_candidates,
-                           params.keyword_count_cap)
+                            params.keyword_count_cap, stats.elems, stats.freqs, stats.rows)
     return [(r["chunk_id"], float(r["score"])) for r in rows]
 
 
@@ -189,13 +195,14 @@ async def _content_keys(conn: asyncpg.Connection, ids: Sequence[int]) -> Content
 
 
 async def _one_list(db: Db, name: str, kb_id: int, text: str, embedding: np.ndarray | None, depth: int,
-                    params: SearchParams) -> tuple[Ranked, ContentOf]:
+                    params: SearchParams, stats: TermStatsCache | None = None) -> tuple[Ranked, ContentOf]:
     """The top ``depth`` of list ``name`` with one chunk per chunk text: copies of a document
     (uploaded with ``allow_duplicate``) and repeated paragraphs hold the same text and would fill the list."""
     if isinstance(db, asyncpg.Pool):
         async with connection(db) as conn:
-            return await _one_list(conn, name, kb_id, text, embedding, depth, params)
+            return await _one_list(conn, name, kb_id, text, embedding, depth, params, stats)
     limit = depth
+    term_stats = await stats.get(db) if stats is not None and name == "keyword" else None
     for round_ in range(_REFILL_ROUNDS):
         async with db.transaction():
             # JIT compiles for 10s of ms (these queries are short); a generic plan ignores the KB and the terms
@@ -204,7 +211,7 @@ async def _one_list(db: Db, name: str, kb_id: int, text: str, embedding: np.ndar
                 assert embedding is not None
                 raw = await vector_ranking(db, kb_id, embedding, limit, params)
             else:
-                raw = await keyword_ranking(db, kb_id, text, limit, params)
+                raw = await keyword_ranking(db, kb_id, text, limit, params, term_stats)
         content_of = await _content_keys(db, [cid for cid, _ in raw])
         kept = collapse(raw, content_of)
         if len(kept) >= depth or len(raw) < limit or round_ == _REFILL_ROUNDS - 1:
@@ -215,21 +222,23 @@ async def _one_list(db: Db, name: str, kb_id: int, text: str, embedding: np.ndar
 
 async def rank(
     db: Db, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int, params: SearchParams,
+    stats: TermStatsCache | None = None,
 ) -> list[tuple[int, float, dict[str, int]]]:
     """``[(chunk id, score, {list: rank})]`` best first, at most ``top_k``, never two chunks with
     the same text.
 
     Given a pool, hybrid mode runs its two lists at once on two connections; given a connection,
     one after the other. ``embedding`` is required unless ``mode`` is keyword (ValueError otherwise).
+    ``stats`` caches the keyword ranking's term statistics (read at every query without it).
     """
     names = {Mode.VECTOR: ["vector"], Mode.KEYWORD: ["keyword"], Mode.HYBRID: ["vector", "keyword"]}[mode]
     if embedding is None and "vector" in names:
         raise ValueError("vector and hybrid search need the query embedding")
     depth = max(top_k, params.candidate_depth) if mode is Mode.HYBRID else top_k
     if isinstance(db, asyncpg.Pool):
-        got = await asyncio.gather(*(_one_list(db, n, kb_id, text, embedding, depth, params) for n in names))
+        got = await asyncio.gather(*(_one_list(db, n, kb_id, text, embedding, depth, params, stats) for n in names))
     else:
-        got = [await _one_list(db, n, kb_id, text, embedding, depth, params) for n in names]
+        got = [await _one_list(db, n, kb_id, text, embedding, depth, params, stats) for n in names]
     content_of: ContentOf = {}
     for _, keys in got:
         content_of |= keys
@@ -237,18 +246,20 @@ async def rank(
     if mode is not Mode.HYBRID:
         ((name, ranked),) = lists.items()
         return [(cid, score, {name: i}) for i, (cid, score) in enumerate(ranked, start=1)]
-    fused = rrf({name: [cid for cid, _ in ranked] for name, ranked in lists.items()}, k=params.rrf_k, depth=depth)
+    fused = fuse_hybrid(lists["vector"], lists["keyword"], k=params.rrf_k, depth=depth, max_group=top_k)
     return [(f.key, f.score, f.sources) for f in fused[:top_k]]
 
 
 async def search(
     db: Db, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int, params: SearchParams,
+    stats: TermStatsCache | None = None,
 ) -> list[Hit]:
-    """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section.
+    """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section
+    (``stats``: see :func:`rank`).
 
     Given a pool, a connection-level failure raises ``DatabaseUnavailableError``
     (:func:`shared.adapters.postgres.pool.connection`); given a connection, the caller translates."""
-    ranked = await rank(db, kb_id, mode, text, embedding, top_k, params)
+    ranked = await rank(db, kb_id, mode, text, embedding, top_k, params, stats)
     ids = [cid for cid, _, _ in ranked]
     if isinstance(db, asyncpg.Pool):
         async with connection(db) as conn:

@@ -100,7 +100,7 @@ async def test_hybrid_reports_both_ranks_page_and_section(db: asyncpg.Connection
     hits = await search(db, kb, Mode.HYBRID, "PN-88A1", vecs[1], 3, SearchParams())
     assert hits[0].chunk_id == ids[1]
     assert hits[0].sources == {"vector": 1, "keyword": 1}
-    assert hits[0].score == pytest.approx(2 / 61)
+    assert hits[0].score == pytest.approx(1 + 2 / 61)  # RRF + 1: the only chunk holding the code (decisive)
     assert (hits[0].page, hits[0].section) == (2, "Intro")
     assert all(h.sources.keys() == {"vector"} for h in hits[1:])
     only_kw = await search(db, kb, Mode.KEYWORD, "gamma", None, 3, SearchParams())

@@ -140,12 +140,16 @@ async def test_migration_0014_recomputes_the_keyword_index_of_existing_chunks() 
         try:
             kb = await _kb(conn)
             ids = await _doc(conn, kb, [_RUNS["thai"][0], _RUNS["hangul"][0]])
-            assert await keyword_ranking(conn, kb, "ทุเรียน", 5, SearchParams()) == []  # before: one token per run
-            assert await migrate(dsn) == [14]
-            assert [c for c, _ in await keyword_ranking(conn, kb, "ทุเรียน", 5, SearchParams())] == [ids[0]]
-            assert [c for c, _ in await keyword_ranking(conn, kb, "서울", 5, SearchParams())] == [ids[1]]
+            matches = ("SELECT content_tsv @@ phraseto_tsquery('rag_simple', rag_search_text($2))"
+                       " FROM document_chunk WHERE id = $1")
+            assert await conn.fetchval(matches, ids[0], "ทุเรียน") is False  # before: one token per run
+            assert await migrate(dsn, target=14) == [14]
+            assert await conn.fetchval(matches, ids[0], "ทุเรียน") is True
             assert await conn.fetchval(  # the GIN index is back
                 "SELECT count(*) FROM pg_indexes WHERE indexname = 'document_chunk_content_tsv_idx'") == 1
+            assert await migrate(dsn) == [15]  # then the KB's own keyword index (issue 20) serves the ranking
+            assert [c for c, _ in await keyword_ranking(conn, kb, "ทุเรียน", 5, SearchParams())] == [ids[0]]
+            assert [c for c, _ in await keyword_ranking(conn, kb, "서울", 5, SearchParams())] == [ids[1]]
         finally:
             await conn.close()
     finally:

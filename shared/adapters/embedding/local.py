@@ -165,3 +165,18 @@ def _load(path: Path, device: str) -> SentenceTransformer:
         return model
     except (OSError, ValueError) as exc:
         raise DependencyMissingError(f"cannot load the embedding model from {path}: {exc}") from exc
+
+
+def set_torch_threads(n: int) -> None:
+    """Let torch run each operation on ``n`` threads, process-wide (``torch.set_num_threads``; every
+    thread's later forward passes follow it). The API embeds one short query at a time: on 1 thread
+    a 12-word query took 16 ms, on torch's default (every core) 158-469 ms while a worker on the
+    same 2 cores embedded (issue 20). Raises ValueError if ``n`` < 1, DependencyMissingError
+    without torch."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    try:
+        import torch
+    except ImportError as exc:
+        raise DependencyMissingError(f"install 'torch' to embed locally ({exc})") from exc
+    torch.set_num_threads(n)
