@@ -26,6 +26,7 @@ from shared.domain import formats
 from shared.domain.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
 from shared.domain.fencing import Action
 from shared.domain.records import Duplicate, NewContent
+from shared.domain.states import DocumentStatus
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/v1", responses=upload.OPENAPI_UNAVAILABLE)
@@ -105,6 +106,26 @@ async def list_kbs(res: Res, user_id: UserId) -> schemas.KnowledgeBaseList:
     return schemas.KnowledgeBaseList(items=[schemas.KnowledgeBaseOut.model_validate(dict(r.items())) for r in rows])
 
 
+@router.patch("/knowledge-bases/{kb_id}", response_model=schemas.KnowledgeBaseOut)
+async def rename_kb(
+    kb_id: Id, body: schemas.KnowledgeBaseRename, res: Res, user_id: UserId
+) -> schemas.KnowledgeBaseOut:
+    """Rename the knowledge base (404 if it is not the caller's)."""
+    row = await usecases.rename_knowledge_base(res.deps, user_id, kb_id, body.name)
+    return schemas.KnowledgeBaseOut.model_validate(row)
+
+
+@router.delete("/knowledge-bases/{kb_id}", status_code=204,
+               responses={404: {"description": "no such knowledge base of the caller's (also: already deleted)"}})
+async def delete_kb(kb_id: Id, res: Res, user_id: UserId) -> Response:
+    """Delete the knowledge base with all its documents, versions, chunks, vectors, stored objects
+    and the caller's embedding-cache entries no other chunk of theirs has, also while documents
+    are indexing (their runs are fenced out and commit nothing). A second DELETE is a 404 and
+    changes nothing."""
+    await usecases.delete_knowledge_base(res.deps, user_id, kb_id)
+    return Response(status_code=204)
+
+
 @router.get("/knowledge-bases/{kb_id}/events", response_class=EventSourceResponse,
             responses={**SSE_RESPONSE, **streams.SSE_429})
 async def kb_events(kb_id: Id, request: Request, res: Res, user_id: UserId) -> EventSourceResponse:
@@ -172,10 +193,18 @@ async def upload_document(
 
 
 @router.get("/knowledge-bases/{kb_id}/documents", response_model=schemas.DocumentList)
-async def list_documents(kb_id: Id, res: Res, user_id: UserId) -> schemas.DocumentList:
+async def list_documents(
+    kb_id: Id, res: Res, user_id: UserId,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    status: Annotated[DocumentStatus | None, Query(description="only documents of this status")] = None,
+) -> schemas.DocumentList:
+    """The knowledge base's documents by id, one page (``offset``, ``limit``); ``total`` counts
+    every document matching ``status`` (all when absent)."""
     await _owned_kb(res, user_id, kb_id)
-    rows = await res.reads.list_documents(user_id, kb_id)
-    return schemas.DocumentList(items=[_document(r) for r in rows])
+    wanted = None if status is None else status.value
+    rows, total = await res.reads.page_documents(user_id, kb_id, offset, limit, wanted)
+    return schemas.DocumentList(items=[_document(r) for r in rows], total=total)
 
 
 @router.get("/documents/{document_id}", response_model=schemas.DocumentOut)

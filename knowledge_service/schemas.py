@@ -19,6 +19,10 @@ class KnowledgeBaseCreate(_Strict):
                       description="no control characters; not blank")
 
 
+class KnowledgeBaseRename(KnowledgeBaseCreate):
+    """``PATCH /knowledge-bases/{id}``: the new name (same rules as at creation)."""
+
+
 class KnowledgeBaseOut(BaseModel):
     kb_id: int
     name: str
@@ -98,6 +102,7 @@ class DocumentOut(BaseModel):
 
 class DocumentList(BaseModel):
     items: list[DocumentOut]
+    total: int = Field(description="documents matching the filter (all pages)")
 
 
 class UploadAccepted(BaseModel):

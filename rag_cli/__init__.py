@@ -3,11 +3,12 @@
     rag create-user NAME | create-token USER | list-tokens | revoke-token TOKEN | create-kb NAME --user USER
     rag upload FILE|FOLDER --kb ID      rag status DOC | --task ID | --kb ID
     rag retry TASK                      rag reindex DOC | --kb ID
+    rag kb rename ID NAME               rag kb delete ID [--yes]
     rag requeue-stuck                   rag dlq list | rag dlq replay ID
     rag ops JOB --once                  (relay, scanner, sweep, cache-evictor, metrics-sampler)
     rag worker                          rag api
 
-User commands (upload, status, retry, reindex) go through the HTTP API (``--api-url`` /
+User commands (upload, status, retry, reindex, kb) go through the HTTP API (``--api-url`` /
 ``RAG_API_URL``; the token from ``RAG_TOKEN``, ``--token-file`` or ``--token-stdin``: see
 :mod:`rag_cli.safe`, which also keeps user text out of rich markup). Operator commands use the database and broker
 from the settings (``.env`` / environment), like the services. ``python -m rag_cli``
@@ -324,6 +325,53 @@ def _reindex_one(client: ApiClient, document_id: int, force: bool) -> dict[str, 
             time.sleep(exc.retry_after_s)
             continue
         return {"document_id": document_id, "action": r["action"], "reason": r["reason"]}
+
+
+# ------------------------------------------------------------------ knowledge-base lifecycle (HTTP API)
+
+kb_app = typer.Typer(help="Knowledge bases through the API: rename, delete.", no_args_is_help=True)
+app.add_typer(kb_app, name="kb")
+
+
+@kb_app.command("rename")
+def kb_rename(
+    kb: Annotated[int, typer.Argument(help="knowledge base id", min=1)],
+    name: Annotated[str, typer.Argument(help="the new name")],
+    api_url: ApiUrl = DEFAULT_API,
+    token: Token = "",
+    token_file: TokenFile = None,
+    token_stdin: TokenStdin = False,
+) -> None:
+    """Rename a knowledge base; prints it as JSON."""
+    client = _client(api_url, token, token_file, token_stdin)
+    try:
+        _print_json(client.rename_kb(kb, name))
+    except (ApiError, TooManyRequests, httpx.HTTPError) as exc:
+        _fail(str(exc))
+
+
+@kb_app.command("delete")
+def kb_delete(
+    kb: Annotated[int, typer.Argument(help="knowledge base id", min=1)],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+    api_url: ApiUrl = DEFAULT_API,
+    token: Token = "",
+    token_file: TokenFile = None,
+    token_stdin: TokenStdin = False,
+) -> None:
+    """Delete a knowledge base with all its documents, chunks, vectors and stored files, also
+    while documents are indexing. Asks first unless --yes; a knowledge base already deleted (or
+    not yours) is an error (404)."""
+    if (token_stdin or token == "-") and not yes:
+        _fail("the token comes from standard input: confirm with --yes", 2)
+    client = _client(api_url, token, token_file, token_stdin)
+    if not yes and not typer.confirm(f"Delete knowledge base {kb} and every document in it?", default=False):
+        _fail("not deleted", 1)
+    try:
+        client.delete_kb(kb)
+    except (ApiError, TooManyRequests, httpx.HTTPError) as exc:
+        _fail(str(exc))
+    _print_json({"kb_id": kb, "deleted": True})
 
 
 # ------------------------------------------------------------------ recovery (database + broker)

@@ -137,8 +137,26 @@ class ApiClient:
         out: dict[str, Any] = self._call("GET", f"/api/v1/documents/{document_id}")
         return out
 
-    def documents(self, kb_id: int) -> list[dict[str, Any]]:
-        return list(self._call("GET", f"/api/v1/knowledge-bases/{kb_id}/documents")["items"])
+    def documents(self, kb_id: int, status: str | None = None, page: int = 500) -> list[dict[str, Any]]:
+        """Every document of the knowledge base (``status`` only), fetched ``page`` at a time."""
+        items: list[dict[str, Any]] = []
+        while True:
+            params: dict[str, Any] = {"offset": len(items), "limit": page}
+            if status is not None:
+                params["status"] = status
+            body = self._call("GET", f"/api/v1/knowledge-bases/{kb_id}/documents", params=params)
+            items += body["items"]
+            # no "total": an API from before paging, which answered every document at once
+            if not body["items"] or len(items) >= body.get("total", len(items)):
+                return items
+
+    def rename_kb(self, kb_id: int, name: str) -> dict[str, Any]:
+        out: dict[str, Any] = self._call("PATCH", f"/api/v1/knowledge-bases/{kb_id}", json={"name": name})
+        return out
+
+    def delete_kb(self, kb_id: int) -> None:
+        """Delete the knowledge base with everything in it (ApiError 404: none of yours, or already gone)."""
+        self._call("DELETE", f"/api/v1/knowledge-bases/{kb_id}")
 
     def retry(self, task_id: int, force: bool, generation: int | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"force": force}

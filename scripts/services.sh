@@ -381,6 +381,15 @@ rabbit_drop_guest() { # only on a node this script started
     fi
 }
 
+# A node this script did not start: guest (an administrator, management console on) is left
+# alone and reported in the summary line, or deleted when RABBITMQ_DROP_GUEST=1. Prints the note.
+rabbit_guest_note() {
+    timeout 20 rabbitmqctl -q list_users 2>/dev/null | awk '{print $1}' | grep -qx guest || return 0
+    if [[ "${RABBITMQ_DROP_GUEST:-}" == 1 ]]; then rabbit_drop_guest; return 0; fi
+    warn "rabbitmq: user guest (administrator) exists on this broker, which services.sh did not start; delete it: rabbitmqctl delete_user guest, or RABBITMQ_DROP_GUEST=1 scripts/services.sh up"
+    printf '; WARNING: guest exists (RABBITMQ_DROP_GUEST=1 deletes it)'
+}
+
 rabbit_up() {
     local note start
     if ! command -v rabbitmq-server >/dev/null || ! command -v rabbitmq-diagnostics >/dev/null; then
@@ -388,7 +397,7 @@ rabbit_up() {
     fi
     if tcp_open 127.0.0.1 "$AMQP_PORT" && mgmt_ready 2>/dev/null; then
         rabbit_app_user || return 1
-        line rabbitmq up "127.0.0.1:$AMQP_PORT" "(already running; management http://127.0.0.1:$MGMT_PORT)"
+        line rabbitmq up "127.0.0.1:$AMQP_PORT" "(already running; management http://127.0.0.1:$MGMT_PORT$(rabbit_guest_note))"
         return 0
     fi
     if rabbit_running; then
@@ -425,7 +434,7 @@ rabbit_up() {
         warn "rabbitmq: management listens on $addrs (not loopback only); set management.tcp.ip = 127.0.0.1 in /etc/rabbitmq/rabbitmq.conf"
     fi
     rabbit_app_user || return 1
-    if [[ "$note" == started* ]]; then rabbit_drop_guest; fi
+    if [[ "$note" == started* ]]; then rabbit_drop_guest; else note="$note$(rabbit_guest_note)"; fi
     line rabbitmq up "127.0.0.1:$AMQP_PORT" "(${note#, }; management http://127.0.0.1:$MGMT_PORT)"
 }
 

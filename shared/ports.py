@@ -103,6 +103,16 @@ class TaskStore(Protocol):
         ``{"kb_id", "name", "embedding_model", "embedding_dim", "create_time"}``."""
         ...
 
+    async def rename_knowledge_base(self, user_id: int, kb_id: int, name: str) -> dict[str, Any] | None:
+        """The renamed knowledge base (as :meth:`create_knowledge_base`); None if ``user_id`` has none of that id."""
+        ...
+
+    async def delete_knowledge_base(self, user_id: int, kb_id: int) -> int | None:
+        """Delete ``user_id``'s knowledge base and everything in it in one transaction (documents
+        fenced as by :meth:`delete_document`, objects queued for removal, the owner's unused
+        embedding-cache entries released); the documents deleted, None if there was none."""
+        ...
+
 
 class Publisher(Protocol):
     """Confirmed publish (``shared.adapters.rabbitmq.Publisher``); raises ``BrokerUnavailableError``."""
@@ -190,7 +200,9 @@ class ReleasedObjects(Protocol):
     """Removes, after a commit, the objects committed transactions released (``object_removal``);
     best effort: what fails stays queued for the sweep (``task_service.cleanup``). Never raises."""
 
-    async def remove_released(self) -> None: ...
+    async def remove_released(self, *, at_most: int = 100) -> None:
+        """Remove up to about ``at_most`` queued objects now (the rest: the next call or the sweep)."""
+        ...
 
 
 class ObjectReader(Protocol):
@@ -231,19 +243,24 @@ class WorkerStore(Protocol):
         ...
 
     async def cache_lookup(
-        self, model: str, revision: str, dim: int, keys: Sequence[bytes]
+        self, owner: int, model: str, revision: str, dim: int, keys: Sequence[bytes]
     ) -> Mapping[bytes, npt.NDArray[np.float32]]:
-        """Embedding cache: the vectors stored under ``keys`` (text SHA-256) in that namespace."""
+        """Embedding cache: ``owner``'s (the document's user) vectors stored under ``keys`` (text
+        SHA-256) in that namespace; never another user's."""
         ...
 
     async def cache_store(
-        self, model: str, revision: str, dim: int, keys: Sequence[bytes], vectors: npt.NDArray[Any]
+        self, owner: int, document_id: int, model: str, revision: str, dim: int, keys: Sequence[bytes],
+        vectors: npt.NDArray[Any],
     ) -> int:
-        """Add vectors (a concurrent writer's vector for the same key wins); rows added."""
+        """Add ``owner``'s vectors (a concurrent writer's vector for the same key wins); rows
+        added; 0 when ``document_id`` is gone (a deleted document leaves no entry behind)."""
         ...
 
-    async def cache_touch(self, model: str, revision: str, keys: Sequence[bytes], min_age_s: float) -> int:
-        """Mark hits used, at most once per ``min_age_s`` per entry; rows touched."""
+    async def cache_touch(
+        self, owner: int, model: str, revision: str, keys: Sequence[bytes], min_age_s: float
+    ) -> int:
+        """Mark ``owner``'s hits used, at most once per ``min_age_s`` per entry; rows touched."""
         ...
 
     async def record_skips(self, skips: Sequence[SkipRecord], worker: str) -> None:

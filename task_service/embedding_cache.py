@@ -1,7 +1,8 @@
 """Embedding cache decisions (pure): which chunks miss, how the vectors are put together, how
 many rows to evict (:func:`shared.domain.cache_policy.eviction_count`, used by the adapter).
 
-A cache entry is keyed by ``(model, revision, SHA-256 of the chunk text)``; ``revision`` names
+A cache entry is keyed by ``(owner, model, revision, SHA-256 of the chunk text)`` (the owner: the
+document's user, so tenants never share entries); ``revision`` names
 whatever else changes the vectors (the model's revision when known, else its dimension). The
 adapter (``shared.adapters.postgres.repo.cache``: ``cache_lookup`` / ``cache_store`` /
 ``cache_evict``) does the I/O; the worker (``task_service.handler``) asks :func:`plan` which
@@ -10,13 +11,15 @@ texts to send to the model and :func:`assemble` to build the document's matrix.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from shared.adapters.embedding.vectors import FloatMatrix
+from shared.domain.cache_policy import text_key
+
+__all__ = ["Namespace", "Plan", "assemble", "namespace", "plan", "text_key"]
 
 
 @dataclass(frozen=True)
@@ -35,11 +38,6 @@ def namespace(model: str, dim: int, revision: str | None = None) -> Namespace:
     if dim < 1:
         raise ValueError(f"dim must be >= 1, got {dim}")
     return Namespace(model, revision or f"dim{dim}", dim)
-
-
-def text_key(text: str) -> bytes:
-    """SHA-256 (32 bytes) of the chunk text as UTF-8, exactly as it is sent to the model."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
 @dataclass(frozen=True)

@@ -353,7 +353,7 @@ class IndexHandler:
         if not await self._db(self._repo.claim_is_current, run.claim):
             raise StaleGenerationError("generation or claim superseded before embedding")
         texts = [c.content for c in chunks]
-        cached = await self._cache_lookup(texts)
+        cached = await self._cache_lookup(msg.user_id, texts)
         p = embedding_cache.plan(texts, cached)
         await self._db(self._repo.record_embedding_run, run.claim, msg.document_id, len(chunks), self.worker_name,
                        cache_hits=p.hits, cache_misses=p.misses)
@@ -369,7 +369,7 @@ class IndexHandler:
                 run.claim, msg.document_id, msg.kb_id, chunks, embeddings, extraction.warnings))
         if not committed:
             raise StaleGenerationError("fenced out at commit")
-        await self._cache_update(p, fresh, hit_keys=[k for k in p.keys if k in cached])
+        await self._cache_update(msg, p, fresh, hit_keys=[k for k in p.keys if k in cached])
         await self._released.remove_released()  # a swapped-out version's object
         return len(chunks)
 
@@ -379,17 +379,20 @@ class IndexHandler:
     def _cache_on(self) -> bool:
         return self._s.cache_enabled
 
-    async def _cache_lookup(self, texts: list[str]) -> Mapping[bytes, Any]:
-        """Cached vectors of ``texts`` (``{}`` when the cache is disabled)."""
+    async def _cache_lookup(self, owner: int, texts: list[str]) -> Mapping[bytes, Any]:
+        """``owner``'s cached vectors of ``texts`` (``{}`` when the cache is disabled): a tenant
+        never reads another's entries."""
         if not self._cache_on or not texts:
             return {}
         ns = self._cache_ns
-        return await self._db(self._repo.cache_lookup, ns.model, ns.revision, ns.dim,
+        return await self._db(self._repo.cache_lookup, owner, ns.model, ns.revision, ns.dim,
                               [embedding_cache.text_key(t) for t in texts])
 
-    async def _cache_update(self, p: embedding_cache.Plan, fresh: Any, hit_keys: list[bytes]) -> None:
-        """After the fenced commit, in its own transactions: add this run's new vectors and
-        touch the hits' ``last_used`` (at most once per ``EMBEDDING_CACHE_TOUCH_INTERVAL_S``).
+    async def _cache_update(self, msg: IndexMessage, p: embedding_cache.Plan, fresh: Any,
+                            hit_keys: list[bytes]) -> None:
+        """After the fenced commit, in its own transactions: add this run's new vectors under the
+        document's user, and touch the hits' ``last_used`` (at most once per
+        ``EMBEDDING_CACHE_TOUCH_INTERVAL_S``). A document deleted meanwhile gets no entry.
 
         Not inside the commit: the cache holds values of a pure function (text → vector), so
         losing a write costs one re-embedding later, never correctness; outside, the fenced
@@ -402,10 +405,10 @@ class IndexHandler:
         ns = self._cache_ns
         try:
             for i in range(0, len(p.miss_keys), CACHE_WRITE_BATCH):  # bounded statements for 20,000-chunk documents
-                await self._db(self._repo.cache_store, ns.model, ns.revision, ns.dim,
+                await self._db(self._repo.cache_store, msg.user_id, msg.document_id, ns.model, ns.revision, ns.dim,
                                list(p.miss_keys[i:i + CACHE_WRITE_BATCH]), fresh[i:i + CACHE_WRITE_BATCH])
             if hit_keys:
-                await self._db(self._repo.cache_touch, ns.model, ns.revision, hit_keys,
+                await self._db(self._repo.cache_touch, msg.user_id, ns.model, ns.revision, hit_keys,
                                self._s.cache_touch_interval_s)
         except TransientError as exc:
             log.warning("embedding cache not updated", extra={"error": str(exc)})

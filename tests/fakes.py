@@ -82,7 +82,7 @@ class FakeStore:
         self.released: list[str] = []  # object keys queued for removal after commit
         self.embedding_runs = 0
         self.cache_misses = 0  # chunks sent to the model
-        self.cache: dict[tuple[str, str, bytes], npt.NDArray[Any]] = {}
+        self.cache: dict[tuple[int, str, str, bytes], npt.NDArray[Any]] = {}  # (owner, model, revision, key)
         self.before_issue: Callable[[TaskSnapshot], Awaitable[None]] | None = None
         self.fail_next: dict[str, Exception] = {}
         self._ids = 0
@@ -223,6 +223,26 @@ class FakeStore:
         self.knowledge_bases.append(kb)
         return {k: v for k, v in kb.items() if k != "user_id"}
 
+    def _kb(self, user_id: int, kb_id: int) -> dict[str, Any] | None:
+        return next((k for k in self.knowledge_bases if k["kb_id"] == kb_id and k["user_id"] == user_id), None)
+
+    async def rename_knowledge_base(self, user_id: int, kb_id: int, name: str) -> dict[str, Any] | None:
+        kb = self._kb(user_id, kb_id)
+        if kb is None:
+            return None
+        kb["name"] = name
+        return {k: v for k, v in kb.items() if k != "user_id"}
+
+    async def delete_knowledge_base(self, user_id: int, kb_id: int) -> int | None:
+        kb = self._kb(user_id, kb_id)
+        if kb is None:
+            return None
+        self.knowledge_bases.remove(kb)
+        docs = [d.id for d in self.documents.values() if d.kb_id == kb_id]
+        for doc_id in docs:
+            await self.delete_document(doc_id)
+        return len(docs)
+
     # -------------------------------------------------------------- WorkerStore
 
     def _fenced(self, claim: Claim) -> FakeTask | None:
@@ -269,18 +289,23 @@ class FakeStore:
         self.cache_misses += chunk_count - cache_hits if cache_misses is None else cache_misses
 
     async def cache_lookup(
-        self, model: str, revision: str, dim: int, keys: Sequence[bytes]
+        self, owner: int, model: str, revision: str, dim: int, keys: Sequence[bytes]
     ) -> dict[bytes, npt.NDArray[Any]]:
-        return {k: self.cache[(model, revision, k)] for k in keys if (model, revision, k) in self.cache}
+        return {k: self.cache[(owner, model, revision, k)] for k in keys if (owner, model, revision, k) in self.cache}
 
     async def cache_store(
-        self, model: str, revision: str, dim: int, keys: Sequence[bytes], vectors: npt.NDArray[Any]
+        self, owner: int, document_id: int, model: str, revision: str, dim: int, keys: Sequence[bytes],
+        vectors: npt.NDArray[Any],
     ) -> int:
-        new = [(k, v) for k, v in zip(keys, vectors, strict=True) if (model, revision, k) not in self.cache]
-        self.cache.update({(model, revision, k): np.asarray(v, dtype=np.float32) for k, v in new})
+        if document_id not in self.documents:
+            return 0
+        new = [(k, v) for k, v in zip(keys, vectors, strict=True) if (owner, model, revision, k) not in self.cache]
+        self.cache.update({(owner, model, revision, k): np.asarray(v, dtype=np.float32) for k, v in new})
         return len(new)
 
-    async def cache_touch(self, model: str, revision: str, keys: Sequence[bytes], min_age_s: float) -> int:
+    async def cache_touch(
+        self, owner: int, model: str, revision: str, keys: Sequence[bytes], min_age_s: float
+    ) -> int:
         return 0
 
     async def record_skips(self, skips: Sequence[SkipRecord], worker: str) -> None:
@@ -336,7 +361,7 @@ class FakeReleasedObjects:
         self.objects = objects
         self.calls = 0
 
-    async def remove_released(self) -> None:
+    async def remove_released(self, *, at_most: int = 100) -> None:
         self.calls += 1
         while self.store.released:
             try:

@@ -54,10 +54,13 @@ async def remove_released(pool: asyncpg.Pool, store: ObjectStore, *, batch: int 
     return removed
 
 
-async def remove_released_quietly(pool: asyncpg.Pool, store: ObjectStore) -> None:
-    """:func:`remove_released` after a commit, best effort: a failure leaves the rows queued
-    for the sweep and never fails the caller's request or run."""
+async def remove_released_quietly(pool: asyncpg.Pool, store: ObjectStore, *, at_most: int = 100) -> None:
+    """:func:`remove_released` after a commit, batch after batch until about ``at_most`` objects
+    are removed or none is left; best effort: a failure leaves the rows queued for the sweep and
+    never fails the caller's request or run."""
     try:
-        await remove_released(pool, store)
+        left = at_most
+        while left > 0 and (removed := await remove_released(pool, store, batch=min(left, 100))) > 0:
+            left -= removed
     except TransientError as exc:
         log.warning("released objects not removed now; left for the sweep", extra={"error": str(exc)})

@@ -268,29 +268,36 @@ class LockLostError(FencedOut):
 
 
 class ServiceError(Exception):
-    """A use case refuses the request; ``str(exc)`` is the client-facing detail."""
+    """A use case refuses the request; ``str(exc)`` is the client-facing detail and
+    ``error_code`` the machine-readable one (every 4xx body of the API carries it)."""
+
+    error_code: str = "refused"
 
 
 class NotFoundError(ServiceError):
     """The caller owns no such object (another user's objects are "not found" too)."""
+
+    error_code = "not_found"
 
     def __init__(self, message: str = "not found") -> None:
         super().__init__(message)
 
 
 class KnowledgeBaseNotFound(NotFoundError):
-    pass
+    error_code = "knowledge_base_not_found"
 
 
 class DocumentNotFound(NotFoundError):
-    pass
+    error_code = "document_not_found"
 
 
 class TaskNotFound(NotFoundError):
-    pass
+    error_code = "task_not_found"
 
 
 class PendingVersionNotFound(NotFoundError):
+    error_code = "pending_version_not_found"
+
     def __init__(self, message: str = "the document has no pending version") -> None:
         super().__init__(message)
 
@@ -298,6 +305,8 @@ class PendingVersionNotFound(NotFoundError):
 class EnqueueConflict(ServiceError):
     """A retry was refused: ``reason`` from :func:`shared.domain.fencing.decide_enqueue`, ``status`` the
     task's current status (``"FAILED"``, ...)."""
+
+    error_code = "enqueue_conflict"
 
     def __init__(self, reason: str, status: str) -> None:
         super().__init__(reason)
@@ -308,11 +317,15 @@ class EnqueueConflict(ServiceError):
 class EnqueueContention(ServiceError):
     """The task changed under every one of our attempts (concurrent requests); try again."""
 
+    error_code = "enqueue_contention"
+
 
 class InFlightLimitExceeded(ServiceError):
     """The user already has ``limit`` tasks WAITING/RETRYING/RUNNING; retry after
     ``retry_after_s`` seconds. ``before_body``: refused before an upload body was read (the
     API then closes the connection instead of draining the body)."""
+
+    error_code = "in_flight_limit"
 
     def __init__(self, limit: int, retry_after_s: int, *, before_body: bool = False) -> None:
         super().__init__(f"too many tasks in flight (limit {limit} per user); retry when some have finished")
@@ -325,13 +338,15 @@ class UploadRejectedError(ServiceError):
     """The upload is refused and nothing is stored; ``detail`` is the client-facing answer (a
     string, or FastAPI's validation-error list for :class:`MissingFileError`)."""
 
+    error_code = "upload_rejected"
+
     def __init__(self, detail: str | list[dict[str, object]]) -> None:
         super().__init__(str(detail))
         self.detail = detail
 
 
 class UploadTooLargeError(UploadRejectedError):
-    pass
+    error_code = "upload_too_large"
 
 
 class UnsupportedUploadError(UploadRejectedError):
@@ -344,11 +359,13 @@ class UnsupportedUploadError(UploadRejectedError):
 
 
 class MalformedUploadError(UploadRejectedError):
-    pass
+    error_code = "malformed_upload"
 
 
 class MissingFileError(UploadRejectedError):
     """No ``file`` part (answered in FastAPI's own validation-error shape)."""
+
+    error_code = "missing_file"
 
     def __init__(self, field: str = "file") -> None:
         super().__init__([{"type": "missing", "loc": ["body", field], "msg": "Field required", "input": None}])

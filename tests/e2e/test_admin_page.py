@@ -306,3 +306,67 @@ def test_an_abandoned_stream_is_closed_on_the_server(stack: dict[str, Any], user
         return False
 
     poll(closed, timeout=30, what="the server closing the abandoned stream")
+
+
+# ------------------------------------------------------------------ issue 18: duplicates, versions, KB lifecycle
+
+
+async def test_a_duplicate_upload_is_shown_as_a_duplicate_not_a_failure(page: Any, tmp_path: Path) -> None:
+    twice = tmp_path / "twice.md"
+    twice.write_text("# Twice\n\n" + _prose(80, seed=7))
+    await upload(page, [twice])
+    r = row(page, twice.name)
+    await pw.expect(r.locator("td.status .badge")).to_have_text("INDEXED", timeout=60 * MS)
+    document_id = await r.get_attribute("data-doc-id")
+    await upload(page, [twice])  # same bytes, same KB: 200 with duplicate_of
+    dup = page.locator("#queue li.duplicate")
+    await pw.expect(dup).to_have_text(f"{twice.name}: duplicate of document #{document_id}")
+    await pw.expect(page.locator("#queue li.failed")).to_have_count(0)
+    await pw.expect(page.locator("#docs tbody tr.doc")).to_have_count(1)
+
+
+async def test_a_failed_pending_version_is_on_its_own_line(page: Any, tmp_path: Path, user: Api) -> None:
+    served = tmp_path / "contract.txt"
+    served.write_text(_prose(120, seed=8))
+    await upload(page, [served])
+    r = row(page, served.name)
+    await pw.expect(r.locator("td.status .badge")).to_have_text("INDEXED", timeout=60 * MS)
+    document_id = int(await r.get_attribute("data-doc-id"))
+    # new content that cannot be indexed (no text): the served version stays
+    put = user.http.put(f"/api/v1/documents/{document_id}/content",
+                        files={"file": ("contract-v2.txt", b" \n\n \t\n", "text/plain")})
+    assert put.status_code == 202, put.text
+    line = page.locator(f'#docs tbody tr.pending[data-doc-id="{document_id}"]')
+    await pw.expect(line.locator("td.status .badge")).to_have_text("FAILED", timeout=60 * MS)
+    await pw.expect(line.locator("td.pending-file")).to_contain_text("contract-v2.txt")
+    await pw.expect(line.locator("td.err code")).to_have_text("no_text")
+    await pw.expect(line.locator("button.retry")).to_be_visible()
+    # the served version's row: INDEXED, no error, no Retry
+    await pw.expect(r.locator("td.status .badge")).to_have_text("INDEXED")
+    await pw.expect(r.locator("td.err")).to_have_text("")
+    await pw.expect(r.locator("button.retry")).to_have_count(0)
+    # the line sits right below its document, and the status filter hides both together
+    assert await page.evaluate(f"""() => document.querySelector('#docs tr.doc[data-doc-id="{document_id}"]')
+        .nextElementSibling.classList.contains('pending')""")
+    await page.select_option("#status-filter", "FAILED")
+    await pw.expect(r).to_be_hidden()
+    await pw.expect(line).to_be_hidden()
+    await page.select_option("#status-filter", "")
+    await pw.expect(line).to_be_visible()
+
+
+async def test_rename_then_delete_the_knowledge_base(page: Any, tmp_path: Path, user: Api) -> None:
+    kb = int(await page.locator("#kb-select").input_value())
+    doc = tmp_path / "inside.md"
+    doc.write_text("# Inside\n\n" + _prose(80, seed=9))
+    await upload(page, [doc])
+    await pw.expect(row(page, doc.name).locator("td.status .badge")).to_have_text("INDEXED", timeout=60 * MS)
+    await page.fill("#kb-new-name", "renamed in the page")
+    await page.click("#kb-rename")
+    await pw.expect(page.locator("#kb-select option")).to_have_text([f"renamed in the page (#{kb})"])
+    await page.click("#kb-delete")  # the confirm() dialog is accepted by the fixture
+    await pw.expect(page.locator("#kb-select option")).to_have_count(0)
+    await pw.expect(page.locator("#docs tbody tr")).to_have_count(0)
+    await pw.expect(page.locator("#action-error")).to_have_text("")
+    assert user.http.get("/api/v1/knowledge-bases").json()["items"] == []
+    assert user.http.get(f"/api/v1/knowledge-bases/{kb}/documents").status_code == 404

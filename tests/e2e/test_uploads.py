@@ -109,14 +109,14 @@ def test_over_limit_uploads_get_413_and_leave_nothing_in_the_bucket(
     big = b"x" * (LIMIT + 200_000)
     r = api.http.post(f"/api/v1/knowledge-bases/{kb}/documents", files={"file": ("big.txt", big, "text/plain")})
     assert r.status_code == 413, r.text
-    assert r.json() == {"detail": f"upload exceeds the limit of {LIMIT} bytes"}
+    assert r.json() == {"detail": f"upload exceeds the limit of {LIMIT} bytes", "error_code": "upload_too_large"}
 
     # 2. No Content-Length (chunked, from a generator): refused mid-stream once past the limit,
     #    after two 5 MiB parts of a multipart upload were already sent to storage.
     r = _post_stream(api, kb, _streamed_body("streamed.txt", LIMIT + 3_000_000))
     assert "content-length" not in r.request.headers and r.request.headers["transfer-encoding"] == "chunked"
     assert r.status_code == 413, r.text
-    assert r.json() == {"detail": f"upload exceeds the limit of {LIMIT} bytes"}
+    assert r.json() == {"detail": f"upload exceeds the limit of {LIMIT} bytes", "error_code": "upload_too_large"}
 
     # 3. A generator with an honest Content-Length over the limit: refused at once as well.
     size = LIMIT + 1_000_000

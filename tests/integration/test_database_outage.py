@@ -107,7 +107,7 @@ async def _objects(api: Api, kb_id: int) -> list[str]:
 
 def _assert_unavailable(r: httpx.Response) -> None:
     assert r.status_code == 503, (r.status_code, r.text)
-    assert r.json() == {"detail": "database unavailable"}
+    assert r.json() == {"detail": "database unavailable", "error_code": "database_unavailable"}
     assert r.headers["retry-after"] == "5"
 
 

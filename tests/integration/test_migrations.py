@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import uuid
 from collections.abc import AsyncIterator, Callable
 
@@ -115,6 +116,32 @@ async def test_constraints_hold_after_migration(scratch_dsn: Callable[[], str]) 
                 "INSERT INTO index_task (document_id, kb_id, user_id, generation, status)"
                 " VALUES ($1, 1, 1, 1, 'DONE')", doc_id,
             )
+    finally:
+        await conn.close()
+
+
+async def test_0016_gives_cache_entries_the_users_whose_chunks_have_their_text(
+    scratch_dsn: Callable[[], str],
+) -> None:
+    """Issue 18: an entry of 0011 (no owner) is kept for each user with a chunk of its text;
+    an entry no chunk has is dropped; old chunks get their text key."""
+    dsn = scratch_dsn()
+    await migrate(dsn, target=1)
+    await _seed_v1(dsn)  # one user, chunks whose content is 'text'
+    await migrate(dsn, target=12)
+    conn = await asyncpg.connect(dsn)
+    await register_vector(conn)
+    try:
+        for text in ("text", "nobody has this"):
+            await conn.execute(
+                "INSERT INTO embedding_cache (model, revision, text_sha256, dim, embedding)"
+                " VALUES ('m', 'r', $1, 384, $2)", hashlib.sha256(text.encode()).digest(), np.ones(384, np.float32))
+        await migrate(dsn)
+        rows = await conn.fetch("SELECT user_id, text_sha256 FROM embedding_cache")
+        user = await conn.fetchval("SELECT id FROM app_user")
+        assert [(r["user_id"], bytes(r["text_sha256"])) for r in rows] == [(user, hashlib.sha256(b"text").digest())]
+        assert await conn.fetchval("SELECT bool_and(text_sha256 = $1) FROM document_chunk",
+                                   hashlib.sha256(b"text").digest())
     finally:
         await conn.close()
 

@@ -244,6 +244,17 @@ async def test_cached_chunks_never_reach_the_model() -> None:
     assert len(w.store.documents[w.msg.document_id].chunks) == 3
 
 
+async def test_another_users_document_of_the_same_text_calls_the_model_again() -> None:
+    """Issue 18: the cache is per user; user 2's upload of user 1's text is embedded anew (no
+    timing oracle), and each user's entries stay their own."""
+    w = World(cache_enabled=True)
+    assert await w.handle() is Outcome.ACK
+    w.msg = w.store.add_document(user_id=2, kb_id=2)  # same stored text, another tenant
+    assert await w.handle() is Outcome.ACK
+    assert (w.embedder.calls, w.store.cache_misses) == (2, 6)
+    assert sorted({owner for owner, *_ in w.store.cache}) == [1, 2] and len(w.store.cache) == 6
+
+
 async def test_without_the_cache_every_run_calls_the_model() -> None:
     w = World()  # cache_enabled defaults to False
     assert await w.handle() is Outcome.ACK

@@ -67,8 +67,7 @@ def test_domain_error_maps_to_its_http_answer(exc: Exception, status: int, detai
                                               headers: dict[str, str]) -> None:
     r = client_raising(exc).get("/boom")
     assert r.status_code == status
-    extra = {"error_code": exc.error_code} if isinstance(exc, UnsupportedUploadError) else {}
-    assert r.json() == {"detail": detail, **extra}
+    assert r.json() == {"detail": detail, "error_code": getattr(exc, "error_code", None)}
     for name, value in headers.items():
         assert r.headers[name] == value
 
@@ -91,3 +90,39 @@ def test_a_415_body_carries_its_error_code() -> None:
 
 def test_every_mapped_class_is_a_service_error() -> None:
     assert all(issubclass(cls, ServiceError) for cls, _ in STATUS_FOR)
+
+
+def test_every_error_body_carries_an_error_code() -> None:
+    """Issue 18: FastAPI's and Starlette's own errors too (authentication's 401, an unknown path,
+    a wrong method, a validation 422, an HTTPException a route raises), and every domain class
+    has its own code."""
+    from fastapi import Depends, HTTPException, Query
+
+    def auth() -> None:
+        raise HTTPException(401, "invalid or missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+    app = FastAPI()
+    for cls, handler in EXCEPTION_HANDLERS.items():
+        app.add_exception_handler(cls, handler)
+
+    @app.get("/private", dependencies=[Depends(auth)])
+    async def private() -> None: ...
+
+    @app.get("/typed")
+    async def typed(n: int = Query(ge=1)) -> int:
+        if n > 10:
+            raise HTTPException(422, [{"type": "less_than_equal", "loc": ["query", "n"], "msg": "n <= 10"}])
+        return n
+
+    c = TestClient(app, raise_server_exceptions=False)
+    answers = {
+        "401": c.get("/private"), "404": c.get("/nowhere"), "405": c.post("/typed"),
+        "422": c.get("/typed?n=0"), "422-raised": c.get("/typed?n=11"),
+    }
+    assert {k: (r.status_code, r.json()["error_code"]) for k, r in answers.items()} == {
+        "401": (401, "unauthorized"), "404": (404, "not_found"), "405": (405, "method_not_allowed"),
+        "422": (422, "validation_error"), "422-raised": (422, "validation_error"),
+    }
+    assert answers["401"].headers["www-authenticate"] == "Bearer"
+    assert answers["422"].json()["detail"][0]["loc"] == ["query", "n"]
+    assert {getattr(cls, "error_code", "") for cls, _ in STATUS_FOR}.isdisjoint({"", "refused"})

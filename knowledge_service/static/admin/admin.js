@@ -130,6 +130,35 @@ function fillKbs(items, selected) {
   if (selected) sel.value = String(selected);
 }
 
+// Rename or delete the selected knowledge base (the API's PATCH / DELETE /knowledge-bases/{id}).
+async function renameKb() {
+  const name = $("#kb-new-name").value;
+  const kb = await api(`/knowledge-bases/${state.kb}`, { method: "PATCH", json: { name } });
+  $("#kb-new-name").value = "";
+  fillKbs((await api("/knowledge-bases")).items, kb.kb_id);
+}
+
+async function deleteKb() {
+  const sel = $("#kb-select");
+  const label = sel.options[sel.selectedIndex] ? sel.options[sel.selectedIndex].textContent : `#${state.kb}`;
+  if (!confirm(`Delete the knowledge base ${label} with every document, chunk and file in it?`)) return;
+  await api(`/knowledge-bases/${state.kb}`, { method: "DELETE" });
+  const left = (await api("/knowledge-bases")).items;
+  fillKbs(left);
+  if (left.length) selectKb(left[0].kb_id);
+  else clearKb();
+}
+
+function clearKb() {
+  if (state.stream) state.stream.abort();
+  state.kb = null;
+  sessionStorage.removeItem("rag-kb");
+  state.docs.clear();
+  $("#docs tbody").replaceChildren();
+  $("#doc-count").textContent = "(0)";
+  $("#live").classList.remove("on");
+}
+
 function selectKb(kbId) {
   state.kb = kbId;
   sessionStorage.setItem("rag-kb", String(kbId));
@@ -156,6 +185,7 @@ function follow(kbId) {
       } catch (err) {
         if (ctrl.signal.aborted) return;
         if (err instanceof HttpError && err.status === 401) return signOut();
+        if (err instanceof HttpError && err.status === 404) return; // the knowledge base is gone
       }
       $("#live").classList.remove("on");
       await sleep(2000);
@@ -200,52 +230,114 @@ function stageText(d) {
   return `${t.status.toLowerCase()}${t.stage ? ` in ${t.stage.toLowerCase()}` : ""}`;
 }
 
+// The progress shown for a task: 1 once it succeeded, else its own (null: none yet).
+function taskProgress(t) {
+  if (t.status === "SUCCESS") return 1;
+  return t.progress === null || t.progress === undefined ? null : t.progress;
+}
+
+function progressCell(p) {
+  const progress = el("progress", { max: "1" });
+  if (p !== null) progress.value = p;
+  return el("td", { class: "progress" }, progress, el("span", { class: "pct" }, p === null ? "" : `${Math.round(p * 100)}%`));
+}
+
+function errorCell(code, message) {
+  const cell = el("td", { class: "err" });
+  if (code) cell.append(el("code", {}, code), " ");
+  if (message) cell.append(el("span", { class: "msg" }, message));
+  return cell;
+}
+
+const isRetryable = (t) => t.status === "FAILED" || t.status === "TIMEOUT";
+
+// One row per document: its served version. With new content pending, the task is the pending
+// version's: its status, stage, progress, error and Retry go on a line of their own below.
 function upsertDoc(d) {
   state.docs.set(d.document_id, d);
-  let row = document.querySelector(`#docs tr[data-doc-id="${d.document_id}"]`);
+  let row = document.querySelector(`#docs tr.doc[data-doc-id="${d.document_id}"]`);
   if (!row) {
-    row = el("tr", { "data-doc-id": d.document_id });
+    row = el("tr", { class: "doc", "data-doc-id": d.document_id });
     $("#docs tbody").append(row);
   }
   const t = d.task || {};
-  const progress = el("progress", { max: "1" });
-  // the task's run (with versions, an INDEXED document may be indexing its pending new content)
-  const p = t.status === "SUCCESS" ? 1 : (t.progress === null || t.progress === undefined ? null : t.progress);
-  if (p !== null) progress.value = p;
+  const p = d.pending ? (d.status === "INDEXED" ? 1 : null) : taskProgress(t);
   row.dataset.status = d.status;
-  row.dataset.progress = progress.hasAttribute("value") ? String(progress.value) : "";
-  const retryable = t.status === "FAILED" || t.status === "TIMEOUT";
-  const errCell = el("td", { class: "err" });
-  if (t.error_code) errCell.append(el("code", {}, t.error_code), " ");
-  if (d.error_message || t.error_message) errCell.append(el("span", { class: "msg" }, d.error_message || t.error_message));
+  row.dataset.progress = p === null ? "" : String(p);
   const warnCell = el("td", { class: "warn" });
   for (const w of d.warnings || []) warnCell.append(el("div", {}, w));
   row.replaceChildren(
     el("td", {}, d.document_id),
-    el("td", { class: "file" }, d.filename,
-      d.pending ? el("div", { class: "meta" }, `new version: ${d.pending.filename}`) : null),
+    el("td", { class: "file" }, d.filename),
     el("td", { class: "status" }, el("span", { class: `badge ${d.status}` }, d.status)),
-    el("td", { class: "stage" }, stageText(d)),
-    el("td", { class: "progress" }, progress,
-      el("span", { class: "pct" }, p === null ? "" : `${Math.round(p * 100)}%`)),
-    errCell,
+    el("td", { class: "stage" }, d.pending ? (d.status === "INDEXED" ? "served" : "") : stageText(d)),
+    progressCell(p),
+    d.pending ? errorCell(null, d.error_message) : errorCell(t.error_code, d.error_message || t.error_message),
     warnCell,
     el("td", { class: "chunks" }, d.chunk_count),
-    el("td", { class: "times" }, timesText(d)),
+    el("td", { class: "times" }, d.pending ? `uploaded ${fmtTime(d.create_time)}` : timesText(d)),
     el("td", { class: "actions" },
-      retryable ? el("button", { class: "retry", onclick: () => act(retry, d) }, "Retry") : null,
+      !d.pending && isRetryable(t) ? el("button", { class: "retry", onclick: () => act(retry, d) }, "Retry") : null,
       el("button", { class: "reindex", onclick: () => act(reindex, d) }, "Reindex"),
       el("button", { class: "delete", onclick: () => act(remove, d) }, "Delete"),
       el("button", { class: "show-chunks", onclick: () => act(showChunks, d) }, "Chunks")),
   );
+  upsertPending(row, d);
+  applyFilter(row);
   $("#doc-count").textContent = `(${state.docs.size})`;
+}
+
+// The pending version's own line (tr.pending right below its document), or none.
+function upsertPending(row, d) {
+  let line = document.querySelector(`#docs tr.pending[data-doc-id="${d.document_id}"]`);
+  if (!d.pending) {
+    if (line) line.remove();
+    return;
+  }
+  if (!line) line = el("tr", { class: "pending", "data-doc-id": d.document_id });
+  if (row.nextElementSibling !== line) row.after(line);
+  const v = d.pending;
+  const t = d.task || {};
+  const status = v.status || "WAITING";
+  line.dataset.status = status;
+  line.replaceChildren(
+    el("td", {}, ""),
+    el("td", { class: "pending-file" }, el("span", { class: "meta" }, "new version: "), v.filename),
+    el("td", { class: "status" }, el("span", { class: `badge ${status}` }, status)),
+    el("td", { class: "stage" }, stageText(d)),
+    progressCell(taskProgress(t)),
+    errorCell(v.error_code, v.message),
+    el("td", {}, ""),
+    el("td", {}, ""),
+    el("td", { class: "times" }, timesText({ create_time: v.create_time, task: d.task })),
+    el("td", { class: "actions" },
+      isRetryable(t) ? el("button", { class: "retry", onclick: () => act(retry, d) }, "Retry") : null,
+      el("button", { class: "drop", onclick: () => act(dropPending, d) }, "Drop")),
+  );
+  applyFilter(line);
+}
+
+// The status filter (select#status-filter): rows of other statuses are hidden, not removed.
+function applyFilter(row) {
+  const want = $("#status-filter").value;
+  const d = state.docs.get(Number(row.dataset.docId));
+  row.hidden = Boolean(want) && !(d && d.status === want);
 }
 
 function removeDoc(id) {
   state.docs.delete(id);
-  const row = document.querySelector(`#docs tr[data-doc-id="${id}"]`);
-  if (row) row.remove();
+  document.querySelectorAll(`#docs tr[data-doc-id="${id}"]`).forEach((tr) => tr.remove());
   $("#doc-count").textContent = `(${state.docs.size})`;
+}
+
+async function kbAct(fn) {
+  $("#action-error").textContent = "";
+  if (!state.kb) return;
+  try {
+    await fn();
+  } catch (err) {
+    $("#action-error").textContent = detailText(err);
+  }
 }
 
 async function act(fn, d) {
@@ -265,6 +357,12 @@ async function retry(d) {
 async function reindex(d) {
   const r = await api(`/documents/${d.document_id}/reindex`, { method: "POST", json: { force: true } });
   if (r && r.document) upsertDoc(r.document);
+}
+
+async function dropPending(d) {
+  if (!confirm(`Drop the new version ${d.pending.filename}? The served version stays.`)) return;
+  await api(`/documents/${d.document_id}/pending`, { method: "DELETE" });
+  upsertDoc(await api(`/documents/${d.document_id}`));
 }
 
 async function remove(d) {
@@ -346,6 +444,9 @@ async function uploadOne(item) {
       continue;
     }
     const body = await r.json().catch(() => ({}));
+    if (r.status === 200 && body.duplicate_of) { // the KB already holds these bytes: nothing new was stored
+      return mark(item, "duplicate", `duplicate of document #${body.duplicate_of}`);
+    }
     if (r.status === 202) {
       mark(item, "done", `accepted as document #${body.document_id}`);
       if (item.kb === state.kb && !state.docs.has(body.document_id)) {
@@ -422,6 +523,9 @@ document.addEventListener("DOMContentLoaded", () => {
       $("#action-error").textContent = detailText(err);
     }
   });
+  $("#kb-edit").addEventListener("submit", (e) => { e.preventDefault(); kbAct(renameKb); });
+  $("#kb-delete").addEventListener("click", () => kbAct(deleteKb));
+  $("#status-filter").addEventListener("change", () => document.querySelectorAll("#docs tbody tr").forEach(applyFilter));
   $("#file-input").addEventListener("change", (e) => { enqueue([...e.target.files]); e.target.value = ""; });
   $("#folder-input").addEventListener("change", (e) => { enqueue([...e.target.files]); e.target.value = ""; });
   const drop = $("#drop");

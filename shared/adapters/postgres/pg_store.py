@@ -15,12 +15,13 @@ from shared.adapters.postgres.repo import cache as cache_repo
 from shared.adapters.postgres.repo import chunks as chunks_repo
 from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
 from shared.adapters.postgres.repo import documents as documents_repo
+from shared.adapters.postgres.repo import knowledge_bases as kb_repo
 from shared.adapters.postgres.repo import outbox as outbox_repo
 from shared.adapters.postgres.repo import runs as runs_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.adapters.postgres.repo import users as users_repo
 from shared.adapters.s3 import ObjectStore
-from shared.domain.errors import EnqueueContention
+from shared.domain.errors import EnqueueContention, KnowledgeBaseNotFound
 from shared.domain.fencing import EnqueueDecision, TaskSnapshot
 from shared.domain.messages import IndexMessage
 from shared.domain.records import Duplicate, NewContent, OutboxRow
@@ -34,8 +35,8 @@ class PgReleasedObjects:
         self._pool = pool
         self._store = store
 
-    async def remove_released(self) -> None:
-        await remove_released_quietly(self._pool, self._store)
+    async def remove_released(self, *, at_most: int = 100) -> None:
+        await remove_released_quietly(self._pool, self._store, at_most=at_most)
 
 
 class PgTaskStore:
@@ -56,6 +57,8 @@ class PgTaskStore:
     pending_dead_letter = Pooled(dead_letters_repo.pending_dead_letter)
     mark_dead_letter_replayed = Pooled(dead_letters_repo.mark_dead_letter_replayed)
     create_knowledge_base = Pooled(users_repo.create_knowledge_base)
+    rename_knowledge_base = Pooled(kb_repo.rename_knowledge_base)
+    delete_knowledge_base = Pooled(kb_repo.delete_knowledge_base)
 
     async def create_document(
         self, *, user_id: int, kb_id: int, content: NewContent, in_flight_limit: int, dedup: bool = False,
@@ -63,6 +66,8 @@ class PgTaskStore:
         for _ in range(3):
             try:
                 return await self._create_or_find(user_id, kb_id, content, in_flight_limit, dedup)
+            except asyncpg.ForeignKeyViolationError as exc:  # the KB was deleted while the body streamed
+                raise KnowledgeBaseNotFound() from exc
             except asyncpg.UniqueViolationError as exc:
                 if not documents_repo.is_content_conflict(exc):
                     raise

@@ -30,5 +30,6 @@ class PgReads:
     document_owned = Pooled(documents_repo.document_owned)
     get_document = Pooled(documents_repo.get_document)
     list_documents = Pooled(documents_repo.list_documents)
+    page_documents = Pooled(documents_repo.page_documents)
     list_chunks = Pooled(chunks_repo.list_chunks)
     get_task = Pooled(tasks_repo.get_task)

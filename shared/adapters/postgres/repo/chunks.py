@@ -12,6 +12,7 @@ import asyncpg
 
 from shared.adapters.postgres.repo.objects import queue_object_removal
 from shared.adapters.postgres.repo.sql import CLEAR_PENDING, Rollback
+from shared.domain.cache_policy import text_key
 from shared.domain.records import ChunkCommit
 from shared.faults import fault_point
 
@@ -37,6 +38,8 @@ async def commit_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> bool:
     Under the document row lock it re-checks the generation and the claim
     ``(RUNNING, generation, attempt)``; if either moved, nothing is written and False is
     returned. Readers see the old version (chunks, name) or the new one, never none (MVCC).
+    The old version's embedding-cache entries stay (P3: the owner going back to earlier content
+    costs no model call); a delete of the document or its knowledge base releases them.
     """
     if len(commit.chunks) != len(commit.embeddings):
         raise ValueError(f"{len(commit.chunks)} chunks but {len(commit.embeddings)} embeddings")
@@ -77,9 +80,11 @@ async def _fence(conn: asyncpg.Connection, commit: ChunkCommit) -> asyncpg.Recor
 
 
 async def _replace_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> None:
-    """Delete the document's chunks (vectors cascade) and COPY the new chunks and vectors in."""
+    """Delete the document's chunks (vectors cascade) and COPY the new chunks (with their text
+    keys, ``document_chunk.text_sha256``) and vectors in."""
     document_id = commit.document_id
     await conn.execute("DELETE FROM document_chunk WHERE document_id = $1", document_id)
+    keys = [text_key(c.content) for c in commit.chunks]
     ids = [
         r[0]
         for r in await conn.fetch(
@@ -89,10 +94,10 @@ async def _replace_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> None
     await conn.copy_records_to_table(
         "document_chunk",
         records=[
-            (i, document_id, c.index, c.content, c.token_count, c.page, c.section)
-            for i, c in zip(ids, commit.chunks, strict=True)
+            (i, document_id, c.index, c.content, c.token_count, c.page, c.section, k)
+            for i, c, k in zip(ids, commit.chunks, keys, strict=True)
         ],
-        columns=["id", "document_id", "chunk_index", "content", "token_count", "page", "section"],
+        columns=["id", "document_id", "chunk_index", "content", "token_count", "page", "section", "text_sha256"],
     )
     await conn.copy_records_to_table(
         "document_vector",

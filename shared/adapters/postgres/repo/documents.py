@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from shared.adapters.postgres.repo.cache import cache_release, chunk_keys
 from shared.adapters.postgres.repo.objects import queue_object_removal
 from shared.adapters.postgres.repo.outbox import insert_outbox
 from shared.adapters.postgres.repo.sql import (
@@ -116,6 +117,24 @@ async def list_documents(conn: asyncpg.Connection, user_id: int, kb_id: int) -> 
     )
 
 
+async def page_documents(
+    conn: asyncpg.Connection, user_id: int, kb_id: int, offset: int, limit: int, status: str | None = None
+) -> tuple[list[asyncpg.Record], int]:
+    """One page of the knowledge base's documents (as :func:`list_documents`, by id), only those
+    of ``status`` when given, and the number of documents that match."""
+    rows = await conn.fetch(
+        f"SELECT {DOCUMENT_COLUMNS}, {TASK_JSON}, {PENDING_JSON} FROM document_info d"
+        " WHERE d.kb_id = $1 AND d.user_id = $2 AND ($3::text IS NULL OR d.status = $3)"
+        " ORDER BY d.id OFFSET $4 LIMIT $5",
+        kb_id, user_id, status, offset, limit,
+    )
+    total = await conn.fetchval(
+        "SELECT count(*) FROM document_info WHERE kb_id = $1 AND user_id = $2 AND ($3::text IS NULL OR status = $3)",
+        kb_id, user_id, status,
+    )
+    return list(rows), int(total)
+
+
 async def document_owned(conn: asyncpg.Connection, user_id: int, document_id: int) -> asyncpg.Record | None:
     """``(id, kb_id, object_key, task_id)`` of a document the user owns, else None."""
     return await conn.fetchrow(
@@ -127,18 +146,21 @@ async def document_owned(conn: asyncpg.Connection, user_id: int, document_id: in
 
 async def delete_document(conn: asyncpg.Connection, document_id: int) -> bool:
     """Delete the document with its task, chunks and vectors (cascade) under its row lock, and
-    queue its objects (served and pending) in ``object_removal`` in the same transaction.
+    queue its objects (served and pending) in ``object_removal`` and release its texts' embedding
+    cache entries no other chunk of the owner has (``cache.cache_release``), in the same transaction.
 
     Waits for an in-flight commit on the row; a run finishing afterwards finds no row and is
     fenced out (nothing resurrected). False if it was already gone.
     """
     async with conn.transaction():
         r = await conn.fetchrow(
-            "SELECT object_key, pending_object_key FROM document_info WHERE id = $1 FOR UPDATE", document_id
+            "SELECT user_id, object_key, pending_object_key FROM document_info WHERE id = $1 FOR UPDATE", document_id
         )
         if r is None:
             return False
+        texts = await chunk_keys(conn, [document_id])
         await conn.execute("DELETE FROM document_info WHERE id = $1", document_id)
+        await cache_release(conn, r["user_id"], texts)
         for key in (r["object_key"], r["pending_object_key"]):
             if key is not None:
                 await queue_object_removal(conn, key)

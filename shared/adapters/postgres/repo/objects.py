@@ -17,6 +17,12 @@ async def queue_object_removal(conn: asyncpg.Connection, object_key: str) -> Non
     await conn.execute("INSERT INTO object_removal (object_key) VALUES ($1)", object_key)
 
 
+async def queue_object_removals(conn: asyncpg.Connection, object_keys: Sequence[str]) -> None:
+    """:func:`queue_object_removal` of many keys in one statement."""
+    if object_keys:
+        await conn.execute("INSERT INTO object_removal (object_key) SELECT unnest($1::text[])", list(object_keys))
+
+
 async def claim_object_removals(conn: asyncpg.Connection, limit: int) -> list[tuple[int, str]]:
     """``[(id, object_key)]`` queued for removal, locked (FOR UPDATE SKIP LOCKED: several
     cleaners may run). Call inside a transaction; delete the rows with :func:`forget_object_removals`."""
