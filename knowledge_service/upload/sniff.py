@@ -223,7 +223,7 @@ def _judge_named(fmt: Format, ext: str, head: bytes, seen: str) -> Verdict:
             raise UnsupportedContentError(f"{says} but the content is {seen}, not a PNG, JPEG, TIFF, WebP or BMP image")
         return _of(fmt, mime=image)
     if seen not in _TEXT:  # text kinds
-        raise UnsupportedContentError(f"{says} (text) but the content is {seen}")
+        raise UnsupportedContentError(f"{says}, a text format, but the content is {seen}")
     if fmt.pattern_required and not re.match(fmt.text_pattern, _head_text(head).lstrip("\ufeff \t\r\n"), re.I):
         raise UnsupportedContentError(f"{says} but the content is text that is not {fmt.label}")
     return _of(fmt, reject_nul=seen == "text")
