@@ -147,7 +147,7 @@ async def test_migration_0014_recomputes_the_keyword_index_of_existing_chunks() 
             assert await conn.fetchval(matches, ids[0], "ทุเรียน") is True
             assert await conn.fetchval(  # the GIN index is back
                 "SELECT count(*) FROM pg_indexes WHERE indexname = 'document_chunk_content_tsv_idx'") == 1
-            assert await migrate(dsn) == [15]  # then the KB's own keyword index (issue 20) serves the ranking
+            assert 15 in await migrate(dsn)  # then the KB's own keyword index (issue 20) serves the ranking
             assert [c for c, _ in await keyword_ranking(conn, kb, "ทุเรียน", 5, SearchParams())] == [ids[0]]
             assert [c for c, _ in await keyword_ranking(conn, kb, "서울", 5, SearchParams())] == [ids[1]]
         finally:
