@@ -64,7 +64,10 @@ def test_every_corpus_file_reaches_the_right_terminal_state(api: Api, workers: W
         if name in KNOWN:
             assert KNOWN[name] in "\n".join(c["content"] for c in chunks), name
         hits = api.search(kb, _sentence(chunks), top_k=3)
-        assert doc["document_id"] in [h["document_id"] for h in hits], (name, hits)
+        # found: its own chunk, or the one hit its identical text collapsed to (fake-text.txt and
+        # fake-text-utf-16.txt hold the same words; identical chunk texts are one hit, issue 17)
+        own = {c["content"] for c in chunks}
+        assert any(h["document_id"] == doc["document_id"] or h["content"] in own for h in hits), (name, hits)
         assert all(0 < h["score"] <= 1 + 2 / 61 for h in hits)  # hybrid: RRF, +1 for a decisive exact hit
 
 
