@@ -92,8 +92,10 @@ bench: migrate netns-tools
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.drain
 	$(BIN)/python -m bench.model_calls
-	# issue 19: the partition suite with every cut point (CI runs the commit cut only)
+	# the tests CI runs at a smaller size, at full size: the partition suite with every cut point
+	# (CI: the commit cut only; issue 19) and the whole corpus with the whole novel (CI: its first 256 KB)
 	RAG_PARTITION_FULL=1 $(BIN)/python -m pytest tests/e2e/test_partitions.py -q -s -p no:cacheprovider
+	RAG_CORPUS_FULL=1 $(BIN)/python -m pytest tests/e2e/test_pipeline.py -q -p no:cacheprovider -k every_corpus_file
 	$(BIN)/python -m bench.hosts
 	$(BIN)/python -m bench.cluster
 	$(BIN)/python -m bench.peer

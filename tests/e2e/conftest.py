@@ -20,11 +20,11 @@ from tests.support import (
     Proc,
     child_env,
     consumer_count,
-    consumer_names,
     free_port,
     poll,
     sql,
     start,
+    wait_consuming,
 )
 
 
@@ -99,14 +99,10 @@ def workers(services_env: dict[str, str], log_dir: Path, request: pytest.Fixture
         proc = start(name, "task_service", env, log_dir)
         started.append(proc)
         if wait:
-            def consuming() -> bool:
-                assert proc.alive(), f"worker exited:\n{proc.tail()}"
-                return name in consumer_names()
-
-            poll(consuming, timeout=120, interval=0.5, what="worker consuming")
+            wait_consuming(proc)
         return proc
 
     yield factory
     for p in started:
         p.stop()
-    poll(lambda: consumer_count() == 0 or None, timeout=30, what="consumers gone")  # type: ignore[arg-type]
+    poll(lambda: consumer_count() == 0 or None, timeout=30, interval=0.05, what="consumers gone")  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import _create_user
-from tests.support import CORPUS, ROOT, Api, Proc, child_env, consumer_names, free_port, poll, sql_value, start
+from tests.support import CORPUS, ROOT, Api, Proc, child_env, free_port, logged, poll, sql_value, start
 
 pytestmark = pytest.mark.e2e
 
@@ -65,8 +65,7 @@ def stack(services_env: dict[str, str], log_dir: Path) -> Iterator[dict[str, Any
             for p in procs:
                 assert p.alive(), f"{p.name} exited:\n{p.tail()}"
             try:
-                return httpx.get(f"{url}/readyz", timeout=2).status_code == 200 and \
-                    "worker-admin-page" in consumer_names()
+                return httpx.get(f"{url}/readyz", timeout=2).status_code == 200 and logged(worker, "consuming")
             except httpx.HTTPError:
                 return False
 

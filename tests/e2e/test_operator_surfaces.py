@@ -18,7 +18,7 @@ from typer.testing import CliRunner, Result
 
 from rag_cli import app
 from tests.e2e.conftest import WorkerFactory
-from tests.support import Proc, child_env, consumer_names, free_port, poll, start
+from tests.support import Proc, child_env, free_port, poll, start, wait_consuming
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 FILES = {
@@ -86,7 +86,7 @@ def test_rag_upload_folder_honours_429_and_metrics_move(
         (folder / rel).write_text(text)
     (folder / ".hidden").write_text("not uploaded")
     wait_ready(api_url, api_proc)
-    poll(lambda: worker.name in consumer_names(), timeout=120, interval=0.5, what="worker consuming")
+    wait_consuming(worker)
     api_before, worker_before = scrape(f"{api_url}/metrics"), scrape(worker_metrics)
 
     user_env = {"RAG_API_URL": api_url, "RAG_TOKEN": token}

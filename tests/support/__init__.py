@@ -141,7 +141,46 @@ def consumer_names(queue: str = "rag.index.queue") -> set[str]:
 
 
 def consumer_count(name: str = "rag.index.queue") -> int:
-    return int(mgmt_queue(name).get("consumers", 0))
+    """Consumers of queue ``name`` now, from a passive ``queue.declare`` (its declare-ok counts them
+    live; the management API's figure lags up to its 5 s statistics interval)."""
+    import asyncio
+
+    import aio_pika
+
+    async def count() -> int:
+        conn = await aio_pika.connect(amqp_url_for(VHOST), client_properties={"connection_name": "tests-probe"})
+        try:
+            queue = await (await conn.channel()).declare_queue(name, passive=True)
+            return int(queue.declaration_result.consumer_count or 0)
+        finally:
+            await conn.close()
+
+    return asyncio.run(count())
+
+
+def logged(proc: Proc, event: str) -> bool:
+    """Whether ``proc`` logged ``event`` (a JSON ``"event"`` value) since it started; AssertionError
+    if it exited."""
+    assert proc.alive(), f"{proc.name} exited:\n{proc.tail()}"
+    with open(proc.log, "rb") as f:
+        f.seek(proc.log_start)
+        return f'"event": "{event}"'.encode() in f.read()
+
+
+def log_size(path: Path) -> int:
+    """Bytes in ``path`` now (0 if it does not exist yet): where a new process's lines will start."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def wait_consuming(proc: Proc, timeout: float = 120) -> None:
+    """Poll until worker ``proc`` logged "consuming" since it started: it logs that once its
+    ``basic.consume`` is confirmed, so the broker delivers to it from then on (the management API
+    would show the consumer only at its next statistics interval, up to 5 s later)."""
+    poll(lambda: logged(proc, "consuming"), timeout=timeout, interval=0.1,
+         what=f"{proc.name} consuming")
 
 
 def child_env(base: dict[str, str]) -> dict[str, str]:
@@ -158,6 +197,7 @@ class Proc:
     popen: subprocess.Popen[bytes]
     log: Path
     extra: dict[str, Any] = field(default_factory=dict)
+    log_start: int = 0  # the byte of ``log`` where this process's lines begin
 
     @property
     def pid(self) -> int:
@@ -190,9 +230,10 @@ class Proc:
 
 def start(name: str, module: str, env: dict[str, str], log_dir: Path) -> Proc:
     log = log_dir / f"{name}.log"
+    offset = log_size(log)  # a test's processes may share a log name with an earlier one (parametrized tests)
     fh = open(log, "ab")
     popen = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
-    return Proc(name, popen, log)
+    return Proc(name, popen, log, log_start=offset)
 
 
 class Api:
