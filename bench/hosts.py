@@ -236,7 +236,7 @@ async def run(counts: list[int], per_worker: int, words_each: int) -> list[Step]
     return steps
 
 
-def report(steps: list[Step], per_worker: int, words_each: int) -> str:
+def report(steps: list[Step], per_worker: int, words_each: int, load: tuple[float, float]) -> str:
     base = steps[0].chunks_per_s
     four = next((s for s in steps if s.workers == 4), None)
     goal = "" if four is None else (" — goal met" if four.chunks_per_s / base >= 3.6 else " — **goal not met**")
@@ -249,12 +249,30 @@ def report(steps: list[Step], per_worker: int, words_each: int) -> str:
         f"services over a veth pair (socat forwarders); an OpenAI-compatible embedding stand-in answering after "
         f"{LATENCY_MS} ms, batch size {BATCH}, cache off; {per_worker} documents of {words_each:,} words per worker, "
         f"prefetch 1; chunks/s from the first claim to the last SUCCESS, all steps in one run on "
-        f"{os.cpu_count()} cores (shared with other work){goal}. *s per document*: mean claim → SUCCESS (it grows "
-        "when something the workers share saturates); *workers busy*: share of the span the workers spent inside a "
-        "task (the rest: waiting for a delivery).",
+        f"{os.cpu_count()} cores (load average {load[0]:.1f} before, {load[1]:.1f} after){goal}. *s per document*: "
+        "mean claim → SUCCESS (it grows when something the workers share saturates); *workers busy*: share of the "
+        "span the workers spent inside a task (the rest: waiting for a delivery).",
         "",
         *rows,
+        "",
+        saturation(steps),
     ])
+
+
+def saturation(steps: list[Step]) -> str:
+    """What saturates first, read off the steps: the growth of the per-document time (a shared
+    resource queueing) and the machine's CPU share per worker (where the one machine would run out)."""
+    first, last = steps[0], steps[-1]
+    growth = last.task_s / first.task_s
+    per_worker = last.cpu_busy / last.workers
+    ceiling = 1 / per_worker if per_worker > 0 else float("inf")
+    return (f"What saturates first: from {first.workers} to {last.workers} workers the time per document went "
+            f"{first.task_s:.2f} → {last.task_s:.2f} s (×{growth:.2f}); it is the model calls' fixed latency plus "
+            f"what the workers share (PostgreSQL, Redis, the broker, S3). The machine's CPU was "
+            f"{last.cpu_busy:.0%} busy at {last.workers} workers, about {per_worker:.1%} per worker, so these "
+            f"simulated hosts, which share its {os.cpu_count()} cores, would run out of CPU near {ceiling:.0f} "
+            f"workers; before that, the workers lose only the gap between an ack and the next delivery at "
+            f"prefetch 1 (busy {first.busy:.0%} → {last.busy:.0%}).")
 
 
 def main() -> None:
@@ -265,8 +283,9 @@ def main() -> None:
     if os.geteuid() != 0 or missing:
         sys.exit(f"bench.hosts needs root and {', '.join(missing) or 'ip, socat'} (make netns-tools)")
     counts, per_worker, words_each = ([1, 2], 2, 400) if args.smoke else ([1, 2, 4, 8], DOCS_PER_WORKER, WORDS)
+    before = os.getloadavg()[0]
     steps = asyncio.run(run(counts, per_worker, words_each))
-    text = report(steps, per_worker, words_each)
+    text = report(steps, per_worker, words_each, (before, os.getloadavg()[0]))
     print(text)
     if not args.smoke:
         from bench.report import write_section
