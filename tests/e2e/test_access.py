@@ -18,7 +18,7 @@ import pytest
 from shared.adapters.rabbitmq import Publisher, connect
 from shared.domain.messages import IndexMessage
 from tests.e2e.conftest import WorkerFactory
-from tests.support import Api, poll, queue_depth, sql, sql_value
+from tests.support import Api, poll, ready_count, sql, sql_value
 
 pytestmark = pytest.mark.e2e
 
@@ -110,10 +110,10 @@ def test_message_whose_ids_disagree_with_the_row_goes_to_the_dlq(
     real_user = sql_value(dsn, "SELECT user_id FROM index_task WHERE id = $1", doc["task_id"])
     forged = IndexMessage(task_id=doc["task_id"], document_id=doc["document_id"], kb_id=kb,
                           user_id=real_user + 1000, generation=1)
-    dlq_before = queue_depth("rag.index.dlq")
+    dlq_before = ready_count("rag.index.dlq")  # nothing consumes the DLQ
     asyncio.run(_publish(services_env["AMQP_URL"], forged.to_json()))
     workers(scan_interval_s="0")  # no scanner: the DLQ keeps what the worker rejected
-    poll(lambda: queue_depth("rag.index.dlq") > dlq_before, timeout=60, what="forged message dead-lettered")
+    poll(lambda: ready_count("rag.index.dlq") > dlq_before, timeout=60, what="forged message dead-lettered")
     d = api.wait_terminal(doc["document_id"])  # the genuine message still indexes it
     assert d["status"] == "INDEXED" and d["task"]["attempt"] == 1
 

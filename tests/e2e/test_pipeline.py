@@ -15,7 +15,7 @@ import pytest
 from shared.adapters.rabbitmq import Publisher, connect
 from shared.domain.messages import IndexMessage
 from tests.e2e.conftest import WorkerFactory
-from tests.support import CORPUS, Api, poll, queue_depth
+from tests.support import CORPUS, Api, poll, ready_count
 
 pytestmark = pytest.mark.e2e
 
@@ -88,10 +88,10 @@ def test_every_corpus_file_reaches_the_right_terminal_state(api: Api, workers: W
 
 def test_upload_with_worker_stopped_waits_in_the_queue(api: Api, workers: WorkerFactory) -> None:
     kb = api.create_kb()
-    before = queue_depth("rag.index.queue")
+    before = ready_count("rag.index.queue")  # no consumer: every message is ready
     body = api.upload(kb, name="note.txt", data=b"The quick brown fox waits in the queue for a worker.")
     assert api.document(body["document_id"])["task"]["status"] == "WAITING"
-    poll(lambda: queue_depth("rag.index.queue") > before, timeout=30, what="message visible in rag.index.queue")
+    poll(lambda: ready_count("rag.index.queue") > before, timeout=30, what="message visible in rag.index.queue")
     assert api.document(body["document_id"])["task"]["status"] == "WAITING"
     workers()
     doc = api.wait_terminal(body["document_id"])

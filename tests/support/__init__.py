@@ -140,22 +140,33 @@ def consumer_names(queue: str = "rag.index.queue") -> set[str]:
     return {name for name, _ in consumers(queue)}
 
 
-def consumer_count(name: str = "rag.index.queue") -> int:
-    """Consumers of queue ``name`` now, from a passive ``queue.declare`` (its declare-ok counts them
-    live; the management API's figure lags up to its 5 s statistics interval)."""
+def _declare_ok(name: str) -> tuple[int, int]:
+    """(ready messages, consumers) of queue ``name`` now, from a passive ``queue.declare``: its
+    declare-ok counts them live, where the management API's figures lag up to its 5 s statistics
+    interval (a count read there just after a purge can still show the purged messages)."""
     import asyncio
 
     import aio_pika
 
-    async def count() -> int:
+    async def declare() -> tuple[int, int]:
         conn = await aio_pika.connect(amqp_url_for(VHOST), client_properties={"connection_name": "tests-probe"})
         try:
-            queue = await (await conn.channel()).declare_queue(name, passive=True)
-            return int(queue.declaration_result.consumer_count or 0)
+            result = (await (await conn.channel()).declare_queue(name, passive=True)).declaration_result
+            return int(result.message_count or 0), int(result.consumer_count or 0)
         finally:
             await conn.close()
 
-    return asyncio.run(count())
+    return asyncio.run(declare())
+
+
+def consumer_count(name: str = "rag.index.queue") -> int:
+    """Consumers of queue ``name`` now (live, :func:`_declare_ok`)."""
+    return _declare_ok(name)[1]
+
+
+def ready_count(name: str) -> int:
+    """Messages ready in queue ``name`` now, unacked ones not counted (live, :func:`_declare_ok`)."""
+    return _declare_ok(name)[0]
 
 
 def logged(proc: Proc, event: str) -> bool:
