@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# CPU torch first, pinned: an unpinned torch pulls GBs of CUDA wheels
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,peer]'
 	touch $(STAMP)
 
 install: $(STAMP)
