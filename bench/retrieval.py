@@ -424,7 +424,10 @@ FUSIONS: dict[str, Callable[[Pairs, Pairs], list[int]]] = {
     "weighted RRF, keyword x2": _weighted_rrf(2.0),
     "weighted RRF, keyword x3": _weighted_rrf(3.0),
     "convex, min-max, alpha 0.5": _convex(0.5),
-    "RRF + decisive exact hit (used)": lambda v, k: [f.key for f in fuse_hybrid(v, k, max_group=5)],
+    "RRF + decisive exact hit, 2x ratio only (before)": lambda v, k: [
+        f.key for f in fuse_hybrid(v, k, max_group=5, gap=float("inf"))],
+    "RRF + decisive exact hit, 2x ratio or 0.3 gap (used)": lambda v, k: [
+        f.key for f in fuse_hybrid(v, k, max_group=5)],
 }
 
 

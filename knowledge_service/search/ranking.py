@@ -29,7 +29,13 @@ min-max scaled scores (the best keyword hit scales to 1 even when it holds only 
 and needs its alpha tuned per collection (Bruch et al.). A keyword hit is decisive when it holds
 at least :data:`DECISIVE_MIN_SCORE` of the query's term weight (the rare terms carry nearly all
 of it: ``idf²``) and its keyword score is at least :data:`DECISIVE_RATIO` times the best score
-below its group (:func:`decisive_keys`).
+below its group, or above it by :data:`DECISIVE_GAP` of the query's term weight (:func:`decisive_keys`).
+
+The gap rule came from a miss of the ratio alone: with a whole corpus in the same table (the
+term statistics are table-wide), "when did the shipment INV-5938-40311e arrive?" scored 0.82 on
+its document and 0.45 on a look-alike whose code shares "5938" (1.83x, not 2x), and plain RRF then
+left the document out of the hybrid top 5 (2 of 120 questions, bench section "peer"). The 0.37 its
+rival lacks is the code's unique part: with ``idf²`` weights only rare terms carry that much.
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ from typing import Generic, TypeVar
 RRF_K = 60
 #: A decisive keyword hit scores at least this many times the best keyword score below its group.
 DECISIVE_RATIO = 2.0
+#: ... or at least this much more of the query's term weight (keyword scores are shares of it):
+#: terms the next hit lacks that weigh this much are rare ones (issue 20, see the module docstring).
+DECISIVE_GAP = 0.3
 #: ... and at least this keyword score: half of the query's term weight (keyword scores are 0..2).
 DECISIVE_MIN_SCORE = 0.5
 #: Added to the RRF score of a decisive keyword hit: above every other item (RRF ≤ 2 / (k + 1)).
@@ -111,37 +120,40 @@ def canonicalize(
 
 
 def decisive_keys(keyword: Sequence[tuple[K, float]], *, max_group: int, ratio: float = DECISIVE_RATIO,
-                  min_score: float = DECISIVE_MIN_SCORE) -> list[K]:
+                  gap: float = DECISIVE_GAP, min_score: float = DECISIVE_MIN_SCORE) -> list[K]:
     """The decisive head of a keyword list ``[(key, score)]`` (best first): the shortest prefix of
-    at most ``max_group`` items whose last score is at least ``ratio`` times the next item's score
-    (0 after the last item) and at least ``min_score``; ``[]`` when there is no such prefix (a flat
-    list: no exact hit stands out). Raises ValueError if ``max_group`` < 1 or ``ratio`` <= 1."""
+    at most ``max_group`` items whose last score is at least ``min_score`` and either at least
+    ``ratio`` times the next item's score or at least ``gap`` above it (the next is 0 after the last
+    item); ``[]`` when there is no such prefix (a flat list: no exact hit stands out). Raises
+    ValueError if ``max_group`` < 1, ``ratio`` <= 1 or ``gap`` <= 0."""
     if max_group < 1:
         raise ValueError("max_group must be >= 1")
     if ratio <= 1:
         raise ValueError("ratio must be > 1")
+    if gap <= 0:
+        raise ValueError("gap must be > 0")
     scores = [score for _, score in keyword[:max_group + 1]]
     for m in range(1, min(max_group, len(scores)) + 1):
         last, after = scores[m - 1], scores[m] if m < len(scores) else 0.0
         if last < min_score:
             return []
-        if last >= ratio * after:
+        if last >= ratio * after or last - after >= gap:
             return [key for key, _ in keyword[:m]]
     return []
 
 
 def fuse_hybrid(vector: Sequence[tuple[K, float]], keyword: Sequence[tuple[K, float]], *, k: int = RRF_K,
-                depth: int | None = None, max_group: int = 10) -> list[Fused[K]]:
+                depth: int | None = None, max_group: int = 10, gap: float = DECISIVE_GAP) -> list[Fused[K]]:
     """Hybrid ranking of a vector and a keyword list ``[(key, score)]`` (best first), best first.
 
     Every item scores its RRF score (:func:`rrf` over both lists cut at ``depth``), plus
     :data:`DECISIVE_BOOST` for the decisive keyword hits (:func:`decisive_keys` with
-    ``max_group``): scores are 0..2/(k+1), or 1 more for a decisive exact hit. Ties as in
-    :func:`rrf`. Raises ValueError for a bad ``k``, ``depth`` or ``max_group``.
+    ``max_group`` and ``gap``): scores are 0..2/(k+1), or 1 more for a decisive exact hit. Ties as in
+    :func:`rrf`. Raises ValueError for a bad ``k``, ``depth``, ``max_group`` or ``gap``.
     """
     fused = rrf({"vector": [key for key, _ in vector], "keyword": [key for key, _ in keyword]}, k=k, depth=depth)
     cut = keyword[:depth] if depth is not None else keyword
-    decisive = set(decisive_keys(cut, max_group=max_group))
+    decisive = set(decisive_keys(cut, max_group=max_group, gap=gap))
     if not decisive:
         return fused
     boosted = [Fused(f.key, f.score + DECISIVE_BOOST, f.sources) if f.key in decisive else f for f in fused]

@@ -97,7 +97,9 @@ def test_a_flat_keyword_list_is_plain_rrf() -> None:
     ([0.9, 0.8, 0.7], 5, 3),        # every hit, nothing below (the next score counts as 0)
     ([0.9, 0.8, 0.7], 2, 0),        # ... unless the group would be longer than max_group
     ([0.4, 0.1], 5, 0),             # under half of the query's weight: not an exact hit
-    ([1.0, 0.6, 0.5, 0.45], 5, 0),  # no gap of 2x while the scores stay at or above 0.5
+    ([1.0, 0.75, 0.5, 0.45], 5, 0),  # neither 2x nor 0.3 above the next while the scores stay >= 0.5
+    ([0.8217, 0.4487, 0.1358], 5, 1),  # 1.83x but 0.37 more: holds the code's unique part (bench "peer")
+    ([0.45, 0.1], 5, 0),             # 0.35 above the next, but under half of the query's weight
     ([], 5, 0),
 ])
 def test_decisive_keys(scores: list[float], max_group: int, expected: int) -> None:
@@ -116,7 +118,7 @@ def test_depth_cuts_the_decisive_group_too() -> None:
     assert [f.key for f in fuse_hybrid([("a", 0.9)], keyword, depth=1, max_group=2)] == ["x", "a"]
 
 
-@pytest.mark.parametrize("kw", [{"max_group": 0}, {"ratio": 1.0}])
+@pytest.mark.parametrize("kw", [{"max_group": 0}, {"ratio": 1.0}, {"gap": 0.0}])
 def test_decisive_keys_refuses_bad_parameters(kw: dict[str, float]) -> None:
     from knowledge_service.search.ranking import decisive_keys
 
