@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
@@ -52,6 +53,8 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 #: delivery_skip rows waiting for the background writer, at most (then a skip waits for it).
 MAX_PENDING_SKIPS = 1000
+#: A wait for the model turn at least this long is logged, seconds.
+MODEL_WAIT_LOGGED_S = 0.1
 CACHE_WRITE_BATCH = 1000  # vectors per embedding-cache INSERT (≈1.5 MB of parameters at 384-d)
 
 
@@ -151,6 +154,8 @@ class IndexHandler:
         self.worker_name = worker_name
         self.metrics = metrics or WorkerMetrics.unregistered()
         self._on_done = on_delivery_done or (lambda: None)
+        # One model turn at a time, first come first served (asyncio.Lock wakes waiters in order).
+        self._model_turn = asyncio.Lock()
         self._skip_rows: list[SkipRecord] = []  # delivery_skip rows not yet written
         self._skip_writer: asyncio.Task[None] | None = None
         self._settled = SettledTasks()  # what earlier snapshots proved for good
@@ -291,7 +296,7 @@ class IndexHandler:
         period = self._s.lease_period_s
         try:
             async with asyncio.timeout(self._s.task_hard_limit_s) as deadline:
-                n = await run_with_lease(self._pipeline(run), renew=renew, period_s=period)
+                n = await run_with_lease(self._pipeline(run, deadline), renew=renew, period_s=period)
         except LockLostError as exc:
             await self._skip(exc.error_code, run.msg)
             return Outcome.DELAY
@@ -331,7 +336,7 @@ class IndexHandler:
 
     # -------------------------------------------------------------- the pipeline
 
-    async def _pipeline(self, run: _Run) -> int:
+    async def _pipeline(self, run: _Run, deadline: asyncio.Timeout) -> int:
         msg = run.msg
         source = await self._db(self._repo.document_source, msg.document_id)
         if source is None:
@@ -349,19 +354,21 @@ class IndexHandler:
         self.metrics.observe_stage("chunk", extraction.chunk_s)
         chunks = extraction.chunks
         run.warnings[:] = extraction.warnings
-        # Fence before the expensive call: a stale run never reaches the model.
-        if not await self._db(self._repo.claim_is_current, run.claim):
-            raise StaleGenerationError("generation or claim superseded before embedding")
         texts = [c.content for c in chunks]
-        cached = await self._cache_lookup(msg.user_id, texts)
-        p = embedding_cache.plan(texts, cached)
-        await self._db(self._repo.record_embedding_run, run.claim, msg.document_id, len(chunks), self.worker_name,
-                       cache_hits=p.hits, cache_misses=p.misses)
-        log.info("embedding", extra={"chunks": len(chunks), "cache_hits": p.hits, "cache_misses": p.misses})
-        await fault_point("during_embed")
-        with self.metrics.stage("embed"):
-            fresh = (await self._embed(run, list(p.miss_texts)) if p.miss_texts
-                     else empty_matrix(self._embedder.dim))
+        async with self._model(deadline):
+            # Fence before the expensive call: a stale run never reaches the model.
+            if not await self._db(self._repo.claim_is_current, run.claim):
+                raise StaleGenerationError("generation or claim superseded before embedding")
+            cached = await self._cache_lookup(msg.user_id, texts)
+            p = embedding_cache.plan(texts, cached)
+            await self._db(self._repo.record_embedding_run, run.claim, msg.document_id, len(chunks), self.worker_name,
+                           cache_hits=p.hits, cache_misses=p.misses)
+            log.info("embedding", extra={"chunks": len(chunks), "cache_hits": p.hits, "cache_misses": p.misses})
+            await fault_point("during_embed")
+            with self.metrics.stage("embed"):
+                fresh = (await self._embed(run, list(p.miss_texts)) if p.miss_texts
+                         else empty_matrix(self._embedder.dim))
+        # The model is free again: the next delivery embeds while this one commits.
         embeddings = embedding_cache.assemble(p, cached, fresh, self._embedder.dim)
         await self._report(run, Stage.WRITING, 1.0)
         with self.metrics.stage("write"):
@@ -372,6 +379,36 @@ class IndexHandler:
         await self._cache_update(msg, p, fresh, hit_keys=[k for k in p.keys if k in cached])
         await self._released.remove_released()  # a swapped-out version's object
         return len(chunks)
+
+    @contextlib.asynccontextmanager
+    async def _model(self, deadline: asyncio.Timeout) -> AsyncIterator[None]:
+        """Hold the worker's model turn, first come first served.
+
+        With ``PREFETCH`` > 1 this is the worker's pipeline: a delivery that arrives while
+        another embeds is claimed, downloaded, parsed and chunked at once, then waits here, so
+        the model goes from one document to the next without waiting for a download, a parse
+        or a commit (the turn ends before the commit). The wait is not the task's own time:
+        the hard limit is suspended meanwhile and resumes with what was left of it. A wait is
+        at most the others' turns, each within their own limit, so a claim is at most
+        ``PREFETCH x TASK_HARD_LIMIT_S`` old (what the scanner allows, below
+        ``CONSUMER_TIMEOUT_S`` by the settings' check). Raises nothing of its own."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        when = deadline.when()
+        deadline.reschedule(None)
+        try:
+            await self._model_turn.acquire()
+        finally:
+            waited = loop.time() - started
+            if when is not None:
+                deadline.reschedule(when + waited)
+        try:
+            if waited >= MODEL_WAIT_LOGGED_S:
+                log.info("model turn after waiting", extra={"waited_s": round(waited, 3)})
+            self.metrics.observe_stage("model_wait", waited)
+            yield
+        finally:
+            self._model_turn.release()
 
     # -------------------------------------------------------------- embedding cache
 

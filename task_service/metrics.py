@@ -7,7 +7,7 @@ statuses, error codes, stage names, skip reasons — never ids.
 | metric | type | labels |
 |---|---|---|
 | ``rag_tasks_finished_total`` | counter | ``status`` (SUCCESS, FAILED, TIMEOUT), ``error_code`` ("" on SUCCESS) |
-| ``rag_stage_duration_seconds`` | histogram | ``stage`` (download, parse, chunk, embed, write) |
+| ``rag_stage_duration_seconds`` | histogram | ``stage`` (download, parse, chunk, model_wait, embed, write) |
 | ``rag_embedded_chunks_total`` | counter | |
 | ``rag_deliveries_total`` | counter | ``outcome`` (ack, reject, delay, requeue, dead_letter) |
 | ``rag_deliveries_skipped_total`` | counter | ``reason`` (stale_generation, not_runnable, ...) |
@@ -36,7 +36,8 @@ from shared.domain.states import ACTIVE
 
 log = logging.getLogger(__name__)
 
-STAGES = ("download", "parse", "chunk", "embed", "write")
+#: ``model_wait``: a prepared delivery waiting for the model turn (PREFETCH > 1: another embeds).
+STAGES = ("download", "parse", "chunk", "model_wait", "embed", "write")
 ACTIVE_STATUSES = tuple(sorted(s.value for s in ACTIVE))  # the gauges' status labels
 #: Seconds: from a 10 ms parse to a 25 min task (TASK_HARD_LIMIT_S).
 STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1500)

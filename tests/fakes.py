@@ -532,6 +532,7 @@ class FakeExtractor:
         self.error = error
         self.block = block
         self.cancelled = 0
+        self.calls = 0  # extractions that returned chunks
         self.on_chunking = on_chunking  # called when parsing is done, before the stage is reported
 
     def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None,
@@ -548,6 +549,7 @@ class FakeExtractor:
         if on_stage is not None:
             on_stage("CHUNKING")
         chunks = [Chunk(index=i, content=p, token_count=len(p.split())) for i, p in enumerate(parts)]
+        self.calls += 1
         return Extraction(chunks=tuple(chunks), warnings=())
 
     def cancel(self, token: threading.Event) -> None:

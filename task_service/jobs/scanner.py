@@ -41,7 +41,9 @@ class ScanReport:
 def thresholds(s: WorkerSettings) -> ScanThresholds:
     return ScanThresholds(
         heartbeat_timeout=timedelta(seconds=s.running_heartbeat_timeout_s),
-        hard_limit=timedelta(seconds=s.task_hard_limit_s),
+        # a claim waits for at most PREFETCH - 1 other model turns (handler._model), each within
+        # its own TASK_HARD_LIMIT_S: PREFETCH x T is the oldest a live claim can be
+        hard_limit=timedelta(seconds=s.prefetch * s.task_hard_limit_s),
         requeue_after=timedelta(seconds=s.requeue_after_s),
     )
 

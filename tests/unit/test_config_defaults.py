@@ -64,3 +64,10 @@ def test_the_configs_are_built_from_the_settings() -> None:
     assert isinstance(DEFAULTS, CommonSettings)
     assert "secret" not in repr(StorageConfig.from_settings(DEFAULTS.model_copy(
         update={"s3_secret_key": DEFAULTS.s3_secret_key.__class__("secret")})))
+
+
+def test_the_scanner_allows_a_claim_the_wait_for_prefetched_model_turns() -> None:
+    """With PREFETCH 2 a claim may wait one other model turn: the scanner's hard limit is 2 x T."""
+    s = WorkerSettings.model_construct(prefetch=2, task_hard_limit_s=850.0)
+    assert thresholds(s).hard_limit.total_seconds() == 1700.0
+    assert thresholds(DEFAULTS).hard_limit.total_seconds() == DEFAULTS.task_hard_limit_s

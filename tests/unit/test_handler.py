@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+from collections.abc import Callable, Sequence
+
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from shared.domain.errors import (
@@ -294,3 +299,75 @@ async def test_a_progress_write_fenced_out_stops_the_run_before_embedding() -> N
     assert w.embedder.calls == 0 and w.store.embedding_runs == 0
     assert w.store.skips == [SkipReason.STALE_GENERATION.value]
     assert w.store.tasks[w.msg.task_id].progress == [("PARSING", 0.0)]
+
+
+# ------------------------------------------------------------------ the model turn (PREFETCH > 1)
+
+
+class GatedEmbedder(FakeEmbedder):
+    """Each ``embed`` call records its first text and waits until ``gate`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.started: list[str] = []
+
+    async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.started.append(texts[0])
+        await self.gate.wait()
+        return await super().embed(texts)
+
+
+async def _until(probe: Callable[[], bool], limit_s: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + limit_s
+    while not probe():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.005)
+
+
+def _two_documents(**cfg: float) -> tuple[World, IndexMessage, GatedEmbedder]:
+    embedder = GatedEmbedder()
+    w = World(embedder=embedder, objects=FakeObjectStore({"k1": TEXT, "k2": b"other one\n\nother two"}), **cfg)
+    second = w.store.add_document()
+    w.store.documents[second.document_id].content = dataclasses.replace(
+        w.store.documents[second.document_id].content, object_key="k2")
+    return w, second, embedder
+
+
+async def test_a_second_delivery_is_parsed_while_the_first_embeds_and_embeds_after_it() -> None:
+    w, second, embedder = _two_documents()
+    first = asyncio.create_task(w.handler.handle(w.msg, delay_attempts=0))
+    await _until(lambda: len(embedder.started) == 1)
+    other = asyncio.create_task(w.handler.handle(second, delay_attempts=0))
+    await _until(lambda: w.store.tasks[second.task_id].status is TaskStatus.RUNNING
+                 and w.extractor.calls == 2)  # claimed and chunked while the first holds the model
+    assert embedder.started == ["second paragraph"]  # the second waits for the model turn
+    embedder.gate.set()
+    assert await asyncio.gather(first, other) == [Outcome.ACK, Outcome.ACK]
+    assert embedder.started == ["second paragraph", "other one"]  # first come, first served
+    assert {w.store.tasks[m.task_id].status for m in (w.msg, second)} == {TaskStatus.SUCCESS}
+    assert [c.content for c in w.store.documents[second.document_id].chunks] == ["other one", "other two"]
+
+
+async def test_the_wait_for_the_model_turn_does_not_count_against_the_hard_limit() -> None:
+    w, second, embedder = _two_documents(task_hard_limit_s=0.2)
+    embedder.gate.set()
+    async with asyncio.timeout(None) as holder, w.handler._model(holder):  # another delivery's turn
+        other = asyncio.create_task(w.handler.handle(second, delay_attempts=0))
+        await _until(lambda: w.extractor.calls == 1)
+        await asyncio.sleep(0.4)  # twice the hard limit passes while the delivery waits for the turn
+        assert not other.done() and embedder.started == []
+    assert await other is Outcome.ACK
+    assert w.store.tasks[second.task_id].status is TaskStatus.SUCCESS
+
+
+async def test_the_hard_limit_still_counts_the_tasks_own_time_after_the_wait() -> None:
+    w, second, _ = _two_documents(task_hard_limit_s=0.2)
+    async with asyncio.timeout(None) as holder, w.handler._model(holder):
+        other = asyncio.create_task(w.handler.handle(second, delay_attempts=0))
+        await _until(lambda: w.extractor.calls == 1)
+        await asyncio.sleep(0.3)
+    assert await other is Outcome.ACK  # the gate stays closed: its own embedding outlives the limit
+    t = w.store.tasks[second.task_id]
+    assert (t.status, t.error_code) == (TaskStatus.TIMEOUT, TaskTimeoutError.error_code)
+    assert not w.handler._model_turn.locked()  # the timed-out task gave its turn back
