@@ -38,7 +38,9 @@ COPY samples/ samples/
 # (PYTHONPATH below): shared/adapters/postgres/migrate.py finds the migrations in sql/ next to the source tree,
 # and sql/ is not part of the installed package.
 RUN pip install --no-deps . \
-    && rm -rf build ./*.egg-info
+    && rm -rf build ./*.egg-info \
+    && python -m shared.adapters.embedding.onnx_graph
+# ^ the embedding model as a fused ONNX graph, next to its files (EMBEDDING_RUNTIME=onnx)
 ENV PYTHONPATH=/app
 
 # Unprivileged user; the code stays owned by root, so the services cannot modify it.

@@ -13,7 +13,8 @@
 - ``search``: every query of ``SPEC["queries"]`` per mode through ``PGVectorStore.query`` (keyword =
   ``TEXT_SEARCH``, no model call; vector = query embedding + ``DEFAULT``; hybrid = query embedding +
   ``HYBRID``, 5 dense + 5 sparse, de-duplicated, first 5 kept); per query the ms and the top 5 file names;
-- ``encode``: :func:`raw_encode` of ``SPEC["texts"]`` (our chunk texts) in a fresh process.
+- ``encode``: :func:`raw_encode` of ``SPEC["texts"]`` (our chunk texts) in a fresh process, and
+  with ``SPEC["runtime"] == "onnx"`` :func:`raw_onnx` of them too (our worker's runtime).
 
 Nothing downloads: ``HF_HUB_OFFLINE=1`` / ``TRANSFORMERS_OFFLINE=1`` are set before any import, the
 model is a local folder; llama-index-core ships its NLTK and tiktoken caches.
@@ -132,6 +133,7 @@ def search(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def encode(spec: dict[str, Any]) -> dict[str, Any]:
+    """``raw_encode`` with torch; ``SPEC["runtime"] == "onnx"``: also :func:`raw_onnx` (``onnx_s``)."""
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -139,7 +141,26 @@ def encode(spec: dict[str, Any]) -> dict[str, Any]:
 
     torch.set_num_threads(THREADS)
     model = SentenceTransformer(str(minilm_model_dir()), device="cpu", local_files_only=True)
-    return raw_encode(model, spec["texts"])
+    out = raw_encode(model, spec["texts"])
+    if spec.get("runtime") == "onnx":
+        out["onnx_s"] = raw_onnx(spec["texts"])
+    return out
+
+
+def raw_onnx(texts: list[str], sample: int = RAW_SAMPLE) -> float:
+    """Seconds our embedder on ONNX Runtime (the worker's default runtime: batch 64, 2 threads)
+    takes for ``texts``, extrapolated from the same random sample as :func:`raw_encode`."""
+    import asyncio
+
+    from shared.adapters.embedding.local import SentenceTransformerEmbedder
+
+    rng = random.Random(20)
+    picked = texts if len(texts) <= sample else rng.sample(texts, sample)
+    model = SentenceTransformerEmbedder(batch_size=BATCH, runtime="onnx", threads=THREADS)
+    asyncio.run(model.embed(picked[:8]))  # warm
+    t0 = time.perf_counter()
+    asyncio.run(model.embed(picked))
+    return (time.perf_counter() - t0) * len(texts) / max(1, len(picked))
 
 
 def main() -> None:

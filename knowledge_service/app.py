@@ -62,8 +62,8 @@ async def _open(settings: KnowledgeSettings, metrics: ApiMetrics) -> Resources:
     store = ObjectStore(StorageConfig.from_settings(settings))
     await store.ensure_bucket()
     redis = redis_connect(settings)
-    embedder = embedder_from_settings(settings)
-    if isinstance(embedder, SentenceTransformerEmbedder):
+    embedder = embedder_from_settings(settings, threads=settings.search_embed_threads)
+    if isinstance(embedder, SentenceTransformerEmbedder) and embedder.runtime == "torch":
         set_torch_threads(settings.search_embed_threads)  # a query's encode() beside a busy worker
     publisher = await _open_publisher(settings, metrics)
     return Resources(settings, pool, store, redis, embedder, publisher,

@@ -18,8 +18,9 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from shared.adapters.embedding import Embedder, OpenAIEmbedder, SentenceTransformerEmbedder, build_embedder
+from shared.adapters.embedding import Embedder, OpenAIEmbedder, SentenceTransformerEmbedder, build_embedder, onnx_graph
 from shared.adapters.embedding.local import pin_malloc_mmap_threshold
+from shared.adapters.embedding.onnx_runtime import mean_pool_normalize
 from shared.domain.errors import (
     DependencyMissingError,
     EmbeddingTimeoutError,
@@ -34,6 +35,41 @@ FAKE_DIM = 8
 def test_missing_local_model_fails_loudly(tmp_path: Path) -> None:
     with pytest.raises(DependencyMissingError):
         SentenceTransformerEmbedder(model_path=str(tmp_path / "nowhere"))
+
+
+def _model_dir(tmp_path: Path, weights: bytes = b"weights") -> Path:
+    (tmp_path / "modules.json").write_text("[]")
+    (tmp_path / "model.safetensors").write_bytes(weights)
+    return tmp_path
+
+
+def test_a_missing_onnx_graph_names_the_command_that_builds_it(tmp_path: Path) -> None:
+    with pytest.raises(DependencyMissingError, match=r"python -m shared\.adapters\.embedding\.onnx_graph"):
+        SentenceTransformerEmbedder(model_path=str(_model_dir(tmp_path)), runtime="onnx")
+
+
+def test_a_graph_built_from_other_weights_is_refused(tmp_path: Path) -> None:
+    model_dir = _model_dir(tmp_path)
+    (model_dir / "onnx").mkdir()
+    (model_dir / onnx_graph.GRAPH_NAME).write_bytes(b"graph")
+    manifest = model_dir / onnx_graph.MANIFEST_NAME
+    manifest.write_text(json.dumps({"source_sha256": hashlib.sha256(b"older weights").hexdigest()}))
+    assert not onnx_graph.is_current(model_dir)
+    with pytest.raises(DependencyMissingError, match="other weights"):
+        onnx_graph.fused_graph(model_dir)
+    manifest.write_text(json.dumps({"source_sha256": hashlib.sha256(b"weights").hexdigest()}))
+    assert onnx_graph.fused_graph(model_dir) == model_dir / onnx_graph.GRAPH_NAME
+
+
+def test_an_unknown_runtime_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="runtime"):
+        SentenceTransformerEmbedder(model_path=str(_model_dir(tmp_path)), runtime="tensorflow")
+
+
+def test_mean_pooling_ignores_padding_and_normalizes() -> None:
+    hidden = np.array([[[3.0, 4.0], [100.0, 100.0]], [[1.0, 0.0], [0.0, 1.0]]], dtype=np.float32)
+    mask = np.array([[1, 0], [1, 1]])
+    np.testing.assert_allclose(mean_pool_normalize(hidden, mask), [[0.6, 0.8], [2 ** -0.5, 2 ** -0.5]], atol=1e-6)
 
 
 def test_malloc_mmap_threshold_is_pinned_under_glibc() -> None:

@@ -40,8 +40,9 @@ class Embedder(Protocol):
 def build_embedder(provider: str, **kw: Any) -> Embedder:
     """Build the embedder for ``provider``.
 
-    - ``"sentence-transformers"``: kw ``model_path``, ``batch_size``, ``device`` (see
-      ``SentenceTransformerEmbedder``), and optionally ``dim``, checked against the model.
+    - ``"sentence-transformers"``: kw ``model_path``, ``batch_size``, ``device``, ``runtime``
+      (``"onnx"`` or ``"torch"``), ``threads`` (see ``SentenceTransformerEmbedder``), and
+      optionally ``dim``, checked against the model.
     - ``"openai"``: kw ``base_url``, ``model``, ``api_key``, ``dim``, ``batch_size``,
       ``timeout_s`` (see ``OpenAIEmbedder``).
 
