@@ -102,6 +102,7 @@ bench: migrate netns-tools
 	$(BIN)/python -m bench.hosts
 	$(BIN)/python -m bench.cluster
 	$(BIN)/python -m bench.peer
+	$(BIN)/python -m bench.search_layers
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -180,12 +180,18 @@ class KnowledgeSettings(CommonSettings):
 class WorkerSettings(CommonSettings):
     """The indexing worker (task_service)."""
 
-    prefetch: int = Field(1, ge=1, description="AMQP basic.qos prefetch count")
+    prefetch: int = Field(
+        2, ge=1, description="AMQP basic.qos prefetch count; 2: the next delivery is claimed, parsed and chunked while"
+        " one embeds (the worker's pipeline, one model turn at a time)"
+    )
     lock_ttl_s: float = Field(120.0, description="Redis lock TTL, seconds")
     lock_renew_s: float = Field(30.0, description="watchdog renewal period, seconds")
     lock_retry_max_attempts: int = Field(10, description="delay-queue round trips before giving up")
     heartbeat_s: float = Field(30.0, description="RUNNING task update_time bump period, seconds")
-    task_hard_limit_s: float = Field(1500.0, description="cancel a task running longer, seconds")
+    task_hard_limit_s: float = Field(
+        850.0, description="cancel a task running longer (a wait for the model turn not counted), seconds; PREFETCH x"
+        " this < CONSUMER_TIMEOUT_S (850 s: twice the largest document allowed on 2 cores with ONNX Runtime)"
+    )
     consumer_timeout_s: float = Field(1800.0, description="mirror of RabbitMQ consumer_timeout")
     chunk_max_tokens: int = Field(250, le=256, description="model tokens per chunk")
     chunk_overlap_tokens: int = Field(32, ge=0)

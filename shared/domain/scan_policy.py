@@ -19,7 +19,7 @@ from shared.domain.states import QUEUED, TaskStatus
 @dataclass(frozen=True)
 class ScanThresholds:
     heartbeat_timeout: timedelta = timedelta(minutes=5)
-    hard_limit: timedelta = timedelta(minutes=25)
+    hard_limit: timedelta = timedelta(seconds=2 * 850)  # PREFETCH x TASK_HARD_LIMIT_S: a claim may wait one model turn
     requeue_after: timedelta = timedelta(minutes=10)
 
 

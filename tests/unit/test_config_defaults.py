@@ -70,4 +70,5 @@ def test_the_scanner_allows_a_claim_the_wait_for_prefetched_model_turns() -> Non
     """With PREFETCH 2 a claim may wait one other model turn: the scanner's hard limit is 2 x T."""
     s = WorkerSettings.model_construct(prefetch=2, task_hard_limit_s=850.0)
     assert thresholds(s).hard_limit.total_seconds() == 1700.0
-    assert thresholds(DEFAULTS).hard_limit.total_seconds() == DEFAULTS.task_hard_limit_s
+    one = WorkerSettings.model_construct(prefetch=1, task_hard_limit_s=1500.0)
+    assert thresholds(one).hard_limit.total_seconds() == 1500.0
