@@ -156,6 +156,9 @@ class IndexHandler:
         self._on_done = on_delivery_done or (lambda: None)
         # One model turn at a time, first come first served (asyncio.Lock wakes waiters in order).
         self._model_turn = asyncio.Lock()
+        # The last turn's fresh vectors, (owner, {text key: vector}), with the cache on: its run may
+        # still be committing (its cache write comes after) when the next turn looks up the cache.
+        self._last_turn: tuple[int, dict[bytes, Any]] | None = None
         self._skip_rows: list[SkipRecord] = []  # delivery_skip rows not yet written
         self._skip_writer: asyncio.Task[None] | None = None
         self._settled = SettledTasks()  # what earlier snapshots proved for good
@@ -368,6 +371,7 @@ class IndexHandler:
             with self.metrics.stage("embed"):
                 fresh = (await self._embed(run, list(p.miss_texts)) if p.miss_texts
                          else empty_matrix(self._embedder.dim))
+            self._last_turn = (msg.user_id, dict(zip(p.miss_keys, fresh, strict=True))) if self._cache_on else None
         # The model is free again: the next delivery embeds while this one commits.
         embeddings = embedding_cache.assemble(p, cached, fresh, self._embedder.dim)
         await self._report(run, Stage.WRITING, 1.0)
@@ -386,8 +390,10 @@ class IndexHandler:
 
         With ``PREFETCH`` > 1 this is the worker's pipeline: a delivery that arrives while
         another embeds is claimed, downloaded, parsed and chunked at once, then waits here, so
-        the model goes from one document to the next without waiting for a download, a parse
-        or a commit (the turn ends before the commit). The wait is not the task's own time:
+        the model goes from one document to the next without waiting for a download or a parse
+        or a commit (the turn ends before the commit; a copy of the same texts embedding next
+        reads the vectors just embedded from the turn's hand-off, see :meth:`_cache_lookup`).
+        The wait is not the task's own time:
         the hard limit is suspended meanwhile and resumes with what was left of it. A wait is
         at most the others' turns, each within their own limit, so a claim is at most
         ``PREFETCH x TASK_HARD_LIMIT_S`` old (what the scanner allows, below
@@ -418,12 +424,19 @@ class IndexHandler:
 
     async def _cache_lookup(self, owner: int, texts: list[str]) -> Mapping[bytes, Any]:
         """``owner``'s cached vectors of ``texts`` (``{}`` when the cache is disabled): a tenant
-        never reads another's entries."""
+        never reads another's entries. The previous model turn's fresh vectors of the same owner
+        count as cached: that run's cache write may not have happened yet (it follows its
+        commit, after the turn), and a copy of its texts must not reach the model again. The
+        vectors are values of a pure function of the text, whether or not that run commits."""
         if not self._cache_on or not texts:
             return {}
         ns = self._cache_ns
-        return await self._db(self._repo.cache_lookup, owner, ns.model, ns.revision, ns.dim,
-                              [embedding_cache.text_key(t) for t in texts])
+        keys = [embedding_cache.text_key(t) for t in texts]
+        found = dict(await self._db(self._repo.cache_lookup, owner, ns.model, ns.revision, ns.dim, keys))
+        if self._last_turn is not None and self._last_turn[0] == owner:
+            handed = self._last_turn[1]
+            found.update({k: handed[k] for k in keys if k in handed and k not in found})
+        return found
 
     async def _cache_update(self, msg: IndexMessage, p: embedding_cache.Plan, fresh: Any,
                             hit_keys: list[bytes]) -> None:

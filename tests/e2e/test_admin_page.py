@@ -57,6 +57,9 @@ def stack(services_env: dict[str, str], log_dir: Path) -> Iterator[dict[str, Any
                 log_dir)
     worker = start("worker-admin-page", "task_service",
                    {**env, "WORKER_NAME": "worker-admin-page", "EMBEDDING_BATCH_SIZE": "4",
+                    # queue positions: one task runs while the next waits in line (with the default
+                    # PREFETCH=2 the next is claimed at once and waits for the model instead)
+                    "PREFETCH": "1",
                     "RAG_FAULT_POINTS": "before_download=fail:flaky,embed_batch=pause:0.3"}, log_dir)
     url = f"http://127.0.0.1:{port}"
     procs: list[Proc] = [api, worker]

@@ -97,12 +97,14 @@ class _FakeEmbeddings(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def light() -> Iterator[dict[str, str]]:
-    """Worker settings for a quick start: the fake embedding endpoint, parsing in-process."""
+    """Worker settings for a quick start: the fake embedding endpoint, parsing in-process; one
+    delivery per worker (prefetch 1), as the scenarios hold a delivery in a stopped worker or
+    leave a message ready for another."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeEmbeddings)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield {"embedding_provider": "openai", "embedding_base_url": f"http://127.0.0.1:{server.server_address[1]}",
-           "parse_sandbox": "false"}
+           "parse_sandbox": "false", "prefetch": "1"}
     server.shutdown()
     server.server_close()
 

@@ -371,3 +371,32 @@ async def test_the_hard_limit_still_counts_the_tasks_own_time_after_the_wait() -
     t = w.store.tasks[second.task_id]
     assert (t.status, t.error_code) == (TaskStatus.TIMEOUT, TaskTimeoutError.error_code)
     assert not w.handler._model_turn.locked()  # the timed-out task gave its turn back
+
+
+@pytest.mark.parametrize("owner, model_calls", [(1, 1), (2, 2)], ids=["same user", "another user"])
+async def test_a_copy_waiting_for_the_model_turn_is_served_by_the_cache(owner: int, model_calls: int) -> None:
+    """With PREFETCH 2 two copies run at once: the second's turn starts while the first is still
+    committing (its cache write not done), yet its chunks never reach the model: the turn hands
+    its fresh vectors on, to the same user only (the cache is per user)."""
+    embedder = GatedEmbedder()
+    w = World(embedder=embedder, cache_enabled=True)
+    copy = w.store.add_document(user_id=owner, kb_id=owner)  # same stored text → same chunks
+    real_commit, first_committing = w.store.commit_chunks, asyncio.Event()
+
+    async def slow_commit(commit: ChunkCommit) -> bool:
+        if commit.document_id == w.msg.document_id:
+            await first_committing.wait()  # the first run is still in its commit
+        return await real_commit(commit)
+
+    w.store.commit_chunks = slow_commit  # type: ignore[method-assign]
+    first = asyncio.create_task(w.handler.handle(w.msg, delay_attempts=0))
+    await _until(lambda: len(embedder.started) == 1)
+    second = asyncio.create_task(w.handler.handle(copy, delay_attempts=0))
+    await _until(lambda: w.extractor.calls == 2)
+    embedder.gate.set()
+    assert await second is Outcome.ACK  # done while the first has not committed
+    assert not first.done()
+    first_committing.set()
+    assert await first is Outcome.ACK
+    assert (embedder.calls, w.store.cache_misses) == (model_calls, 3 * model_calls)
+    assert len(w.store.documents[copy.document_id].chunks) == 3 and len(w.store.cache) == 3 * model_calls
