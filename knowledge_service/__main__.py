@@ -6,20 +6,36 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Annotated
 
 import typer
 import uvicorn
 
 from knowledge_service.app import create_app
+from shared.adapters.embedding.models import minilm_model_dir
+from shared.adapters.embedding.onnx_graph import fused_graph
+from shared.domain.errors import DependencyMissingError
 from shared.log import configure
 from shared.settings import KnowledgeSettings
+
+
+def check_local_model(settings: KnowledgeSettings) -> None:
+    """Raise ``DependencyMissingError`` when the local model's ONNX graph (the default runtime)
+    is missing or stale: before the server starts, not as a traceback from its lifespan."""
+    if settings.embedding_provider == "sentence-transformers" and settings.embedding_runtime == "onnx":
+        fused_graph(minilm_model_dir())
 
 
 def serve() -> None:
     """Build settings and serve until SIGTERM/SIGINT."""
     settings = KnowledgeSettings()
     configure(settings.log_level, json_lines=settings.log_json)
+    try:
+        check_local_model(settings)
+    except DependencyMissingError as exc:
+        print(f"knowledge_service: refusing to start: {exc}", file=sys.stderr)
+        sys.exit(2)
     uvicorn.run(create_app(settings), host=settings.ks_host, port=settings.ks_port, log_config=None,
                 timeout_graceful_shutdown=10)
 

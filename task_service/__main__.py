@@ -39,7 +39,7 @@ from shared.adapters.postgres.pool import PoolConfig, create_pool
 from shared.adapters.redis_lock import DocumentLock
 from shared.adapters.redis_lock import connect as redis_connect
 from shared.adapters.s3 import ObjectStore, StorageConfig
-from shared.domain.errors import ConfigurationError
+from shared.domain.errors import ConfigurationError, DependencyMissingError
 from shared.log import configure
 from shared.settings import WorkerSettings
 from task_service import APP_ID
@@ -132,8 +132,10 @@ async def run(settings: WorkerSettings) -> None:
         background[:] = await _start_background(conn, r.pool, jobs, stop, metrics, relay_wake)
 
     lifelong = _start_lifelong(r.pool, r.store, jobs, stop)
+    runtime = getattr(r.embedder, "runtime", settings.embedding_provider)  # the local model's, else the provider
     log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch,
-                                       "dispatch_per_user": settings.dispatch_limit})
+                                       "dispatch_per_user": settings.dispatch_limit,
+                                       "embedding_model": r.embedder.model_name, "embedding_runtime": runtime})
     try:
         await Consumer(ConsumerConfig.from_settings(settings), handler, name).run(stop, on_connected)
     finally:
@@ -230,14 +232,19 @@ def _exit_now() -> None:
 
 
 def start_worker() -> None:
-    """Build settings and run one worker until SIGTERM/SIGINT (exit 2 on invalid settings)."""
+    """Build settings and run one worker until SIGTERM/SIGINT (exit 2 on invalid settings or a
+    missing dependency: the model, its ONNX graph, a parser; all are loaded before consuming)."""
     try:
         settings = WorkerSettings()
     except ConfigurationError as exc:
         print(f"task_service: refusing to start: {exc}", file=sys.stderr)
         sys.exit(2)
     configure(settings.log_level, json_lines=settings.log_json)
-    asyncio.run(run(settings))
+    try:
+        asyncio.run(run(settings))
+    except DependencyMissingError as exc:  # raised by _open, before the first delivery
+        print(f"task_service: refusing to start: {exc}", file=sys.stderr)
+        sys.exit(2)
     # Everything is closed. Skip the interpreter's finalization: a daemon thread abandoned in a
     # forward pass (torch's C++ code) makes it abort ("terminate called without an active
     # exception", SIGABRT, measured on SIGTERM mid-embedding).
