@@ -393,8 +393,8 @@ class IndexHandler:
         the model goes from one document to the next without waiting for a download or a parse
         or a commit (the turn ends before the commit; a copy of the same texts embedding next
         reads the vectors just embedded from the turn's hand-off, see :meth:`_cache_lookup`).
-        The wait is not the task's own time:
-        the hard limit is suspended meanwhile and resumes with what was left of it. A wait is
+        The wait is not the task's own time: the hard limit is suspended meanwhile and resumes
+        with what was left of it. A wait is
         at most the others' turns, each within their own limit, so a claim is at most
         ``PREFETCH x TASK_HARD_LIMIT_S`` old (what the scanner allows, below
         ``CONSUMER_TIMEOUT_S`` by the settings' check). Raises nothing of its own."""

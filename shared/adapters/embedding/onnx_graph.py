@@ -154,15 +154,13 @@ def _max_abs_diff(torch: Any, bert: Any, model_dir: Path, graph: Path) -> float:
     """Largest difference between torch's and the graph's sentence embeddings of CHECK_TEXTS."""
     import numpy as np
 
-    from shared.adapters.embedding.onnx_runtime import MiniLMTokenizer, OnnxEncoder
+    from shared.adapters.embedding.onnx_runtime import MiniLMTokenizer, OnnxEncoder, mean_pool_normalize
 
     tokenizer = MiniLMTokenizer(model_dir)
     features = tokenizer(list(CHECK_TEXTS))
     ours = OnnxEncoder(graph, threads=None)(features)
     with torch.inference_mode():
         hidden = bert(**{k: torch.from_numpy(v) for k, v in features.items()}).last_hidden_state.numpy()
-    from shared.adapters.embedding.onnx_runtime import mean_pool_normalize
-
     theirs = mean_pool_normalize(hidden, features["attention_mask"])
     return float(np.abs(ours - theirs).max())
 

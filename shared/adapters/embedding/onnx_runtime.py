@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shared.adapters.embedding.models import MINILM_DIM, MINILM_MAX_SEQ_LENGTH
-from shared.adapters.embedding.vectors import FloatMatrix
+from shared.adapters.embedding.vectors import FloatMatrix, l2_normalize
 from shared.domain.errors import DependencyMissingError
 
 Features = dict[str, npt.NDArray[np.int64]]
@@ -27,10 +27,7 @@ def mean_pool_normalize(hidden: npt.NDArray[Any], mask: npt.NDArray[Any]) -> Flo
     L2-normalized: an (n, dim) float32 matrix (sentence-transformers' Pooling mean + Normalize)."""
     m = mask.astype(np.float32)[:, :, None]
     summed = (hidden.astype(np.float32, copy=False) * m).sum(axis=1)
-    mean = summed / np.clip(m.sum(axis=1), 1e-9, None)
-    norms = np.linalg.norm(mean, axis=1, keepdims=True)
-    out: FloatMatrix = (mean / np.clip(norms, 1e-12, None)).astype(np.float32, copy=False)
-    return out
+    return l2_normalize(summed / np.clip(m.sum(axis=1), 1e-9, None))
 
 
 class MiniLMTokenizer:
