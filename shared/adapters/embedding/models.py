@@ -39,3 +39,7 @@ def minilm_model_dir() -> Path:
     if missing:
         raise DependencyMissingError(f"{model_dir} lacks {missing}: reinstall {MINILM_REQUIREMENT!r}")
     return model_dir
+
+
+if __name__ == "__main__":  # ``python -m shared.adapters.embedding.models``: the folder, for `make install`
+    print(minilm_model_dir())

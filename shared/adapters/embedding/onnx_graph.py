@@ -7,8 +7,10 @@ has fused each layer's attention into one ``Attention`` op. It fuses only the gr
 TorchScript exporter (``dynamo=False``) with the model's *eager* attention: the SDPA attention
 of transformers 5 and the dynamo exporter's graph get no fusion (1.22×, twice the memory).
 
-Build (:func:`build`, ``python -m shared.adapters.embedding.onnx_graph``, run by ``make
-install`` and the Dockerfile; ≈6 s): export the encoder (inputs ``input_ids``,
+Build (:func:`build`, ``python -m shared.adapters.embedding.onnx_graph [--model-dir DIR]``; ≈6 s):
+the only code that needs torch, so it runs apart from the services: ``make install`` runs it in a
+build venv (``.venv-build``, the ``build-model`` extra) against the runtime venv's model folder,
+the Dockerfile in a build stage whose output the runtime image copies. Export the encoder (inputs ``input_ids``,
 ``attention_mask``, ``token_type_ids``, (batch, seq) int64; output ``last_hidden_state``,
 (batch, seq, 384) float32), fuse it (fp32: no quantization, no fp16), check it against torch on
 :data:`CHECK_TEXTS`, then write the graph and a manifest next to the model files
@@ -98,7 +100,7 @@ def is_current(model_dir: Path) -> bool:
 def build(model_dir: Path) -> Manifest:
     """Export, fuse and check the graph for ``model_dir``; write it and its manifest atomically.
 
-    Needs torch, transformers, onnx and onnxruntime (all installed by ``make install``). Raises
+    Needs torch, transformers and onnx (the ``build-model`` extra) besides onnxruntime. Raises
     ``RuntimeError`` when the fused graph differs from torch by more than :data:`MAX_ABS_DIFF`
     or fused no attention (it is then not written)."""
     import onnxruntime
@@ -166,16 +168,19 @@ def _max_abs_diff(torch: Any, bert: Any, model_dir: Path, graph: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m shared.adapters.embedding.onnx_graph [--force]``: build the graph unless a
-    current one exists; prints what it did. Exit 0 when a current graph is there afterwards."""
+    """``python -m shared.adapters.embedding.onnx_graph [--force] [--model-dir DIR]``: build the
+    graph unless a current one exists; prints what it did. Exit 0 when a current graph is there
+    afterwards. ``--model-dir``: the model folder read and written (default: this environment's
+    installed copy; ``make install`` names the runtime venv's from the build venv)."""
     from shared.adapters.embedding.models import minilm_model_dir
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--force", action="store_true", help="rebuild even if a current graph exists")
+    ap.add_argument("--model-dir", type=Path, default=None, help="the model folder (default: the installed one)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    model_dir = minilm_model_dir()
+    model_dir = args.model_dir or minilm_model_dir()
     if not args.force and is_current(model_dir):
         print(f"fused ONNX graph up to date: {model_dir / GRAPH_NAME}")
         return 0
