@@ -24,7 +24,7 @@ def check_local_model(settings: KnowledgeSettings) -> None:
     """Raise ``DependencyMissingError`` when the local model's ONNX graph (the default runtime)
     is missing or stale: before the server starts, not as a traceback from its lifespan."""
     if settings.embedding_provider == "sentence-transformers" and settings.embedding_runtime == "onnx":
-        fused_graph(minilm_model_dir())
+        fused_graph(minilm_model_dir(), settings.embedding_precision)
 
 
 def serve() -> None:

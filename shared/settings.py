@@ -80,6 +80,18 @@ class CommonSettings(BaseSettings):
         "onnx", description="sentence-transformers provider: 'onnx' runs the fused graph built at install (1.76x"
         " torch's speed, the same embeddings; issue 20), 'torch' runs sentence-transformers on torch"
     )
+    embedding_precision: Literal["fp32", "int8-dynamic"] = Field(
+        "fp32", description="onnx runtime: the graph built at install, 'fp32' (the same embeddings as torch) or"
+        " 'int8-dynamic' (int8 weights; faster, see bench/RESULTS.md section 'precision'); the embedding cache is"
+        " keyed by it, so a change never serves vectors of the other graph"
+    )
+    embedding_allow_spinning: bool = Field(
+        False, description="onnx runtime: idle intra-op threads spin-wait for work (ONNX Runtime's default) instead"
+        " of sleeping; off: a shared machine's cores go to whoever has work (bench/RESULTS.md 'embed-threads')"
+    )
+    embedding_threads: int = Field(
+        0, ge=0, le=64, description="intra-op threads of the worker's embedding forward passes (0: one per core)"
+    )
     embedding_base_url: str = "http://127.0.0.1:8080"
     embedding_api_key: SecretStr | None = None
     embedding_timeout_s: float = 60.0

@@ -80,7 +80,7 @@ async def _open(settings: WorkerSettings, name: str) -> _Resources:
         await asyncio.to_thread(parser.start, wait_ready=True)
     else:
         ensure_parsers_ready()
-    embedder = embedder_from_settings(settings)
+    embedder = embedder_from_settings(settings, threads=settings.embedding_threads or None)
     await migrate(settings.database_url)
     pool = await create_pool(PoolConfig.from_settings(settings), app_name=name)
     redis = redis_connect(settings)
@@ -135,7 +135,8 @@ async def run(settings: WorkerSettings) -> None:
     runtime = getattr(r.embedder, "runtime", settings.embedding_provider)  # the local model's, else the provider
     log.info("worker starting", extra={"worker": name, "prefetch": settings.prefetch,
                                        "dispatch_per_user": settings.dispatch_limit,
-                                       "embedding_model": r.embedder.model_name, "embedding_runtime": runtime})
+                                       "embedding_model": r.embedder.model_name, "embedding_runtime": runtime,
+                                       "embedding_variant": getattr(r.embedder, "variant", "")})
     try:
         await Consumer(ConsumerConfig.from_settings(settings), handler, name).run(stop, on_connected)
     finally:

@@ -31,13 +31,16 @@ class Namespace:
     dim: int
 
 
-def namespace(model: str, dim: int, revision: str | None = None) -> Namespace:
-    """The cache namespace of an embedder: ``revision`` if configured, else ``dim<dim>``."""
+def namespace(model: str, dim: int, revision: str | None = None, variant: str = "") -> Namespace:
+    """The cache namespace of an embedder: ``revision`` if configured, else ``dim<dim>``; a graph
+    ``variant`` (the local model's ``int8-dynamic`` graph; "" for fp32, whose vectors equal torch's) is
+    appended, ``dim384-int8-dynamic``, so vectors of one graph are never served to another."""
     if not model:
         raise ValueError("model name must not be empty")
     if dim < 1:
         raise ValueError(f"dim must be >= 1, got {dim}")
-    return Namespace(model, revision or f"dim{dim}", dim)
+    base = revision or f"dim{dim}"
+    return Namespace(model, f"{base}-{variant}" if variant else base, dim)
 
 
 @dataclass(frozen=True)

@@ -165,6 +165,7 @@ class IndexHandler:
         # the provider is part of the name: an endpoint serving "all-MiniLM-L6-v2" is not our local copy
         self._cache_ns = embedding_cache.namespace(
             f"{config.embedding_provider}/{embedder.model_name}", embedder.dim, config.embedding_model_revision or None,
+            str(getattr(embedder, "variant", "")),
         )
 
     # -------------------------------------------------------------- plumbing

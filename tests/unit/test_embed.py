@@ -61,6 +61,21 @@ def test_a_graph_built_from_other_weights_is_refused(tmp_path: Path) -> None:
     assert onnx_graph.fused_graph(model_dir) == model_dir / onnx_graph.GRAPH_NAME
 
 
+def test_each_precision_has_its_own_graph_and_a_missing_one_is_refused(tmp_path: Path) -> None:
+    """EMBEDDING_PRECISION picks a graph of its own; the fp32 graph never stands in for the int8 one."""
+    model_dir = _model_dir(tmp_path)
+    (model_dir / "onnx").mkdir()
+    (model_dir / onnx_graph.GRAPH_NAME).write_bytes(b"graph")
+    (model_dir / onnx_graph.MANIFEST_NAME).write_text(json.dumps({"source_sha256": hashlib.sha256(b"weights")
+                                                                  .hexdigest()}))
+    assert onnx_graph.graph_names("fp32") == (onnx_graph.GRAPH_NAME, onnx_graph.MANIFEST_NAME)
+    assert onnx_graph.is_current(model_dir) and not onnx_graph.is_current(model_dir, "int8-dynamic")
+    with pytest.raises(DependencyMissingError, match="int8-dynamic"):
+        SentenceTransformerEmbedder(model_path=str(model_dir), runtime="onnx", precision="int8-dynamic")
+    with pytest.raises(ValueError, match="precision"):
+        onnx_graph.graph_names("fp8")
+
+
 def test_an_unknown_runtime_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="runtime"):
         SentenceTransformerEmbedder(model_path=str(_model_dir(tmp_path)), runtime="tensorflow")

@@ -41,7 +41,8 @@ def build_embedder(provider: str, **kw: Any) -> Embedder:
     """Build the embedder for ``provider``.
 
     - ``"sentence-transformers"``: kw ``model_path``, ``batch_size``, ``device``, ``runtime``
-      (``"onnx"`` or ``"torch"``), ``threads`` (see ``SentenceTransformerEmbedder``), and
+      (``"onnx"`` or ``"torch"``), ``threads``, ``spinning``, ``precision`` (see
+      ``SentenceTransformerEmbedder``), and
       optionally ``dim``, checked against the model.
     - ``"openai"``: kw ``base_url``, ``model``, ``api_key``, ``dim``, ``batch_size``,
       ``timeout_s`` (see ``OpenAIEmbedder``).

@@ -22,5 +22,6 @@ def embedder_from_settings(settings: CommonSettings, threads: int | None = None)
         )
     return build_embedder(
         settings.embedding_provider, batch_size=settings.embedding_batch_size, dim=settings.embedding_dim,
-        runtime=settings.embedding_runtime, threads=threads,
+        runtime=settings.embedding_runtime, threads=threads, spinning=settings.embedding_allow_spinning,
+        precision=settings.embedding_precision,
     )

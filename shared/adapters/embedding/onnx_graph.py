@@ -14,8 +14,10 @@ the Dockerfile in a build stage whose output the runtime image copies. Export th
 ``attention_mask``, ``token_type_ids``, (batch, seq) int64; output ``last_hidden_state``,
 (batch, seq, 384) float32), fuse it (fp32: no quantization, no fp16), check it against torch on
 :data:`CHECK_TEXTS`, then write the graph and a manifest next to the model files
-(``onnx/model-fused-fp32.onnx`` + ``.json``). Nothing is downloaded. The manifest records the
-source weights' SHA-256; :func:`fused_graph` refuses a graph built from other weights.
+(``onnx/model-fused-fp32.onnx`` + ``.json``); then its int8 copy (:func:`build_quantized`,
+``onnx/model-fused-int8-dynamic.onnx`` + ``.json``, selectable with ``EMBEDDING_PRECISION``).
+Nothing is downloaded. The manifest records the source weights' SHA-256; :func:`fused_graph`
+refuses a graph built from other weights.
 """
 
 from __future__ import annotations
@@ -34,8 +36,23 @@ from typing import Any
 
 from shared.domain.errors import DependencyMissingError
 
-GRAPH_NAME = "onnx/model-fused-fp32.onnx"
-MANIFEST_NAME = "onnx/model-fused-fp32.json"
+#: Graph precisions built at install (``EMBEDDING_PRECISION``): the fused fp32 graph, and its int8 copy by
+#: ONNX Runtime's dynamic quantization (weights int8 per channel, activations quantized per call; bench/precision.py
+#: measures it against fp32: section "precision" of bench/RESULTS.md).
+PRECISIONS = ("fp32", "int8-dynamic")
+
+
+def graph_names(precision: str) -> tuple[str, str]:
+    """(graph, manifest) paths of ``precision`` relative to the model folder. Raises ValueError if unknown."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown graph precision {precision!r}; expected one of {PRECISIONS}")
+    return f"onnx/model-fused-{precision}.onnx", f"onnx/model-fused-{precision}.json"
+
+
+GRAPH_NAME, MANIFEST_NAME = graph_names("fp32")
+#: Lowest cosine to the fp32 graph's sentence embedding of a CHECK_TEXTS text accepted for a quantized graph
+#: at build time (int8-dynamic: ≈0.99; a broken quantization gives far less).
+MIN_QUANTIZED_COSINE = 0.95
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT = "last_hidden_state"
 #: Largest difference to torch's sentence embedding accepted at build time (the fused fp32
@@ -59,6 +76,8 @@ class Manifest:
     max_abs_diff: float  # against torch's sentence embeddings of CHECK_TEXTS
     torch: str
     onnxruntime: str
+    precision: str = "fp32"
+    min_cosine: float = 1.0  # quantized graphs: lowest cosine to the fp32 graph on CHECK_TEXTS
 
 
 def source_sha256(model_dir: Path) -> str:
@@ -70,12 +89,12 @@ def source_sha256(model_dir: Path) -> str:
     return h.hexdigest()
 
 
-def fused_graph(model_dir: Path) -> Path:
-    """The built graph for the weights in ``model_dir``.
+def fused_graph(model_dir: Path, precision: str = "fp32") -> Path:
+    """The built graph of ``precision`` for the weights in ``model_dir``.
 
     Raises ``DependencyMissingError`` (naming the command that builds it) when the graph or its
-    manifest is missing, or the manifest names other weights."""
-    graph, manifest = model_dir / GRAPH_NAME, model_dir / MANIFEST_NAME
+    manifest is missing, or the manifest names other weights; ValueError for an unknown precision."""
+    graph, manifest = (model_dir / name for name in graph_names(precision))
     hint = "build it with `python -m shared.adapters.embedding.onnx_graph` (`make install` does)"
     if not graph.is_file() or not manifest.is_file():
         raise DependencyMissingError(f"no fused ONNX graph at {graph}: {hint}")
@@ -88,10 +107,10 @@ def fused_graph(model_dir: Path) -> Path:
     return graph
 
 
-def is_current(model_dir: Path) -> bool:
-    """True when :func:`fused_graph` would accept the graph in ``model_dir``."""
+def is_current(model_dir: Path, precision: str = "fp32") -> bool:
+    """True when :func:`fused_graph` would accept the graph of ``precision`` in ``model_dir``."""
     try:
-        fused_graph(model_dir)
+        fused_graph(model_dir, precision)
     except DependencyMissingError:
         return False
     return True
@@ -129,6 +148,58 @@ def build(model_dir: Path) -> Manifest:
         os.replace(fused, model_dir / GRAPH_NAME)
         (model_dir / MANIFEST_NAME).write_text(json.dumps(manifest.__dict__, indent=1), encoding="utf-8")
     return manifest
+
+
+def quantize_int8_dynamic(fp32: Path, out: Path) -> None:
+    """Write ``out``: ``fp32`` with ONNX Runtime's dynamic quantization (``quantize_dynamic``: MatMul and the
+    fused Attention's weights int8 per output channel, activations uint8 scaled per call). Per channel
+    matters: per tensor, the mean cosine to fp32 over novel windows was 0.935, per channel 0.993 (issue 30).
+    Needs the onnx package (the ``build-model`` extra)."""
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # "please consider pre-processing": the graph is already optimized
+    try:
+        # DefaultTensorType: the fused ops' outputs have no inferred type; they are float
+        quantize_dynamic(str(fp32), str(out), weight_type=QuantType.QInt8, per_channel=True,
+                         extra_options={"DefaultTensorType": 1})
+    finally:
+        root.setLevel(level)
+
+
+def min_cosine(model_dir: Path, graph: Path, reference: Path) -> float:
+    """Lowest cosine between ``graph``'s and ``reference``'s sentence embeddings of CHECK_TEXTS."""
+    from shared.adapters.embedding.onnx_runtime import MiniLMTokenizer, OnnxEncoder
+
+    features = MiniLMTokenizer(model_dir)(list(CHECK_TEXTS))
+    a, b = OnnxEncoder(graph, threads=None)(features), OnnxEncoder(reference, threads=None)(features)
+    return float((a * b).sum(axis=1).min())
+
+
+def build_quantized(model_dir: Path, precision: str) -> Manifest:
+    """Quantize the current fp32 graph of ``model_dir`` to ``precision`` and write it and its manifest.
+
+    Raises ``DependencyMissingError`` without a current fp32 graph, ``RuntimeError`` when a CHECK_TEXTS
+    embedding's cosine to fp32 is below :data:`MIN_QUANTIZED_COSINE` (nothing is written then)."""
+    import onnxruntime
+
+    fp32 = fused_graph(model_dir)
+    graph, manifest = (model_dir / name for name in graph_names(precision))
+    base = json.loads((model_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory(dir=graph.parent) as tmp:
+        out = Path(tmp) / "quantized.onnx"
+        quantize_int8_dynamic(fp32, out)
+        cosine = min_cosine(model_dir, out, fp32)
+        if cosine < MIN_QUANTIZED_COSINE:
+            raise RuntimeError(f"{precision} graph rejected: min cosine to fp32 {cosine:.4f}")
+        m = Manifest(base["source_sha256"], int(base["fused_attention"]), float(base["max_abs_diff"]),
+                     str(base["torch"]), onnxruntime.__version__, precision, cosine)
+        os.replace(out, graph)
+        manifest.write_text(json.dumps(m.__dict__, indent=1), encoding="utf-8")
+    return m
 
 
 def _export(torch: Any, bert: Any, path: Path) -> None:
@@ -183,11 +254,18 @@ def main(argv: list[str] | None = None) -> int:
     model_dir = args.model_dir or minilm_model_dir()
     if not args.force and is_current(model_dir):
         print(f"fused ONNX graph up to date: {model_dir / GRAPH_NAME}")
-        return 0
-    started = time.monotonic()
-    m = build(model_dir)
-    print(f"fused ONNX graph built in {time.monotonic() - started:.1f} s: {model_dir / GRAPH_NAME} "
-          f"({m.fused_attention} Attention ops, max abs diff to torch {m.max_abs_diff:.1e})")
+    else:
+        started = time.monotonic()
+        m = build(model_dir)
+        print(f"fused ONNX graph built in {time.monotonic() - started:.1f} s: {model_dir / GRAPH_NAME} "
+              f"({m.fused_attention} Attention ops, max abs diff to torch {m.max_abs_diff:.1e})")
+    for precision in PRECISIONS[1:]:
+        name = model_dir / graph_names(precision)[0]
+        if not args.force and is_current(model_dir, precision):
+            print(f"{precision} graph up to date: {name}")
+            continue
+        q = build_quantized(model_dir, precision)
+        print(f"{precision} graph built: {name} (min cosine to fp32 on the check texts {q.min_cosine:.4f})")
     return 0
 
 
