@@ -52,6 +52,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from bench.flops import cpu_ghz, flops_per_chunk, fraction_of_peak, peak_flops
 from bench.lookalike import lookalike_docs
 from bench.stack import (
     CORPUS,
@@ -83,6 +84,7 @@ _TICK = os.sysconf("SC_CLK_TCK")
 #: The runtime our worker embeds with in this bench (the default, EMBEDDING_RUNTIME).
 OUR_RUNTIME = WorkerSettings.model_fields["embedding_runtime"].default
 NO_RAW = {"raw_s": float("nan"), "mean_tokens": float("nan")}  #: smoke: raw encode() not timed
+RAW_SAMPLE = [768]  #: texts each side's raw speed is timed on (``--raw-sample``)
 
 
 @dataclass(frozen=True)
@@ -258,8 +260,8 @@ async def ours_round(stack: Stack, http: httpx.AsyncClient, worker_pid: int, fil
                              " ON d.id = c.document_id WHERE d.id = ANY($1::bigint[])"
                              " ORDER BY d.id, c.chunk_index", ids)
     texts = [r["content"] for r in rows]
-    enc = (await asyncio.to_thread(peer_job, {"job": "encode", "texts": texts, "runtime": OUR_RUNTIME}) if raw
-           else NO_RAW)
+    enc = (await asyncio.to_thread(peer_job, {"job": "encode", "texts": texts, "runtime": OUR_RUNTIME,
+                                              "raw_sample": RAW_SAMPLE[0]}) if raw else NO_RAW)
     return Round(span, chunks, tree.cpu_s, tree.peak_kib, float(enc["raw_s"]), float(enc["mean_tokens"]), texts,
                  [r["filename"] for r in rows], float(enc.get("onnx_s", float("nan"))))
 
@@ -268,7 +270,8 @@ async def peer_round(side: PeerSide, database: str, paths: list[Path], table: st
                      also: dict[str, list[str]] | None = None) -> Round:
     """One timed indexing by ``side`` into ``table``; ``also``: more tables indexed afterwards, untimed."""
     got = await asyncio.to_thread(peer_job, {**side.spec, "job": "index", "database": database, "table": table,
-                                              "files": [str(p) for p in paths], "raw": raw, "also": also or {}},
+                                              "files": [str(p) for p in paths], "raw": raw, "also": also or {},
+                                              "raw_sample": RAW_SAMPLE[0]},
                                   side.python)
     got = {**NO_RAW, **got}
     return Round(float(got["seconds"]), int(got["chunks"]), float(got["cpu_s"]), int(got["peak_kib"]),
@@ -428,6 +431,7 @@ def _indexing_rows(c: Condition, mb: float) -> list[str]:
         return f"| {name} | {' | '.join(cells)} | {' | '.join(ratios)} |"
 
     last = {k: c.rounds[k][-1] for k in _keys()}
+    gflop = flops_per_chunk(last["ours"].mean_tokens) / 1e9
     return [
         row("end-to-end input MB/s", lambda r: mb / r.seconds, "{:.4f}"),
         row(f"end-to-end chunks/s ({' vs '.join(f'{r.chunks:,}' for r in last.values())} chunks, "
@@ -437,6 +441,9 @@ def _indexing_rows(c: Condition, mb: float) -> list[str]:
             "HuggingFace: torch `encode()`; FastEmbed: `TextEmbedding.embed`)", lambda r: r.runtime_raw_s / r.seconds,
             "{:.2f}", ratio=False),
         row("raw speed of that side's runtime, chunks/s", lambda r: r.chunks / r.runtime_raw_s, "{:.1f}"),
+        row(f"the model's arithmetic at that raw speed, fraction of the CPU's fp32 peak ({peak_flops() / 1e9:.0f} "
+            f"GFLOP/s: {os.cpu_count()} cores × {cpu_ghz():.1f} GHz × 64; {gflop:.2f} GFLOP per chunk, bench/flops.py)",
+            lambda r: fraction_of_peak(r.chunks / r.runtime_raw_s, r.mean_tokens), "{:.2f}"),
         row("CPU-seconds per input MB (own processes)", lambda r: r.cpu_s / mb, "{:.1f}"),
         row("peak RSS while indexing, MB (ours: worker + sandbox child)", lambda r: r.peak_kib / 1024, "{:.0f}"),
     ]
@@ -632,11 +639,17 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=FULL.pairs, help="rounds per condition")
     ap.add_argument("--load", type=int, default=0, metavar="N",
                     help="also run every round and search beside N busy processes (interleaved with the quiet ones)")
+    ap.add_argument("--passages", type=int, default=FULL.passages, help="self-retrieval queries")
+    ap.add_argument("--lookalikes", type=int, default=FULL.lookalikes)
+    ap.add_argument("--indexing-queries", type=int, default=FULL.load_queries,
+                    help="queries per mode while each side indexes the novel (0: no such phase)")
+    ap.add_argument("--raw-sample", type=int, default=RAW_SAMPLE[0], help="texts the raw speeds are timed on")
     ap.add_argument("--without", action="append", default=[], metavar="FILE",
                     help="leave this corpus file out of the indexing rounds (e.g. the novel on a busy machine)")
     args = ap.parse_args()
     os.environ.setdefault("DO_NOT_TRACK", "1")
-    size = SMOKE if args.smoke else Size(args.pairs, FULL.passages, FULL.lookalikes, FULL.load_queries)
+    size = SMOKE if args.smoke else Size(args.pairs, args.passages, args.lookalikes, args.indexing_queries)
+    RAW_SAMPLE[0] = args.raw_sample
     text = asyncio.run(run(size, args.load, frozenset(args.without)))
     print(text)
     if not args.smoke:

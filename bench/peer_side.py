@@ -126,8 +126,9 @@ def index(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"seconds": seconds, "cpu_s": cpu, "peak_kib": peak_kib, "chunks": len(nodes),
                            "texts": texts, "files": [n.metadata.get("file_name", "") for n in nodes]}
     if spec.get("raw", True):
-        out |= (raw_fastembed(embed, spec["model_path"], texts) if spec.get("embed") == "fastembed"
-                else raw_encode(embed._model, texts))
+        sample = int(spec.get("raw_sample", RAW_SAMPLE))
+        out |= (raw_fastembed(embed, spec["model_path"], texts, sample) if spec.get("embed") == "fastembed"
+                else raw_encode(embed._model, texts, sample))
     for table, files in spec.get("also", {}).items():  # untimed: more data for the search queries
         IngestionPipeline(transformations=[SentenceSplitter(chunk_size=256, chunk_overlap=20), embed],
                           vector_store=_store({**spec, "table": table})).run(
@@ -164,7 +165,23 @@ def search(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def encode(spec: dict[str, Any]) -> dict[str, Any]:
-    """``raw_encode`` with torch; ``SPEC["runtime"] == "onnx"``: also :func:`raw_onnx` (``onnx_s``)."""
+    """``raw_encode`` with torch; ``SPEC["runtime"] == "onnx"``: :func:`raw_onnx` (``onnx_s``) instead, and the
+    texts' mean token count from the tokenizer (no torch loaded)."""
+    sample = int(spec.get("raw_sample", RAW_SAMPLE))
+    if spec.get("runtime") == "onnx":
+        from tokenizers import Tokenizer
+
+        from shared.adapters.embedding.models import minilm_model_dir
+
+        rng = random.Random(20)
+        texts = spec["texts"]
+        picked = texts if len(texts) <= sample else rng.sample(texts, sample)
+        tok = Tokenizer.from_file(str(minilm_model_dir() / "tokenizer.json"))
+        tok.no_truncation()
+        tok.no_padding()
+        lengths = [len(e.ids) for e in tok.encode_batch(picked, add_special_tokens=False)]
+        onnx_s = raw_onnx(texts, sample)
+        return {"raw_s": onnx_s, "onnx_s": onnx_s, "mean_tokens": sum(lengths) / max(1, len(lengths))}
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -172,10 +189,7 @@ def encode(spec: dict[str, Any]) -> dict[str, Any]:
 
     torch.set_num_threads(THREADS)
     model = SentenceTransformer(str(minilm_model_dir()), device="cpu", local_files_only=True)
-    out = raw_encode(model, spec["texts"])
-    if spec.get("runtime") == "onnx":
-        out["onnx_s"] = raw_onnx(spec["texts"])
-    return out
+    return raw_encode(model, spec["texts"], sample)
 
 
 def raw_onnx(texts: list[str], sample: int = RAW_SAMPLE) -> float:
@@ -187,7 +201,7 @@ def raw_onnx(texts: list[str], sample: int = RAW_SAMPLE) -> float:
 
     rng = random.Random(20)
     picked = texts if len(texts) <= sample else rng.sample(texts, sample)
-    model = SentenceTransformerEmbedder(batch_size=BATCH, runtime="onnx", threads=THREADS)
+    model = SentenceTransformerEmbedder(batch_size=BATCH, runtime="onnx", threads=THREADS, spinning=False)
     asyncio.run(model.embed(picked[:8]))  # warm
     t0 = time.perf_counter()
     asyncio.run(model.embed(picked))
