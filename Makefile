@@ -137,7 +137,9 @@ bench: migrate netns-tools test-deps
 	RAG_CORPUS_FULL=1 $(BIN)/python -m pytest tests/e2e/test_pipeline.py -q -p no:cacheprovider -k every_corpus_file
 	$(BIN)/python -m bench.hosts
 	$(BIN)/python -m bench.cluster
-	$(BIN)/python -m bench.peer
+	$(BIN)/python -m bench.peer --load 2
+	$(BIN)/python -m bench.embed_threads
+	$(BIN)/python -m bench.precision
 	$(BIN)/python -m bench.search_layers
 
 clean:
