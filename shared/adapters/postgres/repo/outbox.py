@@ -27,6 +27,19 @@ from shared.domain.states import ACTIVE
 DISPATCH_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('rag:dispatch', 0))"
 
 
+def dispatched_units_sql(user: str) -> str:
+    """The user's dispatched units (``user``: the SQL expression of the user id, e.g. ``$2``):
+    tasks with a dispatch slot that are active (a split task gives its slot up at the split)
+    plus parts with a slot that are not DONE (``shared.domain.dispatch``: the unit is
+    ``(task_id, part)``)."""
+    return (
+        f"((SELECT count(*) FROM index_task WHERE user_id = {user} AND dispatched_at IS NOT NULL"
+        f"   AND status IN {ACTIVE_SQL})"
+        " + (SELECT count(*) FROM index_part p JOIN index_task pt ON pt.id = p.task_id"
+        f"   WHERE pt.user_id = {user} AND p.dispatched_at IS NOT NULL AND p.status <> 'DONE'))"
+    )
+
+
 async def _release_now(
     conn: asyncpg.Connection, msg: IndexMessage, dispatch_limit: int | None, *, new_task: bool = False
 ) -> bool:
@@ -53,8 +66,7 @@ async def _release_now(
     await conn.execute(DISPATCH_LOCK_SQL)
     took = await conn.fetchval(
         "UPDATE index_task SET dispatched_at = now() WHERE id = $1"
-        f" AND (SELECT count(*) FROM index_task WHERE user_id = $2 AND dispatched_at IS NOT NULL"
-        f"      AND status IN {ACTIVE_SQL}) < $3"
+        f" AND {dispatched_units_sql('$2')} < $3"
         " AND NOT EXISTS (SELECT 1 FROM outbox WHERE user_id = $2 AND released_at IS NULL) RETURNING true",
         msg.task_id, msg.user_id, dispatch_limit,
     )
@@ -75,6 +87,49 @@ async def insert_outbox(
         msg.task_id, msg.user_id, message_id, EXCHANGE, ROUTING_KEY, body.decode(), released,
     )
     return OutboxRow(int(oid), message_id, EXCHANGE, ROUTING_KEY, body, released)
+
+
+async def insert_part_outbox(
+    conn: asyncpg.Connection, msgs: Sequence[IndexMessage], dispatch_limit: int | None
+) -> list[OutboxRow]:
+    """Inside the split's transaction: one outbox row per part message (``msg.part`` set, all of
+    one task), in part order. With ``dispatch_limit`` (K) the first parts take the user's free
+    slots now (under the dispatch lock; none while the user has older held rows: FIFO) and their
+    rows are released; the rest are held for the relay's round-robin. None: all held."""
+    if not msgs:
+        return []
+    free = 0
+    if dispatch_limit is not None:
+        await conn.execute(DISPATCH_LOCK_SQL)
+        free = int(await conn.fetchval(
+            f"SELECT CASE WHEN EXISTS (SELECT 1 FROM outbox WHERE user_id = $1 AND released_at IS NULL) THEN 0"
+            f" ELSE greatest(0, $2 - {dispatched_units_sql('$1')}) END",
+            msgs[0].user_id, dispatch_limit,
+        ))
+    released = [i < free for i in range(len(msgs))]
+    if free:
+        await conn.execute(
+            "UPDATE index_part SET dispatched_at = now() WHERE task_id = $1 AND part = ANY($2::int[])",
+            msgs[0].task_id, [m.part for m in msgs[:free]],
+        )
+    ids = [uuid.uuid4() for _ in msgs]
+    bodies = [m.to_json() for m in msgs]
+    oids = await conn.fetch(
+        "INSERT INTO outbox (task_id, user_id, part, message_id, exchange, routing_key, body, released_at)"
+        " SELECT $1, $2, p, m, $3, $4, b::jsonb, CASE WHEN r THEN now() END"
+        " FROM unnest($5::int[], $6::uuid[], $7::text[], $8::bool[]) WITH ORDINALITY AS u(p, m, b, r, n)"
+        " ORDER BY n RETURNING id, part",
+        msgs[0].task_id, msgs[0].user_id, EXCHANGE, ROUTING_KEY, [m.part for m in msgs], ids,
+        [b.decode() for b in bodies], released,
+    )
+    by_part = {int(r["part"]): int(r["id"]) for r in oids}
+    return [OutboxRow(by_part[m.part], mid, EXCHANGE, ROUTING_KEY, body, rel)  # type: ignore[index]
+            for m, mid, body, rel in zip(msgs, ids, bodies, released, strict=True)]
+
+
+async def delete_part_outbox(conn: asyncpg.Connection, task_id: int) -> None:
+    """Inside a transaction that fences a split out: its part rows not yet published go."""
+    await conn.execute("DELETE FROM outbox WHERE task_id = $1 AND part IS NOT NULL AND published_at IS NULL", task_id)
 
 
 # ------------------------------------------------------------------ outbox
