@@ -262,3 +262,25 @@ async def test_a_part_embedding_run_records_its_part(db: asyncpg.Connection) -> 
     await runs_repo.record_embedding_run(db, claim, msg.document_id, claim.chunk_count, "w1", cache_hits=1)
     r = await db.fetchrow("SELECT part, attempt, cache_misses FROM embedding_run WHERE task_id = $1", msg.task_id)
     assert (r["part"], r["attempt"], r["cache_misses"]) == (1, claim.attempt, claim.chunk_count - 1)
+
+
+async def test_a_parts_done_frees_its_slot_for_the_relay(db: asyncpg.Connection) -> None:
+    from shared.adapters.postgres.repo import outbox as outbox_repo
+
+    msg, _, vecs = await _split(db, dispatch_limit=2)
+    held = await db.fetchval("SELECT id FROM outbox WHERE task_id = $1 AND part = 2", msg.task_id)
+    assert held not in await outbox_repo.release_held_outbox(db, 2, 10_000)  # parts 0 and 1 hold both slots
+    first = await _claim(db, msg, 0)
+    await parts_repo.commit_part(db, _commit(msg, first, vecs))
+    assert held in await outbox_repo.release_held_outbox(db, 2, 10_000)
+    assert (await outbox_repo.dispatched_per_user(db))[msg.user_id] == 2  # parts 1 and 2
+
+
+async def test_another_users_upload_is_released_while_a_book_holds_its_users_slots(db: asyncpg.Connection) -> None:
+    from shared.adapters.postgres.repo import outbox as outbox_repo
+
+    msg, _, _ = await _split(db, dispatch_limit=2)
+    other, row = await new_document(db, dispatch_limit=None)  # held, of another user
+    assert not row.released
+    assert row.id in await outbox_repo.release_held_outbox(db, 2, 10_000)
+    assert await db.fetchval("SELECT released_at FROM outbox WHERE task_id = $1 AND part = 2", msg.task_id) is None

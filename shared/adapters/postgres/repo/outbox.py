@@ -151,47 +151,31 @@ async def release_held_outbox(
     conn: asyncpg.Connection, dispatch_limit: int, limit: int
 ) -> list[int]:
     """ONE transaction, under the dispatch lock: release held outbox rows round-robin across
-    users, each user up to ``dispatch_limit`` (K) dispatched tasks, at most ``limit`` rows
+    users, each user up to ``dispatch_limit`` (K) dispatched units (a task, or one part of a
+    split task: :func:`dispatched_units_sql`), at most ``limit`` rows
     (``shared.domain.dispatch.choose_releases`` decides). Returns the released outbox ids (oldest
-    first). Task rows locked by another transaction (a worker committing, an API re-arming) are
-    skipped this pass (SKIP LOCKED: the relay never waits on a row while holding the lock).
+    first). Task and part rows locked by another transaction (a worker committing, an API
+    re-arming) are skipped this pass (SKIP LOCKED: the relay never waits on a row while holding
+    the lock).
     """
     async with conn.transaction():
         await conn.execute(DISPATCH_LOCK_SQL)
         rows = await conn.fetch(
-            "SELECT h.id, h.task_id, h.user_id FROM (SELECT DISTINCT user_id FROM outbox"
+            "SELECT h.id, h.task_id, h.user_id, h.part FROM (SELECT DISTINCT user_id FROM outbox"
             "   WHERE released_at IS NULL) u"
-            " CROSS JOIN LATERAL (SELECT o.id, o.task_id, o.user_id FROM outbox o"
+            " CROSS JOIN LATERAL (SELECT o.id, o.task_id, o.user_id, o.part FROM outbox o"
             "   WHERE o.released_at IS NULL AND o.user_id = u.user_id ORDER BY o.id LIMIT $1) h",
             dispatch_limit,
         )
         if not rows:
             return []
-        task_ids = sorted({r["task_id"] for r in rows})
-        tasks = {
-            r["id"]: r for r in await conn.fetch(
-                "SELECT id, status, dispatched_at FROM index_task WHERE id = ANY($1::bigint[])"
-                " ORDER BY id FOR UPDATE SKIP LOCKED",
-                task_ids,
-            )
-        }
-        present = {r["id"] for r in await conn.fetch(
-            "SELECT id FROM index_task WHERE id = ANY($1::bigint[])", task_ids)}
+        held = await _held_rows(conn, rows)
         users = sorted({r["user_id"] for r in rows})
         counts = {
             r["user_id"]: int(r["n"]) for r in await conn.fetch(
-                "SELECT user_id, count(*) AS n FROM index_task WHERE user_id = ANY($1::bigint[])"
-                f" AND dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL} GROUP BY user_id",
-                users,
+                f"SELECT u AS user_id, {dispatched_units_sql('u')} AS n FROM unnest($1::bigint[]) AS u", users,
             )
         }
-        held: list[HeldRow] = []
-        for r in rows:
-            t = tasks.get(r["task_id"])
-            if t is None and r["task_id"] in present:
-                continue  # locked elsewhere: next pass
-            needs_slot = t is not None and t["status"] in ACTIVE and t["dispatched_at"] is None
-            held.append(HeldRow(r["id"], r["task_id"], r["user_id"], needs_slot))
         chosen = choose_releases(held, counts, dispatch_limit, limit)
         if not chosen:
             return []
@@ -202,17 +186,67 @@ async def release_held_outbox(
         await conn.execute(
             "UPDATE index_task SET dispatched_at = now() WHERE id = ANY($1::bigint[])"
             " AND dispatched_at IS NULL",
-            [c.task_id for c in chosen if c.needs_slot],
+            [c.task_id for c in chosen if c.needs_slot and c.part is None],
+        )
+        await conn.execute(
+            "UPDATE index_part p SET dispatched_at = now() FROM unnest($1::bigint[], $2::int[]) AS u(t, n)"
+            " WHERE p.task_id = u.t AND p.part = u.n AND p.dispatched_at IS NULL",
+            *_unzip([(c.task_id, c.part) for c in chosen if c.needs_slot and c.part is not None]),
         )
     return sorted(c.outbox_id for c in chosen)
 
 
+def _unzip(pairs: Sequence[tuple[int, int | None]]) -> tuple[list[int], list[int | None]]:
+    return [t for t, _ in pairs], [p for _, p in pairs]
+
+
+async def _held_rows(conn: asyncpg.Connection, rows: Sequence[asyncpg.Record]) -> list[HeldRow]:
+    """The held rows as the dispatch decision sees them: whether each unit needs a slot (an
+    active task or a part not DONE that holds none); rows whose task or part is locked elsewhere
+    are left out (next pass)."""
+    task_ids = sorted({r["task_id"] for r in rows})
+    tasks = {
+        r["id"]: r for r in await conn.fetch(
+            "SELECT id, status, dispatched_at FROM index_task WHERE id = ANY($1::bigint[])"
+            " ORDER BY id FOR UPDATE SKIP LOCKED",
+            task_ids,
+        )
+    }
+    present = {r["id"] for r in await conn.fetch("SELECT id FROM index_task WHERE id = ANY($1::bigint[])", task_ids)}
+    part_keys = sorted({(r["task_id"], r["part"]) for r in rows if r["part"] is not None})
+    parts = {
+        (r["task_id"], r["part"]): r for r in await conn.fetch(
+            "SELECT p.task_id, p.part, p.status, p.dispatched_at FROM index_part p"
+            " JOIN unnest($1::bigint[], $2::int[]) AS u(t, n) ON p.task_id = u.t AND p.part = u.n"
+            " ORDER BY p.task_id, p.part FOR UPDATE OF p SKIP LOCKED",
+            *_unzip(part_keys),
+        )
+    } if part_keys else {}
+    held: list[HeldRow] = []
+    for r in rows:
+        t = tasks.get(r["task_id"])
+        if t is None and r["task_id"] in present:
+            continue  # locked elsewhere: next pass
+        if r["part"] is None:
+            needs_slot = t is not None and t["status"] in ACTIVE and t["dispatched_at"] is None
+        else:
+            p = parts.get((r["task_id"], r["part"]))
+            needs_slot = (t is not None and t["status"] in ACTIVE and p is not None
+                          and p["status"] != "DONE" and p["dispatched_at"] is None)
+        held.append(HeldRow(r["id"], r["task_id"], r["user_id"], needs_slot, r["part"]))
+    return held
+
+
 async def dispatched_per_user(conn: asyncpg.Connection) -> dict[int, int]:
-    """``{user_id: tasks dispatched (in the broker or running)}`` for users with any."""
+    """``{user_id: units dispatched (in the broker or running: tasks, and parts not DONE)}`` for
+    users with any."""
     return {
         int(r["user_id"]): int(r["n"]) for r in await conn.fetch(
-            "SELECT user_id, count(*) AS n FROM index_task"
-            f" WHERE dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL} GROUP BY user_id"
+            "SELECT user_id, sum(n)::bigint AS n FROM ("
+            "  SELECT user_id, count(*) AS n FROM index_task"
+            f"  WHERE dispatched_at IS NOT NULL AND status IN {ACTIVE_SQL} GROUP BY user_id"
+            "  UNION ALL SELECT t.user_id, count(*) FROM index_part p JOIN index_task t ON t.id = p.task_id"
+            "  WHERE p.dispatched_at IS NOT NULL AND p.status <> 'DONE' GROUP BY t.user_id) x GROUP BY user_id"
         )
     }
 
