@@ -21,6 +21,7 @@ class Stage(StrEnum):
     PARSING = "PARSING"
     OCR = "OCR"  # scanned pages / images being OCRed; progress = pages done / pages to OCR
     CHUNKING = "CHUNKING"
+    MODEL_WAIT = "MODEL_WAIT"  # chunked; waiting for the worker's model turn (issue 31)
     EMBEDDING = "EMBEDDING"
     WRITING = "WRITING"
 

@@ -284,3 +284,36 @@ async def test_another_users_upload_is_released_while_a_book_holds_its_users_slo
     assert not row.released
     assert row.id in await outbox_repo.release_held_outbox(db, 2, 10_000)
     assert await db.fetchval("SELECT released_at FROM outbox WHERE task_id = $1 AND part = 2", msg.task_id) is None
+
+
+async def test_the_task_shows_its_parts_in_the_api_and_null_once_swapped(db: asyncpg.Connection) -> None:
+    from knowledge_service.routes import _document
+    from knowledge_service.schemas import TaskOut, TaskParts
+
+    msg, _, vecs = await _split(db, dispatch_limit=None)
+
+    async def parts() -> tuple[TaskParts | None, TaskParts | None]:
+        task = TaskOut.model_validate(dict((await tasks_repo.get_task(db, msg.user_id, msg.task_id)).items()))
+        doc = _document(await documents_repo.get_document(db, msg.user_id, msg.document_id))
+        assert doc.task is not None
+        return task.parts, doc.task.parts
+
+    assert await parts() == (TaskParts(total=3, done=0, running=0, waiting=3),) * 2
+    done = await _claim(db, msg, 1)
+    await parts_repo.commit_part(db, _commit(msg, done, vecs))
+    await _claim(db, msg, 0)
+    assert await parts() == (TaskParts(total=3, done=1, running=1, waiting=1),) * 2
+    for p in (0, 2):
+        await parts_repo.commit_part(db, _commit(msg, await _claim(db, msg, p), vecs))
+    assert await parts() == (None, None)
+
+
+async def test_stage_model_wait_is_accepted(db: asyncpg.Connection) -> None:
+    from knowledge_service.schemas import TaskOut
+
+    msg, _ = await new_document(db)
+    attempt = await claim_attempt(db, msg.task_id, msg.generation)
+    assert attempt is not None
+    assert await tasks_repo.report_progress(db, Claim(msg.task_id, msg.generation, attempt), "MODEL_WAIT", 0.0)
+    row = await tasks_repo.get_task(db, msg.user_id, msg.task_id)
+    assert TaskOut.model_validate(dict(row.items())).stage == "MODEL_WAIT"
