@@ -141,9 +141,6 @@ class KnowledgeSettings(CommonSettings):
         1, ge=1, le=64, description="threads of the API's query embedding (the local model embeds one short query at"
         " a time; more threads only fight a worker embedding on the same cores)"
     )
-    search_term_stats_ttl_s: float = Field(
-        60.0, ge=0, description="keyword: seconds the term statistics (pg_stats of content_tsv) are cached"
-    )
     events_poll_interval_s: float = Field(
         0.5, gt=0, le=10, description="Server-Sent Events (/events routes): database poll period, seconds"
     )
@@ -214,6 +211,9 @@ class WorkerSettings(CommonSettings):
         1_000_000, ge=0, description="embedding cache bound, rows (≈1.6 kB each at 384-d); 0 disables the cache"
     )
     embedding_cache_evict_interval_s: float = Field(300.0, gt=0, description="LRU eviction pass period, seconds")
+    term_stats_fold_interval_s: float = Field(
+        10.0, gt=0, description="keyword statistics per KB: seconds between folds of the pending deltas (sql/0018)"
+    )
     embedding_cache_touch_interval_s: float = Field(
         3600.0, ge=0, description="a cache hit rewrites the entry's last_used at most this often, seconds"
     )
