@@ -138,11 +138,11 @@ class KnowledgeSettings(CommonSettings):
         " client reads the answer, then is reset, seconds"
     )
     ks_max_bodies_per_client: int = Field(
-        8, ge=1, description="requests with a body in progress at once per client address (per API process);"
+        16, ge=1, description="requests with a body in progress at once per client address (per API process);"
         " past it a 429"
     )
     ks_max_bodies: int = Field(
-        64, ge=1, description="requests with a body in progress at once in all (per API process); past it a 503"
+        128, ge=1, description="requests with a body in progress at once in all (per API process); past it a 503"
     )
     ks_busy_retry_after_s: int = Field(2, ge=1, description="Retry-After of the edge's 429/503, seconds")
     ks_forwarded_allow_ips: str = Field(
