@@ -21,7 +21,7 @@ from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.log import configure
 from shared.settings import WorkerSettings
 from task_service import APP_ID
-from task_service.jobs import ann_indexer, cache_evictor, metrics_sampler, relay, scanner, sweep
+from task_service.jobs import ann_indexer, cache_evictor, metrics_sampler, relay, scanner, sweep, term_stats
 from task_service.metrics import WorkerMetrics
 
 OneShot = tuple[WorkerSettings, asyncpg.Pool, AbstractConnection, AbstractChannel]
@@ -91,6 +91,13 @@ async def ann_now() -> Report:
                                                 exact_max_chunks=settings.search_exact_max_chunks)}
 
 
+async def fold_now() -> Report:
+    """Fold every pending delta of the keyword statistics per KB now: {"folded": deltas,
+    "dropped": terms no chunk holds any more, "pending": deltas left (appended meanwhile)}."""
+    async with with_pool("task_service.term_stats") as (_, pool):
+        return await term_stats.fold_all(pool)
+
+
 async def sample_now() -> Report:
     """One sample of the worker's sampled gauges: {gauge: value, or {label: value}}."""
     async with one_shot("task_service.metrics_sampler") as (_, pool, _conn, channel):
@@ -121,4 +128,5 @@ OPS: dict[str, Callable[[], Coroutine[Any, Any, Report]]] = {
     "cache-evictor": evict_now,
     "ann-indexer": ann_now,
     "metrics-sampler": sample_now,
+    "term-stats": fold_now,
 }
