@@ -271,7 +271,7 @@ class WorkerSettings(CommonSettings):
     # JSON / JSONL / XML readers
     structured_max_depth: int = Field(200, ge=1, le=10_000, description="JSON/XML nesting levels read")
     structured_max_values: int = Field(2_000_000, ge=1, description="JSON leaf values / XML text nodes per document")
-    # E-mail (.eml/.msg) readers (task_service/pipeline/readers/mail.py).
+    # E-mail (.eml/.msg) readers (task_service/pipeline/readers/mail/common.py).
     mail_max_depth: int = Field(3, ge=0, description="nested messages read (attached mail); deeper: a warning")
     mail_max_nesting: int = Field(50, ge=1, description="MIME parts / embedded messages nesting; deeper: parse_limit")
     mail_max_header_chars: int = Field(100_000, ge=1, description="characters kept of one e-mail header value")

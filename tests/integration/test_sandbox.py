@@ -36,10 +36,9 @@ from task_service.pipeline.sandbox import (
     SandboxLimits,
     parser_from_settings,
 )
-from tests.support import process_state
+from tests.support import CORPUS, process_state
 from tests.support.pdfgen import PAGE, assemble
 
-CORPUS = Path(__file__).parents[3] / "shared" / "corpus"
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
 MIB = 1024 * 1024
 
@@ -170,7 +169,7 @@ def test_generators_build_valid_files() -> None:
 
 
 def test_docx_bomb_is_refused_before_the_reader_sees_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from task_service.pipeline.readers import docx as docx_reader
+    from task_service.pipeline.readers.office import docx as docx_reader
 
     def must_not_run(*a: object, **k: object) -> str:
         raise AssertionError("the bomb reached the DOCX reader")

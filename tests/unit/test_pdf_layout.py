@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from task_service.pipeline.pdf_layout import HYPHEN, Char, frame, page_lines, page_text, snap
+from task_service.pipeline.readers.pdf.layout import HYPHEN, Char, frame, page_lines, page_text, snap
 
 W, H = 5.0, 7.0  # every synthetic glyph: 5 pt wide, 7 pt high
 

@@ -51,11 +51,11 @@ from lxml import etree
 from shared.domain.errors import CorruptDocumentError, UnsupportedTypeError
 from task_service.pipeline.document import Block, ParsedDocument, count_warnings
 from task_service.pipeline.limits import ParseLimits
-from task_service.pipeline.readers.ooxml import MC, Package, R, choose, drawing_text
-from task_service.pipeline.readers.ooxml import A as _A
-from task_service.pipeline.readers.pictures import SkippedImage, skipped_image
-from task_service.pipeline.readers.slides import SLIDE_WARNINGS, slide_blocks
-from task_service.pipeline.readers.slides import Item as _Item
+from task_service.pipeline.readers._shared.pictures import SkippedImage, skipped_image
+from task_service.pipeline.readers._shared.slides import SLIDE_WARNINGS, slide_blocks
+from task_service.pipeline.readers._shared.slides import Item as _Item
+from task_service.pipeline.readers.office.ooxml import MC, Package, R, choose, drawing_text
+from task_service.pipeline.readers.office.ooxml import A as _A
 
 P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
 _P = "{" + P_NS + "}"

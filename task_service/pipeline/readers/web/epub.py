@@ -36,9 +36,9 @@ from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError
 from shared.domain.normalize import sanitize
 from task_service.pipeline.decode import decode, sniff_html_charset
 from task_service.pipeline.document import SECTION_SEPARATOR, Block, ParsedDocument
-from task_service.pipeline.html import extract_html
 from task_service.pipeline.limits import ParseLimits
-from task_service.pipeline.readers._xmlzip import ZipPackage, local, parse_xml
+from task_service.pipeline.readers._shared.xmlzip import ZipPackage, local, parse_xml
+from task_service.pipeline.readers.web.html import extract_html
 
 _FONT_OBFUSCATION = frozenset({"http://www.idpf.org/2008/embedding", "http://ns.adobe.com/pdf/enc#RC"})
 _TEXT_TYPES = ("application/xhtml+xml", "text/html", "application/x-dtbook+xml")

@@ -17,7 +17,7 @@ Walk (our own; see ``mail.py`` for the layout and the limits):
 - ``message/rfc822`` (and an attached ``.eml``): a nested message, read one level deeper;
 - a text/plain or text/html leaf that is not an attachment: body text;
 - anything else with a file name or ``Content-Disposition: attachment``: an attachment, read by
-  ``read_attachment``; an inline image is counted.
+  ``attachments.read``; an inline image is counted.
 
 Payloads: quoted-printable and base64 are undone by the stdlib (a bogus base64 body gives what
 decodes, with a warning from the parser's defects); text is decoded with ``decode.decode`` and the
@@ -36,34 +36,35 @@ from email.message import Message
 from shared.domain.errors import UndecodableTextError
 from task_service.pipeline.decode import decode, sniff_html_charset
 from task_service.pipeline.document import ParsedDocument
-from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
-from task_service.pipeline.readers.mail import (
+from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers.mail.common import (
     HEADER_FIELDS,
-    AttachmentReader,
+    Attachments,
     Collector,
     check_nesting,
     cut_header,
-    default_read_attachment,
     header_block,
     read_file,
     read_mail_file,
     richer_body,
 )
 
-__all__ = ["read", "read_into", "read_message"]
+__all__ = ["TAKES_ATTACHMENTS", "read", "read_into", "read_message"]
 
 _LEGACY_ALIASES = {"iso-8859-1": "cp1252", "latin-1": "cp1252", "latin1": "cp1252", "us-ascii": "cp1252"}
 
 
-def read(
-    data: bytes, limits: ParseLimits = DEFAULT_LIMITS, read_attachment: AttachmentReader = default_read_attachment
-) -> ParsedDocument:
+#: ``read`` takes the :class:`Attachments` the dispatch hands in (``parse.attachment_reader``).
+TAKES_ATTACHMENTS = True
+
+
+def read(data: bytes, limits: ParseLimits, attachments: Attachments) -> ParsedDocument:
     """Return the blocks of the message in ``data`` (header block, body, attachments) and warnings.
 
     Raises ``ParseLimitError`` when the MIME structure nests more than ``limits.mail_max_nesting``
     levels, ``NoTextError`` when the bytes hold no header and no body (not a message).
     """
-    return read_file(data, limits, read_attachment, read_into, "the e-mail")
+    return read_file(data, limits, attachments, read_into, "the e-mail")
 
 
 def read_into(data: bytes, collector: Collector) -> None:

@@ -44,8 +44,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shared.domain.errors import DependencyMissingError, ParseLimitError
+from shared.domain.normalize import sanitize
+from task_service.pipeline.decode import decode, sniff_html_charset
 from task_service.pipeline.document import Block, HeadingStack, ParsedDocument
-from task_service.pipeline.html_tree import tree_cost
+from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers.web.tree import tree_cost
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -99,7 +102,7 @@ def extract_html(text: str, *, link_targets: bool = False) -> ParsedDocument:
 def _check_depth(text: str) -> None:
     """Refuse (``ParseLimitError``) markup whose tree would nest deeper than ``MAX_DEPTH`` or
     cost lexbor's tree builder more than ``max_tree_work(len(text))`` scope-walk steps
-    (:mod:`task_service.pipeline.html_tree`). A document of at most ``_FEW_TAGS`` tags needs no
+    (:mod:`task_service.pipeline.readers.web.tree`). A document of at most ``_FEW_TAGS`` tags needs no
     replay: its work is below ``tags²``."""
     tags = text.count("<")
     if tags <= _FEW_TAGS:
@@ -402,3 +405,16 @@ class _Walker:
             return  # no usable target, or the link's text spans blocks
         if href.removeprefix("mailto:") not in "".join(self.parts[start:]):
             self.parts.append(f" ({href})")
+
+
+def with_warnings(parsed: ParsedDocument, warnings: tuple[str, ...]) -> ParsedDocument:
+    """``parsed`` with the decoder's ``warnings`` first."""
+    return ParsedDocument(parsed.blocks, (*warnings, *parsed.warnings)) if warnings else parsed
+
+
+def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
+    """The HTML reader: decoded (BOM, ``<meta charset>``, detection), then :func:`extract_html`.
+
+    Raises ``UndecodableTextError``, ``ParseLimitError`` (nesting)."""
+    decoded = decode(data, declared=sniff_html_charset(data))
+    return with_warnings(extract_html(sanitize(decoded.text)), decoded.warnings)

@@ -10,9 +10,11 @@ A message becomes, in reading order:
    ``"attachment: report.docx"`` (then the attachment's own heading path); a nested message
    the same way, read by the mail reader itself one level deeper.
 
-Attachments are read by an injected ``read_attachment(filename, data, depth)`` (the format
-registry's dispatch); :func:`default_read_attachment` uses ``parse.parse_document`` for the
-kinds it knows and returns ``None`` for others. What is not read is counted in warnings
+Attachments are read by what the dispatch hands in (:class:`Attachments`, built by
+``parse.attachment_reader`` with the configured limits): ``read(filename, data, depth)``, the
+registry's dispatch for the kinds it knows (``None`` for others), and ``nested``, the mail
+readers' ``read_into`` by extension for attached messages. The mail family imports neither
+the dispatch nor its own readers. What is not read is counted in warnings
 ("2 attachments not read: a.zip, b.exe", "3 inline images ignored").
 
 Nesting (``ParseLimits``): nested messages up to ``mail_max_depth`` levels (MAIL_MAX_DEPTH,
@@ -27,7 +29,7 @@ default 100,000) are cut there with a warning.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from shared.domain.errors import (
@@ -40,12 +42,27 @@ from shared.domain.errors import (
 )
 from shared.domain.normalize import sanitize
 from task_service.pipeline.document import SECTION_SEPARATOR, Block, ParsedDocument
-from task_service.pipeline.html import extract_html
 from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers.web.html import extract_html
 
 AttachmentReader = Callable[[str, bytes, int], "ParsedDocument | None"]
 """``read_attachment(filename, data, depth)``: the attachment's document, or ``None`` when its
 type is not supported; ``depth`` is the nesting level of the message holding it (0: the file)."""
+ReadInto = Callable[[bytes, "Collector"], None]
+"""``read_into(data, collector)``: a mail reader appending the message in ``data`` to ``collector``."""
+
+
+@dataclass(frozen=True)
+class Attachments:
+    """How a message's attachments are read, handed in by the dispatch with the configured limits.
+
+    ``read``: an attachment's document or ``None`` (type not supported); ``nested``: lower-case
+    extension (``"eml"``, ``"msg"``) → the mail reader that appends such an attached message.
+    """
+
+    read: AttachmentReader
+    nested: Mapping[str, ReadInto] = field(default_factory=dict)
+
 
 HEADER_FIELDS = ("Subject", "From", "To", "Cc", "Date")
 _WORD = re.compile(r"\w+")
@@ -60,29 +77,15 @@ _ATTACHMENT_ERRORS = (
 )
 
 
-def default_read_attachment(filename: str, data: bytes, depth: int) -> ParsedDocument | None:
-    """``parse.parse_document`` for the extensions it knows (pdf, docx, html, md, txt); ``None`` else."""
-    del depth
-    from task_service.pipeline.parse import SUPPORTED_EXTENSIONS, parse_document  # parse imports the registry
-
-    suffix = filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
-    return parse_document(data, filename) if suffix in SUPPORTED_EXTENSIONS else None
-
-
 def read_mail_file(collector: Collector, name: str, data: bytes) -> bool:
-    """Read an attached ``.eml``/``.msg`` file as a nested message; ``False`` for other names."""
-    lower = name.lower()
-    if lower.endswith(".eml"):
-        from task_service.pipeline.readers import eml
-
-        collector.nested(name, lambda child: eml.read_into(data, child))
-        return True
-    if lower.endswith(".msg"):
-        from task_service.pipeline.readers import msg
-
-        collector.nested(name, lambda child: msg.read_into(data, child))
-        return True
-    return False
+    """Read an attached message file (``.eml``/``.msg``: ``collector.attachments.nested``) one
+    level deeper; ``False`` for other names."""
+    suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    read_into = collector.attachments.nested.get(suffix)
+    if read_into is None:
+        return False
+    collector.nested(name, lambda child: read_into(data, child))
+    return True
 
 
 def header_block(fields: dict[str, str]) -> Block | None:
@@ -122,14 +125,13 @@ def richer_body(plain: str | None, html: str | None) -> ParsedDocument:
 
 
 def read_file(
-    data: bytes, limits: ParseLimits, read_attachment: AttachmentReader, read_into: Callable[[bytes, Collector], None],
-    what: str,
+    data: bytes, limits: ParseLimits, attachments: Attachments, read_into: ReadInto, what: str,
 ) -> ParsedDocument:
     """The message file ``data`` read by ``read_into`` at depth 0: header block, body, attachments, warnings.
 
     Raises what ``read_into`` raises, and ``NoTextError`` (naming ``what``, "the e-mail") when nothing is left.
     """
-    collector = Collector(read_attachment, limits)
+    collector = Collector(attachments, limits)
     read_into(data, collector)
     result = collector.result()
     if not result.blocks:
@@ -149,7 +151,7 @@ def check_nesting(level: int, limits: ParseLimits, what: str) -> None:
 class Collector:
     """Blocks and warnings of one message being read, with the attachment bookkeeping."""
 
-    read_attachment: AttachmentReader
+    attachments: Attachments
     limits: ParseLimits
     depth: int = 0
     blocks: list[Block] = field(default_factory=list)
@@ -167,9 +169,9 @@ class Collector:
         self.warnings.extend(prefix + warning for warning in document.warnings)
 
     def attachment(self, filename: str, data: bytes) -> None:
-        """Read one attachment through ``read_attachment``; count it when it cannot be read."""
+        """Read one attachment through ``attachments.read``; count it when it cannot be read."""
         try:
-            document = self.read_attachment(filename, data, self.depth)
+            document = self.attachments.read(filename, data, self.depth)
         except _ATTACHMENT_ERRORS as exc:
             self.warnings.append(f"attachment {filename} not read: {exc}")
             return
@@ -183,7 +185,7 @@ class Collector:
         if self.depth + 1 > self.limits.mail_max_depth:
             self.too_deep.append(name)
             return
-        child = Collector(self.read_attachment, self.limits, self.depth + 1)
+        child = Collector(self.attachments, self.limits, self.depth + 1)
         read(child)
         self.add(child.result(), f"attachment: {name}", f"attachment {name}: ")
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
-from task_service.pipeline.readers._xmlzip import ZipPackage
+from task_service.pipeline.readers._shared.xmlzip import ZipPackage
 
 MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"

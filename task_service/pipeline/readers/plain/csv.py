@@ -25,7 +25,7 @@ from shared.domain.errors import CorruptDocumentError, ParseLimitError
 from task_service.pipeline.decode import decode
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import ParseLimits
-from task_service.pipeline.readers.tables import (
+from task_service.pipeline.readers._shared.tables import (
     BODY_SAMPLE_ROWS,
     HEADER_SCAN_ROWS,
     Budget,

@@ -61,11 +61,11 @@ from lxml import etree
 
 from shared.domain.errors import CorruptDocumentError, UnsupportedTypeError
 from task_service.pipeline.document import Block, HeadingStack, ParsedDocument, count_warnings
-from task_service.pipeline.docx_numbering import ListNumbering
 from task_service.pipeline.limits import ParseLimits
-from task_service.pipeline.omml import GAP, math_text, resolve_gaps
-from task_service.pipeline.readers._xmlzip import SECURE_XML, check_doctype, xml_errors
-from task_service.pipeline.readers.ooxml import Package, choose
+from task_service.pipeline.readers._shared.xmlzip import SECURE_XML, check_doctype, xml_errors
+from task_service.pipeline.readers.office.equations import GAP, math_text, resolve_gaps
+from task_service.pipeline.readers.office.numbering import ListNumbering
+from task_service.pipeline.readers.office.ooxml import Package, choose
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 _W = "{" + W_NS + "}"
@@ -483,3 +483,11 @@ _WARNINGS = {
 
 def _warnings(counts: Counter[str]) -> tuple[str, ...]:
     return count_warnings(counts, _WARNINGS)
+
+
+def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
+    """The DOCX reader (large pasted scans OCRed under ``limits``); the dispatch has checked the
+    ZIP limits before (``parse.py``: every ZIP-based format).
+
+    Raises ``CorruptDocumentError``, ``UnsupportedTypeError`` (Strict Open XML), ``ParseLimitError``."""
+    return extract_docx(data, limits)

@@ -37,18 +37,18 @@ from lxml import etree
 from shared.domain.errors import CorruptDocumentError
 from task_service.pipeline.document import Block, ParsedDocument, count_warnings
 from task_service.pipeline.limits import ParseLimits
-from task_service.pipeline.readers._xmlzip import ZipPackage
-from task_service.pipeline.readers.odf import DRAW as _DRAW
-from task_service.pipeline.readers.odf import OFFICE as _OFFICE
-from task_service.pipeline.readers.odf import PARAGRAPHS as _PARAGRAPHS
-from task_service.pipeline.readers.odf import STYLE as _STYLE
-from task_service.pipeline.readers.odf import SVG as _SVG
-from task_service.pipeline.readers.odf import TABLE as _TABLE
-from task_service.pipeline.readers.odf import TEXT as _TEXT
-from task_service.pipeline.readers.odf import inline_text, raise_if_encrypted, table_rows
-from task_service.pipeline.readers.pictures import SkippedImage, skipped_image
-from task_service.pipeline.readers.slides import SLIDE_WARNINGS, slide_blocks
-from task_service.pipeline.readers.slides import Item as _Item
+from task_service.pipeline.readers._shared.pictures import SkippedImage, skipped_image
+from task_service.pipeline.readers._shared.slides import SLIDE_WARNINGS, slide_blocks
+from task_service.pipeline.readers._shared.slides import Item as _Item
+from task_service.pipeline.readers._shared.xmlzip import ZipPackage
+from task_service.pipeline.readers.odf.common import DRAW as _DRAW
+from task_service.pipeline.readers.odf.common import OFFICE as _OFFICE
+from task_service.pipeline.readers.odf.common import PARAGRAPHS as _PARAGRAPHS
+from task_service.pipeline.readers.odf.common import STYLE as _STYLE
+from task_service.pipeline.readers.odf.common import SVG as _SVG
+from task_service.pipeline.readers.odf.common import TABLE as _TABLE
+from task_service.pipeline.readers.odf.common import TEXT as _TEXT
+from task_service.pipeline.readers.odf.common import inline_text, raise_if_encrypted, table_rows
 
 ODP_MIME = "application/vnd.oasis.opendocument.presentation"
 _PRES = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"

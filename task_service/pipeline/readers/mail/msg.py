@@ -12,7 +12,7 @@ from the 16-byte entries of ``__properties_version1.0``.
 - body: plain (0x1000) or HTML (0x1013) when richer (``mail.richer_body``), else the
   compressed RTF (0x1009) through ``rtf.read`` (its encapsulated HTML, ``rtf.encapsulated_html``,
   through the HTML walker);
-- attachments (``__attach_version1.0_#…``): file data (0x3701) to ``read_attachment`` under
+- attachments (``__attach_version1.0_#…``): file data (0x3701) to ``attachments.read`` under
   its long file name (0x3707, else 0x3704, else 0x3001); an embedded message (storage
   ``__substg1.0_3701000D``) is read one level deeper; inline images (content id 0x3712 and an
   image type) are counted.
@@ -39,37 +39,38 @@ from shared.domain.errors import (
 from shared.domain.ole import OLE_MAGIC
 from task_service.pipeline.decode import decode
 from task_service.pipeline.document import ParsedDocument
-from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
-from task_service.pipeline.readers import rtf
-from task_service.pipeline.readers.mail import (
-    AttachmentReader,
+from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers.mail.common import (
+    Attachments,
     Collector,
     check_nesting,
     cut_header,
-    default_read_attachment,
     header_block,
     read_file,
     read_mail_file,
     richer_body,
 )
+from task_service.pipeline.readers.plain import rtf
 
-__all__ = ["read"]
+__all__ = ["TAKES_ATTACHMENTS", "read", "read_into"]
 
 _EMBEDDED = "__substg1.0_3701000D"
 _PROPS = "__properties_version1.0"
 _FILETIME_EPOCH = dt.datetime(1601, 1, 1, tzinfo=dt.UTC)
 
 
-def read(
-    data: bytes, limits: ParseLimits = DEFAULT_LIMITS, read_attachment: AttachmentReader = default_read_attachment
-) -> ParsedDocument:
+#: ``read`` takes the :class:`Attachments` the dispatch hands in (``parse.attachment_reader``).
+TAKES_ATTACHMENTS = True
+
+
+def read(data: bytes, limits: ParseLimits, attachments: Attachments) -> ParsedDocument:
     """Return the blocks of the Outlook message in ``data`` (header block, body, attachments).
 
     Raises ``CorruptDocumentError`` when ``data`` is not a readable compound file,
     ``ParseLimitError`` when embedded messages nest deeper than ``limits.mail_max_nesting``,
     ``NoTextError`` when nothing is left, ``DependencyMissingError`` without olefile.
     """
-    return read_file(data, limits, read_attachment, read_into, "the .msg message")
+    return read_file(data, limits, attachments, read_into, "the .msg message")
 
 
 def read_into(data: bytes, collector: Collector) -> None:

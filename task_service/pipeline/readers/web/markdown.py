@@ -26,8 +26,11 @@ from __future__ import annotations
 import re
 
 from shared.domain.errors import DependencyMissingError
+from shared.domain.normalize import sanitize
+from task_service.pipeline.decode import decode
 from task_service.pipeline.document import Block, ParsedDocument
-from task_service.pipeline.html import DATA_URI, extract_html
+from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers.web.html import DATA_URI, extract_html, with_warnings
 
 # The fence, then a first line that is a YAML ``key:`` or TOML ``key =`` (so that a document
 # opening with a thematic break ``---`` is not taken for front matter), up to the closing fence.
@@ -85,3 +88,11 @@ def _render(markdown: str) -> str:
         html = _FOOTNOTE_REFERENCE.sub(r"[\1]", html)
         html = _FOOTNOTE_LABEL.sub(r"[\1] ", html)
     return html
+
+
+def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
+    """The Markdown reader: decoded, then :func:`extract_markdown`.
+
+    Raises ``UndecodableTextError``, ``ParseLimitError`` (nesting)."""
+    decoded = decode(data)
+    return with_warnings(extract_markdown(sanitize(decoded.text)), decoded.warnings)

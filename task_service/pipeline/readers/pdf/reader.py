@@ -39,10 +39,12 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from shared.domain.errors import CorruptDocumentError, ParseLimitError, PdfEncryptedError
-from task_service.pipeline import ocr, pdf_annotations, pdf_layout
+from task_service.pipeline import ocr
 from task_service.pipeline.document import Block, ParsedDocument
-from task_service.pipeline.hyphens import load_word_list, resolve_line_hyphens
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
+from task_service.pipeline.readers.pdf import annotations as pdf_annotations
+from task_service.pipeline.readers.pdf import layout as pdf_layout
+from task_service.pipeline.readers.pdf.hyphens import load_word_list, resolve_line_hyphens
 
 _PDFIUM_LOCK = threading.Lock()
 _NO_BOX = (0.0, 0.0, 0.0, 0.0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from task_service.pipeline.readers._xmlzip import ZipPackage
+from task_service.pipeline.readers._shared.xmlzip import ZipPackage
 
 
 @dataclass(frozen=True)

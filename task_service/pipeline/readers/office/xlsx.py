@@ -37,8 +37,8 @@ from shared.domain.errors import CorruptDocumentError, ParseLimitError
 from shared.domain.ole import OLE_MAGIC
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits, check_zip_limits
-from task_service.pipeline.readers._xmlzip import ZIP_ERRORS
-from task_service.pipeline.readers.tables import Budget, Cell, Row, letter_name, table_blocks
+from task_service.pipeline.readers._shared.tables import Budget, Cell, Row, letter_name, table_blocks
+from task_service.pipeline.readers._shared.xmlzip import ZIP_ERRORS
 
 # A cell with content: ``<c r="B7" ...>`` (self-closing ``<c .../>`` cells are styled but empty).
 _CELL_REF = re.compile(rb'<(?:\w+:)?c\s[^>]*?\br="([A-Z]{1,3})([0-9]{1,7})"[^>]*(?<!/)>')

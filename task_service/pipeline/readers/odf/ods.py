@@ -28,12 +28,12 @@ from lxml import etree
 from shared.domain.errors import CorruptDocumentError
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits
-from task_service.pipeline.readers._xmlzip import SECURE_XML, ZipPackage, xml_errors
-from task_service.pipeline.readers.odf import OFFICE as _OFFICE
-from task_service.pipeline.readers.odf import PARAGRAPHS as _PARAGRAPHS
-from task_service.pipeline.readers.odf import TABLE as _TABLE
-from task_service.pipeline.readers.odf import inline_text, raise_if_encrypted
-from task_service.pipeline.readers.tables import Budget, Cell, Kind, Row, letter_name, table_blocks
+from task_service.pipeline.readers._shared.tables import Budget, Cell, Kind, Row, letter_name, table_blocks
+from task_service.pipeline.readers._shared.xmlzip import SECURE_XML, ZipPackage, xml_errors
+from task_service.pipeline.readers.odf.common import OFFICE as _OFFICE
+from task_service.pipeline.readers.odf.common import PARAGRAPHS as _PARAGRAPHS
+from task_service.pipeline.readers.odf.common import TABLE as _TABLE
+from task_service.pipeline.readers.odf.common import inline_text, raise_if_encrypted
 
 _KINDS: dict[str, Kind] = {
     "float": "number", "percentage": "number", "currency": "number",

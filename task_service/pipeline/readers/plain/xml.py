@@ -34,7 +34,7 @@ from shared.domain.errors import CorruptDocumentError, ParseLimitError
 from task_service.pipeline.decode import decode
 from task_service.pipeline.document import Block, ParsedDocument, section_path
 from task_service.pipeline.limits import ParseLimits
-from task_service.pipeline.readers._xmlzip import local, parse_xml
+from task_service.pipeline.readers._shared.xmlzip import local, parse_xml
 
 _SHORT = 120  # a leaf value up to this long (one line) is a field of its parent's block
 _GROUP_CHARS = 1_000

@@ -41,14 +41,14 @@ from lxml import etree
 from shared.domain.errors import CorruptDocumentError
 from task_service.pipeline.document import Block, HeadingStack, ParsedDocument, count_warnings
 from task_service.pipeline.limits import ParseLimits
-from task_service.pipeline.readers._xmlzip import ZipPackage, parse_xml
-from task_service.pipeline.readers.odf import DRAW as _DRAW
-from task_service.pipeline.readers.odf import OFFICE as _OFFICE
-from task_service.pipeline.readers.odf import STYLE as _STYLE
-from task_service.pipeline.readers.odf import SVG as _SVG
-from task_service.pipeline.readers.odf import TABLE as _TABLE
-from task_service.pipeline.readers.odf import TEXT as _TEXT
-from task_service.pipeline.readers.odf import inline_text, raise_if_encrypted, table_rows
+from task_service.pipeline.readers._shared.xmlzip import ZipPackage, parse_xml
+from task_service.pipeline.readers.odf.common import DRAW as _DRAW
+from task_service.pipeline.readers.odf.common import OFFICE as _OFFICE
+from task_service.pipeline.readers.odf.common import STYLE as _STYLE
+from task_service.pipeline.readers.odf.common import SVG as _SVG
+from task_service.pipeline.readers.odf.common import TABLE as _TABLE
+from task_service.pipeline.readers.odf.common import TEXT as _TEXT
+from task_service.pipeline.readers.odf.common import inline_text, raise_if_encrypted, table_rows
 
 _DC = "{http://purl.org/dc/elements/1.1/}"
 
