@@ -11,7 +11,7 @@ import pytest
 from shared.domain.errors import CorruptDocumentError, NoTextError, ParseLimitError
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
-from task_service.pipeline.parse import attachment_reader
+from task_service.pipeline.parse import attachment_reader, parse_document
 from task_service.pipeline.readers.mail import eml, msg
 from task_service.pipeline.readers.mail.common import Attachments
 from task_service.pipeline.readers.plain import rtf
@@ -100,6 +100,31 @@ def _nested_eml(levels: int) -> bytes:
         outer.add_attachment(inner)
         inner = outer
     return inner.as_bytes()
+
+
+def _eml_with_csv(columns: int) -> bytes:
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["Subject"] = "quarterly figures"
+    message["From"] = "a@example.org"
+    message.set_content("the table is attached")
+    header = ",".join(f"c{i}" for i in range(columns))
+    row = ",".join(f"WIDEMARK{i}" for i in range(columns))
+    message.add_attachment(f"{header}\n{row}\n".encode(), maintype="text", subtype="csv", filename="wide.csv")
+    return message.as_bytes()
+
+
+def test_an_attachment_is_parsed_under_the_configured_limits() -> None:
+    """Issue 27: attachments were parsed under the default limits. A CSV attachment wider than
+    the configured ``table_max_columns`` is refused as such (a warning naming the limit) while
+    the message is read; the same attachment under the default limits is read."""
+    data = _eml_with_csv(40)
+    narrow = ParseLimits(table_max_columns=10)
+    for doc in (_eml(data, narrow), parse_document(data, "figures.eml", narrow)):
+        assert "WIDEMARK" not in doc.text and "quarterly figures" in doc.text
+        assert any(w.startswith("attachment wide.csv not read:") and "TABLE_MAX_COLUMNS" in w for w in doc.warnings)
+    assert "WIDEMARK39" in parse_document(data, "figures.eml").text
 
 
 def test_shallow_excess_nesting_is_a_warning() -> None:
