@@ -376,7 +376,7 @@ def test_property_ascii_word_path_counts_exactly(text: str, max_tokens: int, max
 
 
 def test_word_count_cache_is_bounded_and_stays_exact(monkeypatch: pytest.MonkeyPatch) -> None:
-    from task_service.pipeline import chunk as chunk_module
+    from task_service.pipeline.chunk import chunker as chunk_module
 
     monkeypatch.setattr(chunk_module, "_WORD_CACHE_SIZE", 50)
     small = Chunker(tokenizer(), 40, 8, 300)
