@@ -22,20 +22,19 @@ from pathlib import Path
 
 import pytest
 
-from shared.domain.errors import CorruptDocumentError, IndexingError, ParseLimitError
+from shared.domain.errors import CorruptDocumentError, ExtractionCancelled, IndexingError, ParseLimitError
 from shared.settings import WorkerSettings
-from task_service.pipeline import sandbox as sandbox_module
 from task_service.pipeline.chunk import Chunker, ChunkSettings, load_minilm_tokenizer
 from task_service.pipeline.extract import Extraction, extract
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
 from task_service.pipeline.parse import parse_text
 from task_service.pipeline.sandbox import (
-    ExtractionCancelled,
     InProcessParser,
     SandboxedParser,
     SandboxLimits,
     parser_from_settings,
 )
+from task_service.pipeline.sandbox import child as sandbox_module
 from tests.support import CORPUS, process_state
 from tests.support.pdfgen import PAGE, assemble
 

@@ -1,74 +1,18 @@
-"""Run ``extract`` (parse + chunk) in a resource-limited child process that survives from one
-document to the next; a document that blows a limit fails with ``parse_limit`` and the worker
-goes on.
-
-Shape: one long-lived child per worker, a fresh interpreter started with ``subprocess``
-(``python -c "from task_service.pipeline.sandbox import child_main; child_main()" FD``: nothing
-of the worker's threads, event loop, sockets or pools is inherited, and unlike
-``multiprocessing``'s spawn/forkserver it never re-imports the parent's ``__main__`` and starts
-no resource-tracker process), serving requests over a socketpair wrapped in a
-``multiprocessing.connection.Connection``. Importing unstructured + spaCy and warming them
-takes ≈3-4 s, so the child does it once (``ensure_parsers_ready``, and the MiniLM tokenizer for
-the chunker, built from the ``ChunkSettings`` sent with the limits) and then extracts any number
-of documents. Chunking runs here too (it was a worker thread: a 2.9 MB Markdown table kept one
-burning CPU after its task's TIMEOUT), so the limits below cover parsing and chunking together.
-It is replaced only after a limit hit, a crash or memory growth. ``start()`` does not wait for
-the warm-up: it overlaps the rest of the worker's start-up (tokenizer, model, migrations,
-connections), and the first document waits for it (``start_timeout_s``) if needed.
-
-Limits, all in the child only (the worker process itself is never limited):
-
-- **Memory**: ``RLIMIT_AS`` = ``memory_bytes`` (default 2 GiB), set after the warm-up (the warm
-  child maps ≈0.9 GiB of address space, 0.4 GiB resident). Python code gets ``MemoryError``;
-  C code gets a failed allocation; PDFium then aborts the process (SIGABRT: a 1.5 MB PDF whose
-  content stream inflates to 1.5 GiB does exactly that). ``RLIMIT_CORE`` = 0 so such a death
-  never writes a 2 GiB core file.
-- **CPU**: ``RLIMIT_CPU`` is cumulative over the process's life, and the child is long-lived.
-  Choice: *per-request accounting by the kernel* — before each document the child re-arms the
-  soft limit to ``ceil(CPU used so far) + cpu_s`` (the hard limit stays where it was, so the
-  soft limit can move up again next time without privileges). A document that burns
-  ``cpu_s`` CPU seconds (±1 s, the limit's granularity) gets SIGXCPU, whose default action
-  kills the child; an idle child burns nothing, so the budget is exactly per document. This
-  needs no recycling and no polling thread.
-- **Wall clock**: the worker waits ``timeout_s`` (default 180 s) for the answer, then SIGKILLs
-  the child (covers a parser blocked on I/O or starved of CPU on a busy machine).
-- **Network**: the child needs none (models come from installed packages) and a Python audit
-  hook makes any outbound socket / DNS call fail at once with ``PermissionError`` (defence in
-  depth against a library that tries to download something; not a security boundary: code in
-  C could still open sockets).
-
-Outcomes, as the handler sees them (``self._parse(data, filename, token)`` in ``asyncio.to_thread``):
-
-- the ``Extraction`` (chunks + warnings), or the ``IndexingError`` raised in the child, rebuilt from
-  ``(class name, error_code, message)`` (exceptions are never pickled across);
-- ``ParseLimitError`` (``parse_limit``, permanent) for a ``MemoryError`` in the child, a child
-  killed by a signal (SIGXCPU → CPU limit; others, usually SIGABRT/SIGSEGV from a failed
-  allocation in C → memory limit "or crashed"), or the wall-clock timeout; the child is then
-  replaced at once (the new one warms while the task is being marked FAILED);
-- ``ParserUnavailableError`` (``parser_unavailable``) when no child can be started;
-- ``ExtractionCancelled`` after ``cancel(token)`` (the task timed out or was cancelled, the worker
-  is shutting down): the child doing that request is SIGKILLed at once and replaced.
-
-Threads: the handler may call the parser from several threads (prefetch > 1); requests are
-serialized by a lock, one document at a time in the one child (PDFium is single-threaded
-anyway and parsing is CPU-bound on a 2-core machine); a pool of children would multiply the
-≈0.4 GiB resident per child.
-"""
+"""The worker's side of the parse sandbox: :class:`SandboxedParser` starts the child
+(``child.py``), sends it one document at a time and turns its answers, its death or its silence
+into an ``Extraction`` or an error (the outcomes are listed in ``sandbox/__init__.py``)."""
 
 from __future__ import annotations
 
 import atexit
 import logging
-import math
 import os
-import resource
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -82,83 +26,20 @@ from shared.domain.errors import (
     ParserCrashError,
     ParserUnavailableError,
 )
-from task_service.pipeline.chunk import DEFAULT_CHUNKING, Chunker, ChunkSettings, load_minilm_tokenizer
+from task_service.pipeline.chunk import DEFAULT_CHUNKING, ChunkSettings
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
+from task_service.pipeline.sandbox.limits import MIB, SandboxLimits
 
 if TYPE_CHECKING:
-    from shared.settings import WorkerSettings
     from task_service.pipeline.extract import Extraction, StageCallback
 
-log = logging.getLogger(__name__)
 
-GIB = 1024**3
-MIB = 1024**2
-_PROJECT_ROOT = Path(__file__).resolve().parents[2]
-_CHILD_CODE = "from task_service.pipeline.sandbox import child_main; child_main()"
+log = logging.getLogger(__name__)
+_PROJECT_ROOT = Path(__file__).resolve().parents[3]
+_CHILD_CODE = "from task_service.pipeline.sandbox.child import child_main; child_main()"
 # Replace the child when, after a document, its address space is above this share of the limit
 # (heap fragmentation would otherwise leave the next document less room than the limit says).
 RECYCLE_AT_SHARE = 0.75
-_NETWORK_EVENTS = frozenset({
-    "socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
-    "socket.sendto", "socket.sendmsg",
-})
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    """Resource limits of the parser child; picklable."""
-
-    memory_bytes: int = 2 * GIB
-    cpu_s: int = 120
-    timeout_s: float = 180.0
-    start_timeout_s: float = 120.0
-
-    @classmethod
-    def from_settings(cls, s: WorkerSettings) -> SandboxLimits:
-        return cls(
-            memory_bytes=s.parse_memory_limit_mb * MIB,
-            cpu_s=s.parse_cpu_limit_s,
-            timeout_s=s.parse_timeout_s,
-            start_timeout_s=s.parse_start_timeout_s,
-        )
-
-    @property
-    def memory_text(self) -> str:
-        if self.memory_bytes % GIB == 0:
-            return f"{self.memory_bytes // GIB} GiB"
-        return f"{self.memory_bytes / MIB:,.0f} MiB"
-
-
-def parser_from_settings(settings: WorkerSettings) -> SandboxedParser | InProcessParser:
-    """The extractor the worker hands to ``IndexHandler``: sandboxed unless ``PARSE_SANDBOX=false``."""
-    limits = ParseLimits.from_settings(settings)
-    chunking = ChunkSettings.from_settings(settings)
-    if not settings.parse_sandbox:
-        return InProcessParser(limits, Chunker.from_settings(load_minilm_tokenizer(), chunking))
-    return SandboxedParser(SandboxLimits.from_settings(settings), limits, chunking)
-
-
-class InProcessParser:
-    """``extract`` with the structural limits, in this process (no resource limits; a cancelled
-    request runs on to its end in its thread: development and tests only)."""
-
-    def __init__(self, limits: ParseLimits = DEFAULT_LIMITS, chunker: Chunker | None = None) -> None:
-        self.limits = limits
-        self.chunker = chunker if chunker is not None else Chunker(load_minilm_tokenizer())
-
-    def __call__(self, data: bytes, filename: str, cancel: threading.Event | None = None,
-                 on_stage: StageCallback | None = None) -> Extraction:
-        if cancel is not None and cancel.is_set():
-            raise ExtractionCancelled("cancelled before it started")
-        from task_service.pipeline.extract import extract
-
-        return extract(data, filename, self.limits, self.chunker, on_stage)
-
-    def cancel(self, token: threading.Event) -> None:
-        token.set()
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass
@@ -451,118 +332,3 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
-
-
-# ---------------------------------------------------------------------- the child process
-
-
-def child_main() -> None:
-    """Entry point of the child process: ``argv[1]`` = the file descriptor of its socket,
-    ``argv[2]`` = the worker's pid."""
-    conn = Connection(int(sys.argv[1]))
-    _die_with_parent(int(sys.argv[2]))
-    try:
-        limits, parse_limits, chunking = conn.recv()
-        _serve(conn, limits, parse_limits, chunking)
-    except (EOFError, OSError):  # the worker went away mid-conversation: nobody to answer
-        pass
-
-
-def _die_with_parent(parent: int) -> None:
-    """Linux: get SIGKILL when the worker dies (e.g. SIGKILLed mid-parse), instead of parsing on
-    as an orphan until the CPU limit. The signal follows the worker *thread* that started us,
-    which is the main thread or an ``asyncio.to_thread`` pool thread, both alive until the
-    worker shuts down. Elsewhere the child still exits on EOF, once it next reads."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # it died before the prctl
-        os._exit(0)
-
-
-def _serve(conn: Connection, limits: SandboxLimits, parse_limits: ParseLimits, chunking: ChunkSettings) -> None:
-    """Warm up, limit, then answer requests until EOF.
-
-    Protocol: the worker first sends ``(SandboxLimits, ParseLimits, ChunkSettings)``, then per
-    document ``filename`` (pickled) then the document (raw bytes); the child may first report
-    ``("stage", "CHUNKING")`` once parsing is done, then answers ``("ok", Extraction.pack(), vm)``,
-    ``("error", class_name, error_code, message, vm)`` or ``("memory", vm)`` (and exits); ``vm`` = its
-    address space afterwards, bytes. At start-up it sends ``("ready", warm_up_s, vm)`` or ``("error", ...)``.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle; it stops us
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    started = time.monotonic()
-    try:
-        from task_service.pipeline.parse import ensure_parsers_ready
-
-        ensure_parsers_ready()
-        chunker = Chunker.from_settings(load_minilm_tokenizer(), chunking)
-        chunker.split("warm up")
-        sys.addaudithook(_refuse_network)
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    except BaseException as exc:
-        conn.send(("error", type(exc).__name__, getattr(exc, "error_code", None), str(exc), _vm_size()))
-        return
-    conn.send(("ready", time.monotonic() - started, _vm_size()))
-    while True:
-        filename = conn.recv()  # EOFError when the worker is gone or closed the socket
-        _arm_cpu_limit(limits.cpu_s)
-        reply = _extract_one(conn, filename, parse_limits, chunker)
-        try:
-            conn.send((*reply, _vm_size()))  # pickled whole before the first byte is written
-        except MemoryError:  # no room to pickle a huge text
-            reply = ("memory",)
-            conn.send((*reply, _vm_size()))
-        if reply[0] == "memory":
-            return  # a process that hit MemoryError is not trusted with the next document
-
-
-def _extract_one(conn: Connection, filename: str, limits: ParseLimits, chunker: Chunker) -> tuple[Any, ...]:
-    from task_service.pipeline.extract import extract
-
-    def on_stage(stage: str, *progress: float) -> None:
-        conn.send(("stage", stage, *progress))
-
-    try:
-        return ("ok", extract(conn.recv_bytes(), filename, limits, chunker, on_stage).pack())
-    except MemoryError:
-        return ("memory",)
-    except Exception as exc:
-        if not isinstance(exc, IndexingError | errors.ConfigurationError):
-            traceback.print_exc()  # a bug: the worker log gets the child's traceback
-        return ("error", type(exc).__name__, getattr(exc, "error_code", None), str(exc))
-
-
-def _arm_cpu_limit(budget_s: int) -> None:
-    """Let the coming document use ``budget_s`` more CPU seconds (see the module docstring)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    soft = math.ceil(usage.ru_utime + usage.ru_stime) + budget_s
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    if hard != resource.RLIM_INFINITY:
-        soft = min(soft, hard)
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-
-
-def _refuse_network(event: str, args: tuple[Any, ...]) -> None:
-    if event in _NETWORK_EVENTS:
-        if event == "socket.connect" and args and getattr(args[0], "family", None) == socket.AF_UNIX:
-            return  # local sockets (e.g. /dev/log) are not the network
-        raise PermissionError(f"network access is disabled in the parse sandbox ({event})")
-
-
-def _vm_size() -> int:
-    """This process's address space (VmSize), bytes; 0 where /proc is not available."""
-    try:
-        with open("/proc/self/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
