@@ -13,25 +13,23 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shared.domain import errors
 from shared.domain.errors import (
     ExtractionCancelled,
-    IndexingError,
     ParseLimitError,
-    ParserCrashError,
     ParserUnavailableError,
 )
 from task_service.pipeline.chunk import DEFAULT_CHUNKING, ChunkSettings
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
+from task_service.pipeline.sandbox.channel import Child, at_eof, rebuild_error, signal_name
 from task_service.pipeline.sandbox.limits import MIB, SandboxLimits
 
 if TYPE_CHECKING:
     from task_service.pipeline.extract import Extraction, StageCallback
+
 
 
 log = logging.getLogger(__name__)
@@ -40,17 +38,6 @@ _CHILD_CODE = "from task_service.pipeline.sandbox.child import child_main; child
 # Replace the child when, after a document, its address space is above this share of the limit
 # (heap fragmentation would otherwise leave the next document less room than the limit says).
 RECYCLE_AT_SHARE = 0.75
-
-
-@dataclass
-class _Child:
-    process: subprocess.Popen[bytes]
-    conn: Connection
-    spawned: float
-    ready: bool = False
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
 
 
 class SandboxedParser:
@@ -69,8 +56,8 @@ class SandboxedParser:
         self.parse_limits = parse_limits
         self.chunking = chunking
         self._lock = threading.Lock()
-        self._child: _Child | None = None
-        self._active: tuple[threading.Event, _Child] | None = None  # the request being served
+        self._child: Child | None = None
+        self._active: tuple[threading.Event, Child] | None = None  # the request being served
         self._closed = False
         self.children_started = 0
         atexit.register(self._kill_at_exit)
@@ -137,7 +124,7 @@ class SandboxedParser:
             from task_service.pipeline.extract import Extraction
 
             return Extraction.unpack(reply[1])
-        raise _rebuild(str(reply[1]), reply[2], str(reply[3]))
+        raise rebuild_error(str(reply[1]), reply[2], str(reply[3]))
 
     def _request(self, data: bytes, filename: str, token: threading.Event,
                  on_stage: StageCallback | None = None) -> tuple[Any, ...]:
@@ -152,7 +139,7 @@ class SandboxedParser:
         finally:
             self._active = None
 
-    def _send_to_a_child(self, data: bytes, filename: str) -> _Child:
+    def _send_to_a_child(self, data: bytes, filename: str) -> Child:
         for _ in range(2):
             child = self._current()
             self._wait_ready(child)
@@ -166,17 +153,17 @@ class SandboxedParser:
         return child
 
     @staticmethod
-    def _send(child: _Child, data: bytes, filename: str) -> bool:
+    def _send(child: Child, data: bytes, filename: str) -> bool:
         """False when the child was gone before it answered anything."""
         try:
             child.conn.send(filename)
             child.conn.send_bytes(data)
         except OSError:
             # It may have answered first (MemoryError while reading the document), then exited.
-            return child.conn.poll() and not _eof(child.conn)
+            return child.conn.poll() and not at_eof(child.conn)
         return True
 
-    def _receive(self, child: _Child, token: threading.Event, on_stage: StageCallback | None) -> tuple[Any, ...]:
+    def _receive(self, child: Child, token: threading.Event, on_stage: StageCallback | None) -> tuple[Any, ...]:
         deadline = time.monotonic() + self.limits.timeout_s  # one wall-clock budget, stage reports included
         while True:
             reply = self._next_message(child, token, deadline)
@@ -195,7 +182,7 @@ class SandboxedParser:
             self._replace(child, f"address space grew to {vm_size / MIB:,.0f} MiB")
         return reply
 
-    def _next_message(self, child: _Child, token: threading.Event, deadline: float) -> tuple[Any, ...]:
+    def _next_message(self, child: Child, token: threading.Event, deadline: float) -> tuple[Any, ...]:
         ready = wait([child.conn], max(deadline - time.monotonic(), 0.0))  # data, or EOF when the child dies
         if token.is_set():
             self._replace(child, "request cancelled")
@@ -211,7 +198,7 @@ class SandboxedParser:
             raise self._died(child) from None
         return message
 
-    def _died(self, child: _Child) -> ParseLimitError:
+    def _died(self, child: Child) -> ParseLimitError:
         """The child died while parsing: replace it; the error that explains why."""
         try:
             code: int | None = child.process.wait(10)
@@ -219,7 +206,7 @@ class SandboxedParser:
             code = None
         self._replace(child, f"exit code {code}")
         if code is not None and code < 0:
-            sig = _signal_name(-code)
+            sig = signal_name(-code)
             if -code == signal.SIGXCPU:
                 return ParseLimitError(
                     f"parser exceeded {self.limits.cpu_s} s of CPU (PARSE_CPU_LIMIT_S; killed by {sig})"
@@ -232,7 +219,7 @@ class SandboxedParser:
 
     # ------------------------------------------------------------------ child management
 
-    def _current(self) -> _Child:
+    def _current(self) -> Child:
         """The child to use (caller holds the lock); a dead or missing one is replaced."""
         if self._closed:
             raise ParserUnavailableError("the parser was closed (the worker is shutting down)")
@@ -245,7 +232,7 @@ class SandboxedParser:
             child = self._child = self._spawn()
         return child
 
-    def _spawn(self) -> _Child:
+    def _spawn(self) -> Child:
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH")) if p)
@@ -259,9 +246,9 @@ class SandboxedParser:
         conn = Connection(ours.detach())
         conn.send((self.limits, self.parse_limits, self.chunking))
         self.children_started += 1
-        return _Child(process, conn, time.monotonic())
+        return Child(process, conn, time.monotonic())
 
-    def _wait_ready(self, child: _Child) -> None:
+    def _wait_ready(self, child: Child) -> None:
         """Block until the child has warmed up (caller holds the lock)."""
         if child.ready:
             return
@@ -290,14 +277,14 @@ class SandboxedParser:
         log.error("parse sandbox failed to start", extra={"reason": reason})
         raise ParserUnavailableError(f"parser process could not be started: {reason}")
 
-    def _replace(self, child: _Child, why: str) -> None:
+    def _replace(self, child: Child, why: str) -> None:
         """Kill ``child`` and start its successor right away (it warms in the background)."""
         log.warning("parse sandbox child replaced", extra={"pid": child.process.pid, "reason": why})
         self._stop(child)
         self._child = None if self._closed else self._spawn()
 
     @staticmethod
-    def _stop(child: _Child) -> None:
+    def _stop(child: Child) -> None:
         if child.alive():
             child.process.kill()
         try:
@@ -305,30 +292,3 @@ class SandboxedParser:
         except subprocess.TimeoutExpired:  # unkillable (D state); the kernel reaps it later
             log.error("parse sandbox child did not die", extra={"pid": child.process.pid})
         child.conn.close()
-
-
-def _eof(conn: Connection) -> bool:
-    """True when the only thing left to read on ``conn`` is end-of-file."""
-    try:
-        with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as peek:  # a dup
-            return not peek.recv(1, socket.MSG_PEEK)
-    except OSError:
-        return True
-
-
-def _rebuild(name: str, code: str | None, message: str) -> Exception:
-    """The worker-side exception for an error the child reported as (class name, code, message);
-    the class carries the code (``error_code`` is a class attribute)."""
-    cls = getattr(errors, name, None)
-    if isinstance(cls, type) and issubclass(cls, IndexingError):
-        return cls(message)
-    if isinstance(cls, type) and issubclass(cls, errors.ConfigurationError):
-        return cls(message)
-    return ParserCrashError(f"{name}: {message}")
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
