@@ -11,7 +11,8 @@ import pytest
 from lxml import etree
 
 from task_service.pipeline.readers.office.docx import extract_docx
-from task_service.pipeline.readers.office.numbering import MAX_LABEL, ListNumbering, format_number
+from task_service.pipeline.readers.office.labels import MAX_LABEL, format_number
+from task_service.pipeline.readers.office.numbering import ListNumbering
 
 W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
 

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from lxml import etree
 
@@ -54,28 +53,28 @@ from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.readers._shared.pictures import SkippedImage, skipped_image
 from task_service.pipeline.readers._shared.slides import SLIDE_WARNINGS, slide_blocks
 from task_service.pipeline.readers._shared.slides import Item as _Item
-from task_service.pipeline.readers.office.ooxml import MC, Package, R, choose, drawing_text
+from task_service.pipeline.readers.office.drawing import (
+    P,
+    Placeholders,
+    Position,
+    alt_text,
+    paragraphs,
+    placeholders,
+    shape_offset,
+    shape_tree,
+    shapes,
+    table_rows,
+)
 from task_service.pipeline.readers.office.ooxml import A as _A
+from task_service.pipeline.readers.office.ooxml import Package, R
 
-P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
-_P = "{" + P_NS + "}"
 _C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 _DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
 _STRICT_PRESENTATION = "{http://purl.oclc.org/ooxml/presentationml/main}presentation"
-_UNDERSTOOD = frozenset({
-    P_NS,
-    "http://schemas.openxmlformats.org/drawingml/2006/main",
-    "http://schemas.microsoft.com/office/powerpoint/2010/main",  # p14
-    "http://schemas.microsoft.com/office/powerpoint/2012/main",  # p15
-    "http://schemas.microsoft.com/office/drawing/2010/main",  # a14 (Office math, a14:m)
-    "http://schemas.openxmlformats.org/officeDocument/2006/math",
-})
 _TITLES = frozenset({"title", "ctrTitle"})
 _MASTER_TYPES = {"ctrTitle": "title", "subTitle": "body", "obj": "body"}
 _NOTES_SKIPPED = frozenset({"sldImg", "sldNum", "hdr", "ftr", "dt"})
-_SHAPES = frozenset(_P + t for t in ("sp", "grpSp", "graphicFrame", "pic", "cxnSp"))
 
-Position = tuple[int, int]  # (y, x) in EMU
 
 
 def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
@@ -101,7 +100,7 @@ def read_with_images(data: bytes, limits: ParseLimits) -> tuple[ParsedDocument, 
             "PPTX is saved as Strict Open XML (ISO/IEC 29500 Strict), which is not supported; "
             "save it as a PowerPoint Presentation (.pptx) and upload it again"
         )
-    if presentation.tag != _P + "presentation":
+    if presentation.tag != P + "presentation":
         raise CorruptDocumentError(f"PPTX main part {main!r} is not a PresentationML presentation")
     deck = _Deck(package)
     for number, rid in enumerate(_slide_ids(presentation), 1):
@@ -111,19 +110,8 @@ def read_with_images(data: bytes, limits: ParseLimits) -> tuple[ParsedDocument, 
 
 
 def _slide_ids(presentation: etree._Element) -> list[str]:
-    found = presentation.find(_P + "sldIdLst")
-    return [] if found is None else [s.get(R + "id", "") for s in found.iterchildren(_P + "sldId")]
-
-
-# ---------------------------------------------------------------- shapes → positioned texts
-
-
-@dataclass
-class _Placeholders:
-    """A layout's or master's placeholders: offsets by idx and by type, types by idx."""
-
-    by_idx: dict[str, tuple[str | None, Position | None]] = field(default_factory=dict)
-    by_type: dict[str, Position | None] = field(default_factory=dict)
+    found = presentation.find(P + "sldIdLst")
+    return [] if found is None else [s.get(R + "id", "") for s in found.iterchildren(P + "sldId")]
 
 
 class _Deck:
@@ -135,13 +123,13 @@ class _Deck:
         self.counts: Counter[str] = Counter()
         self.images: list[SkippedImage] = []
         self.layouts: list[str] = []  # layouts and masters in first-use order (their text comes last)
-        self.placeholders: dict[str, _Placeholders] = {}
+        self.placeholders: dict[str, Placeholders] = {}
         self.part = ""  # the part being walked (relationships resolve against it)
         self.page: int | None = None
-        self.chain: tuple[_Placeholders, ...] = ()
+        self.chain: tuple[Placeholders, ...] = ()
         self._handlers: dict[str, Callable[[etree._Element], _Item | None]] = {
-            _P + "sp": self._shape, _P + "cxnSp": self._shape, _P + "pic": self._picture,
-            _P + "grpSp": self._group, _P + "graphicFrame": self._frame,
+            P + "sp": self._shape, P + "cxnSp": self._shape, P + "pic": self._picture,
+            P + "grpSp": self._group, P + "graphicFrame": self._frame,
         }
 
     # slides
@@ -151,16 +139,16 @@ class _Deck:
         if root is None or part is None:
             self.counts["missing"] += 1
             return
-        if root.tag != _P + "sld":
+        if root.tag != P + "sld":
             raise CorruptDocumentError(f"PPTX slide part {part!r} is not a PresentationML slide")
         self.chain = self._chain(part)
         self.part, self.page = part, number
-        items = self._items(_tree(root))
+        items = self._items(shape_tree(root))
         notes = self._notes(part)
         self.blocks.extend(slide_blocks(number, items, notes, hidden=root.get("show") in ("0", "false")))
         self._count_comments(part)
 
-    def _chain(self, slide: str) -> tuple[_Placeholders, ...]:
+    def _chain(self, slide: str) -> tuple[Placeholders, ...]:
         """The slide's layout and master placeholders (remembering both for ``furniture``)."""
         layout = self.package.related(slide, "slideLayout")
         master = None if layout is None else self.package.related(layout, "slideMaster")
@@ -169,7 +157,7 @@ class _Deck:
             if part is not None:
                 if part not in self.placeholders:
                     self.layouts.append(part)
-                    self.placeholders[part] = _placeholders(self.package.xml(part))
+                    self.placeholders[part] = placeholders(self.package.xml(part))
                 chain.append(self.placeholders[part])
         return tuple(chain)
 
@@ -180,11 +168,11 @@ class _Deck:
             return []
         self.part, self.chain = part, ()
         texts = []
-        tree = _tree(root)
-        for shape in () if isinstance(tree, tuple) else tree.iter(_P + "sp"):
-            ph = shape.find(f"{_P}nvSpPr/{_P}nvPr/{_P}ph")
+        tree = shape_tree(root)
+        for shape in () if isinstance(tree, tuple) else tree.iter(P + "sp"):
+            ph = shape.find(f"{P}nvSpPr/{P}nvPr/{P}ph")
             if ph is None or ph.get("type") not in _NOTES_SKIPPED:
-                texts.extend(_paragraphs(shape.find(_P + "txBody")))
+                texts.extend(paragraphs(shape.find(P + "txBody")))
         return texts
 
     def _count_comments(self, slide: str) -> None:
@@ -200,7 +188,7 @@ class _Deck:
         for part in self.layouts:
             root = self.package.xml(part)
             self.part = part
-            for item in self._items(_tree(root), skip_placeholders=True):
+            for item in self._items(shape_tree(root), skip_placeholders=True):
                 for text in item.texts:
                     if text not in seen:
                         seen.add(text)
@@ -210,8 +198,8 @@ class _Deck:
 
     def _items(self, tree: Iterable[etree._Element], skip_placeholders: bool = False) -> list[_Item]:
         items = []
-        for element in _shapes(tree):
-            if skip_placeholders and element.find(f"./*/{_P}nvPr/{_P}ph") is not None:
+        for element in shapes(tree):
+            if skip_placeholders and element.find(f"./*/{P}nvPr/{P}ph") is not None:
                 continue
             item = self._handlers[element.tag](element)
             if item is not None and item.texts:
@@ -219,17 +207,17 @@ class _Deck:
         return items
 
     def _shape(self, shape: etree._Element) -> _Item:
-        texts = _paragraphs(shape.find(_P + "txBody"))
-        ph = shape.find(f"{_P}nvSpPr/{_P}nvPr/{_P}ph")
-        position = _offset(shape.find(f"{_P}spPr/{_A}xfrm"))
+        texts = paragraphs(shape.find(P + "txBody"))
+        ph = shape.find(f"{P}nvSpPr/{P}nvPr/{P}ph")
+        position = shape_offset(shape.find(f"{P}spPr/{_A}xfrm"))
         title = False
         if ph is not None:
             kind, inherited = self._inherit(ph)
             title = kind in _TITLES
             position = position or inherited
-        for blip in shape.iterfind(f"{_P}spPr/{_A}blipFill/{_A}blip"):
+        for blip in shape.iterfind(f"{P}spPr/{_A}blipFill/{_A}blip"):
             self._image(blip)
-        return _Item(position or (0, 0), texts + _alt_text(shape), title)
+        return _Item(position or (0, 0), texts + alt_text(shape), title)
 
     def _inherit(self, ph: etree._Element) -> tuple[str | None, Position | None]:
         """A placeholder's type and offset, from the layout (same idx, else type) or the master."""
@@ -244,9 +232,9 @@ class _Deck:
         return kind, None
 
     def _picture(self, pic: etree._Element) -> _Item:
-        for blip in pic.iterfind(f"{_P}blipFill/{_A}blip"):
+        for blip in pic.iterfind(f"{P}blipFill/{_A}blip"):
             self._image(blip)
-        return _Item(_offset(pic.find(f"{_P}spPr/{_A}xfrm")) or (0, 0), _alt_text(pic))
+        return _Item(shape_offset(pic.find(f"{P}spPr/{_A}xfrm")) or (0, 0), alt_text(pic))
 
     def _image(self, blip: etree._Element) -> None:
         self.counts["image"] += 1
@@ -258,21 +246,21 @@ class _Deck:
         items = self._items(group)
         items.sort(key=lambda item: item.position)
         texts = [text for item in items for text in item.texts]
-        return _Item(_offset(group.find(f"{_P}grpSpPr/{_A}xfrm")) or (0, 0), texts + _alt_text(group))
+        return _Item(shape_offset(group.find(f"{P}grpSpPr/{_A}xfrm")) or (0, 0), texts + alt_text(group))
 
     def _frame(self, frame: etree._Element) -> _Item:
         data = frame.find(f"{_A}graphic/{_A}graphicData")
         uri = "" if data is None else data.get("uri", "")
         texts: list[str] = []
         if data is not None and uri.endswith("/table"):
-            texts = [row for table in data.iterchildren(_A + "tbl") for row in _table(table)]
+            texts = [row for table in data.iterchildren(_A + "tbl") for row in table_rows(table)]
         elif data is not None and uri.endswith("/chart"):
             texts = self._chart(data)
         elif data is not None and uri.endswith("/diagram"):
             texts = self._diagram(data)
         else:
             self.counts["object"] += 1
-        return _Item(_offset(frame.find(f"{_P}xfrm")) or (0, 0), texts + _alt_text(frame))
+        return _Item(shape_offset(frame.find(f"{P}xfrm")) or (0, 0), texts + alt_text(frame))
 
     def _chart(self, data: etree._Element) -> list[str]:
         self.counts["chart"] += 1
@@ -282,7 +270,7 @@ class _Deck:
             return []
         texts = []
         for title in root.iter(_C + "title"):
-            texts.extend(_paragraphs(title.find(f"{_C}tx/{_C}rich")))
+            texts.extend(paragraphs(title.find(f"{_C}tx/{_C}rich")))
         for series in root.iter(_C + "ser"):
             texts.extend(v.text or "" for v in series.iterfind(f"{_C}tx//{_C}v"))
         return [text for text in texts if text.strip()]
@@ -293,7 +281,7 @@ class _Deck:
         texts: list[str] = []
         for point in () if root is None else root.iter(_DGM + "pt"):
             if point.get("type", "node") in ("node", "asst"):
-                texts.extend(_paragraphs(point.find(_DGM + "t")))
+                texts.extend(paragraphs(point.find(_DGM + "t")))
         return texts
 
     def warnings(self) -> tuple[str, ...]:
@@ -301,71 +289,3 @@ class _Deck:
 
 
 _WARNINGS = SLIDE_WARNINGS | {"missing": ("slide missing from the package", "slides missing from the package")}
-
-
-def _tree(root: etree._Element | None) -> etree._Element | tuple[()]:
-    found = None if root is None else root.find(f"{_P}cSld/{_P}spTree")
-    return () if found is None else found
-
-
-def _shapes(container: Iterable[etree._Element]) -> Iterable[etree._Element]:
-    """Shape elements among ``container``'s children, through ``mc:AlternateContent``."""
-    for child in container:
-        if child.tag in _SHAPES:
-            yield child
-        elif child.tag == MC + "AlternateContent":
-            yield from _shapes(choose(child, _UNDERSTOOD))
-
-
-def _placeholders(root: etree._Element | None) -> _Placeholders:
-    found = _Placeholders()
-    for shape in _tree(root):
-        ph = shape.find(f"./*/{_P}nvPr/{_P}ph")
-        if ph is None:
-            continue
-        offset = _offset(shape.find(f"{_P}spPr/{_A}xfrm"))
-        kind = ph.get("type")
-        if ph.get("idx") is not None:
-            found.by_idx[ph.get("idx", "")] = (kind, offset)
-        found.by_type.setdefault(kind or "body", offset)
-    return found
-
-
-def _offset(xfrm: etree._Element | None) -> Position | None:
-    off = None if xfrm is None else xfrm.find(_A + "off")
-    if off is None:
-        return None
-    try:
-        return int(off.get("y", "0")), int(off.get("x", "0"))
-    except ValueError:
-        return None
-
-
-def _paragraphs(body: etree._Element | None) -> list[str]:
-    """Non-blank paragraph texts of a text body (``p:txBody``, ``c:rich``, ``dgm:t``)."""
-    if body is None:
-        return []
-    texts = (drawing_text(p, _UNDERSTOOD) for p in body.iterchildren(_A + "p"))
-    return [text for text in texts if text.strip()]
-
-
-def _table(table: etree._Element) -> list[str]:
-    """One text per row: non-blank cells joined by " | ", a cell's paragraphs by a space."""
-    rows = []
-    for row in table.iterchildren(_A + "tr"):
-        cells = (_cell(cell) for cell in row.iterchildren(_A + "tc"))
-        text = " | ".join(cell for cell in cells if cell)
-        if text:
-            rows.append(text)
-    return rows
-
-
-def _cell(cell: etree._Element) -> str:
-    return " ".join(text.strip() for text in _paragraphs(cell.find(_A + "txBody")))
-
-
-def _alt_text(shape: etree._Element) -> list[str]:
-    """A shape's alt text (``descr``, else ``title`` of its ``p:cNvPr``) as a one-item list, or []."""
-    props = shape.find(f"./*/{_P}cNvPr")
-    alt = "" if props is None else (props.get("descr") or props.get("title") or "").strip()
-    return [alt] if alt else []
