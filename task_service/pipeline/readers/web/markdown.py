@@ -30,7 +30,8 @@ from shared.domain.normalize import sanitize
 from task_service.pipeline.decode import decode
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits
-from task_service.pipeline.readers.web.html import DATA_URI, extract_html, with_warnings
+from task_service.pipeline.readers.web.html import extract_html, with_warnings
+from task_service.pipeline.readers.web.tags import DATA_URI
 
 # The fence, then a first line that is a YAML ``key:`` or TOML ``key =`` (so that a document
 # opening with a thematic break ``---`` is not taken for front matter), up to the closing fence.
