@@ -249,7 +249,7 @@ class WorkerSettings(CommonSettings):
             raise ConfigurationError("LOCK_RENEW_S must be below LOCK_TTL_S")
         return self
 
-    # Parsing sandbox (task_service/pipeline/sandbox.py): limits of the parser child process.
+    # Parsing sandbox (task_service/pipeline/sandbox/): limits of the parser child process.
     parse_sandbox: bool = Field(True, description="parse in a resource-limited child process (false: in-process)")
     parse_memory_limit_mb: int = Field(2048, ge=1024, description="child address space (RLIMIT_AS), MiB")
     parse_cpu_limit_s: int = Field(120, ge=1, description="CPU seconds per document in the child (RLIMIT_CPU)")

@@ -1,4 +1,4 @@
-"""Reading order from character boxes (pure: ``pdf_layout``), on synthetic boxes."""
+"""Reading order from character boxes (pure: ``readers/pdf/layout.py``), on synthetic boxes."""
 
 from __future__ import annotations
 

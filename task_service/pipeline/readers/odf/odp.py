@@ -1,5 +1,5 @@
 """ODP (OpenDocument presentation, and its template .otp) → blocks: our own walker over
-``content.xml`` (``_xmlzip``: the ZIP package and the locked-down parser; ``odf``: the text walker).
+``content.xml`` (``_shared/xmlzip``: the ZIP package and the locked-down parser; ``common``: the text walker).
 
 Why our own walker: ``python -m bench.parsers odp`` (markers of ``tests/fidelity/odp_corpus.py``,
 MB/s of ``content.xml`` of a 300-page deck, same run): ours 25/25, 3.9 MB/s; odfpy 1.4 (every

@@ -24,7 +24,7 @@ Walked (OASIS OpenDocument 1.3, part 3, §5-§6, §9-§10):
   (table of contents and the like, which repeat the headings), annotation authors and dates;
   images and embedded objects are counted in warnings.
 
-XML is parsed by ``_xmlzip.parse_xml`` (no DTD, no entities, no network, libxml2's limits). The
+XML is parsed by ``_shared/xmlzip.parse_xml`` (no DTD, no entities, no network, libxml2's limits). The
 ZIP bomb pre-check (``check_zip_limits``) runs first. Errors: ``CorruptDocumentError`` (not a
 ZIP or flat ODF XML, no ``content.xml``, no ``office:text``), ``EncryptedDocumentError``
 (password-protected: the manifest declares ``content.xml`` encrypted), ``ParseLimitError``.

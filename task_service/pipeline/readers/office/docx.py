@@ -27,9 +27,9 @@ This module walks every story of the package (ECMA-376 Part 1, §17):
   twice, as ``wps`` in ``mc:Choice`` and as VML in ``mc:Fallback``), a drawing's alt text
   (``wp:docPr/@descr``, else ``@title``) as a block after its paragraph;
 - list labels as Word shows them ("4.2", "Clause 4.2", "a)", "•") before the item's text
-  (``docx_numbering.py``: ``numbering.xml``, direct or style numbering, restarts, overrides);
+  (``numbering.py``, ``labels.py``: ``numbering.xml``, direct or style numbering, restarts, overrides);
 - Office math (OMML), inline and as a block of its own under the body, as linear text with
-  separators ("ZELTRONI / BC", "mc^2"; ``omml.py``), set apart from neighbouring words;
+  separators ("ZELTRONI / BC", "mc^2"; ``equations.py``), set apart from neighbouring words;
 - dropped: deleted text (``w:del``, ``w:delText``, ``w:moveFrom``), field instructions
   (``w:instrText``), properties, comments (counted in a warning);
 - ``w:tab``/``w:ptab`` → tab, ``w:br``/``w:cr`` → newline, ``w:noBreakHyphen`` → ``-``,

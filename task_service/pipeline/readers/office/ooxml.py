@@ -1,10 +1,10 @@
 """Office Open XML machinery shared by the DOCX and PPTX readers (pure: bytes in, elements out).
 
-- ``Package``: a ``_xmlzip.ZipPackage`` (OPC, ECMA-376 Part 2: case-insensitive part names) with
+- ``Package``: a ``_shared/xmlzip.ZipPackage`` (OPC, ECMA-376 Part 2: case-insensitive part names) with
   resolved relationships (``_rels/<part>.rels``; external targets dropped) whose ``xml`` refuses
   a part with a DOCTYPE, as OPC requires of its own XML ("shall treat the presence of DTD
   declarations as an error", ECMA-376 Part 2, rule M1.18); parsing, limits and error translation
-  are ``_xmlzip``'s;
+  are ``_shared/xmlzip``'s;
 - ``choose``: one branch of ``mc:AlternateContent`` (ECMA-376 Part 3, §10.2);
 - ``drawing_text``: the text of a DrawingML paragraph (``a:p``: runs, fields, breaks, Office math).
 

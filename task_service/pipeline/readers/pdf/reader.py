@@ -1,7 +1,7 @@
 """PDF text layer via pypdfium2, in reading order, with form fields and annotations, and OCR for
 scanned pages (no layout model).
 
-Reading order (``pdf_layout``): the page's characters (code point, glyph box, loose box, angle:
+Reading order (``layout.py``, ``columns.py``): the page's characters (code point, glyph box, loose box, angle:
 ``FPDFText_GetUnicode``/``GetCharBox``/``GetLooseCharBox``/``GetCharAngle``, in the page's own,
 unrotated space) are laid out by text direction and a recursive XY-cut, so rotated pages and
 text read in the author's line order and columns read column by column whatever order they were
@@ -173,7 +173,7 @@ def _render(pdf: pdfium.PdfDocument, index: int, limits: ParseLimits) -> Any:
 def _page_text(
     pdf: pdfium.PdfDocument, index: int, budget: tuple[int, int], seen: set[str]
 ) -> tuple[str, bool, list[str]]:
-    """The text of page ``index`` in reading order (``pdf_layout``), whether it needs OCR
+    """The text of page ``index`` in reading order (``layout.py``), whether it needs OCR
     (``ocr.needs_ocr``) and its form field and annotation lines (``pdf_annotations``; ``seen``
     holds those of earlier pages). ``budget`` is (characters used so far, limit):
     ``ParseLimitError`` when the page would pass it, checked with PDFium's character count first,

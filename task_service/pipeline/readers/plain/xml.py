@@ -1,6 +1,6 @@
 """XML → blocks: the text content of the elements in document order (lxml, hardened parser).
 
-Parsing: ``_xmlzip.parse_xml`` (no DTD loading, no network, entities of the internal subset
+Parsing: ``_shared/xmlzip.parse_xml`` (no DTD loading, no network, entities of the internal subset
 expanded under libxml2's amplification guard, so a "billion laughs" file is refused with
 ``ParseLimitError`` in microseconds; 256 levels of nesting and 10 MB text nodes at most). Bytes
 lxml cannot decode (no declaration, legacy code page) go through ``decode.py`` first.

@@ -31,7 +31,7 @@ Walking (our own, iterative, so depth costs no Python recursion):
 Limits: lexbor's tree construction costs, per tag, a walk over the open elements (scope
 checks), so it is quadratic in the nesting (measured, selectolax 1.0.2: 10,000 nested ``<div>``
 0.15 s, 40,000 → 3.2 s; 40,000 × ``<ul><li></x>`` 38 s; 40,000 ``<x>`` then ``<p></p>`` ×
-20,000: 10 s). Before parsing, ``html_tree.tree_cost`` replays the tree builder's stack on the
+20,000: 10 s). Before parsing, ``tree.tree_cost`` replays the tree builder's stack on the
 tags (unmatched end tags ignored as the builder ignores them, formatting elements re-opened):
 a document nesting deeper than ``MAX_DEPTH`` or costing more than ``max_tree_work`` steps is
 refused with ``ParseLimitError``.
