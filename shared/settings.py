@@ -294,6 +294,8 @@ class WorkerSettings(CommonSettings):
     zip_max_depth: int = Field(3, ge=0, description="packages nested in packages (attachments, embedded files)")
     pdf_max_pages: int = Field(2_000, ge=1, description="PDF pages")
     pdf_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text extracted from one PDF")
+    parse_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text one document may give, "
+                                      "any format, checked as its reader emits blocks")
     # JSON / JSONL / XML readers
     structured_max_depth: int = Field(200, ge=1, le=10_000, description="JSON/XML nesting levels read")
     structured_max_values: int = Field(2_000_000, ge=1, description="JSON leaf values / XML text nodes per document")

@@ -53,6 +53,10 @@ class ParseLimits:
     zip_max_depth: int = 3
     pdf_max_pages: int = 2_000
     pdf_max_text_chars: int = 50_000_000
+    # Text any reader may emit for one document (PARSE_MAX_TEXT_CHARS), charged as blocks are made
+    # (``document.text_budget``): no more than CHUNK_MAX_PER_DOCUMENT × CHUNK_MAX_CHARS (40 M) can be
+    # indexed anyway, and 50 M characters chunk in ≈3.6 s (bench/RESULTS.md, chunking).
+    text_max_chars: int = 50_000_000
     # JSON / JSONL / XML readers (readers/plain/jsondoc.py, readers/plain/xml.py): STRUCTURED_MAX_DEPTH,
     # STRUCTURED_MAX_VALUES (nesting levels; leaf values or text nodes per document)
     structured_max_depth: int = 200
@@ -86,6 +90,7 @@ class ParseLimits:
             zip_max_depth=s.zip_max_depth,
             pdf_max_pages=s.pdf_max_pages,
             pdf_max_text_chars=s.pdf_max_text_chars,
+            text_max_chars=s.parse_max_text_chars,
             structured_max_depth=s.structured_max_depth,
             structured_max_values=s.structured_max_values,
             mail_max_depth=s.mail_max_depth,

@@ -58,7 +58,7 @@ from shared.domain.errors import CorruptDocumentError, DependencyMissingError, N
 from shared.domain.formats import Format
 from shared.domain.normalize import has_visible_text, normalize_text
 from task_service.pipeline import readers
-from task_service.pipeline.document import Block, ParsedDocument
+from task_service.pipeline.document import Block, ParsedDocument, text_budget
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
 from task_service.pipeline.readers.mail.common import Attachments, ReadInto
 
@@ -197,10 +197,11 @@ def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIM
     reader = reader_for(fmt)
     if fmt.zip_based:
         _check_package(fmt, data, limits)
-    parsed = reader.read(data, limits)
+    with text_budget(limits.text_max_chars):
+        parsed = reader.read(data, limits)
     clean = str if reader.normalized else normalize_text
     blocks = tuple(
-        Block(text, block.section, block.page)
+        Block.restated(text, block.section, block.page)
         for block in parsed.blocks
         if has_visible_text(text := clean(block.text))
     )

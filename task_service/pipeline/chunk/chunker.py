@@ -108,7 +108,7 @@ class Chunker:
         """Number of model tokens in ``text``, special tokens excluded (lone surrogates ignored)."""
         return len(self._tokenizer.encode(_SURROGATES.sub("", text), add_special_tokens=False).ids)
 
-    def chunk(self, document: ParsedDocument) -> list[Chunk]:
+    def chunk(self, document: ParsedDocument, *, limit: int | None = None) -> list[Chunk]:
         """Chunks of ``document`` with indexes 0..n-1 in document order.
 
         Every chunk's ``content`` is a substring of ``document.text`` (blocks joined by a blank
@@ -116,11 +116,12 @@ class Chunker:
         ``1 <= token_count <= max_tokens`` and ``len(content) <= max_chars``; ``page`` and
         ``section`` are those of the block holding its first character. Text the model cannot
         see (whitespace, control or lone combining characters) is dropped, so a document without
-        any token gives ``[]``. Same input, same output.
+        any token gives ``[]``. Same input, same output. With ``limit``, packing stops as soon as
+        more than ``limit`` chunks are packed: ``limit + 1`` chunks come back (the caller refuses).
         """
         blocks = tuple(b if b.text.isascii() else Block(_SURROGATES.sub("", b.text), b.section, b.page)
                        for b in document.blocks)
-        return Packer(self, blocks).run()
+        return Packer(self, blocks, limit).run()
 
     def split(self, text: str) -> list[Chunk]:
         """``chunk`` of a document that is the one block ``text`` (no page, no section)."""

@@ -3,6 +3,7 @@ within both bounds as it goes (steps 2-4 of the algorithm in ``chunk/__init__.py
 
 from __future__ import annotations
 
+import sys
 from typing import Protocol
 
 import numpy as np
@@ -50,8 +51,9 @@ _TERMINATORS = np.array([ord(c) for c in ".!?。！？…"], dtype=np.uint32)
 class Packer:
     """One ``Chunker.chunk`` call: tokenizes window by window and packs chunks as it goes."""
 
-    def __init__(self, chunker: Tokens, blocks: tuple[Block, ...]) -> None:
+    def __init__(self, chunker: Tokens, blocks: tuple[Block, ...], limit: int | None = None) -> None:
         self.c = chunker
+        self.limit = sys.maxsize if limit is None else limit  # stop once more chunks than this are packed
         self.blocks = blocks
         self.text = "\n\n".join(b.text for b in blocks)
         lengths = np.fromiter((len(b.text) + 2 for b in blocks), dtype=np.int64, count=len(blocks))
@@ -75,7 +77,13 @@ class Packer:
             self.floor -= self.pos
             self.pos = 0
             self._pack(final=i == len(windows) - 1)
+            if self._passed_limit():
+                del self.spans[self.limit + 1:]
+                break
         return [self._chunk(i, a, b, n) for i, (a, b, n) in enumerate(self.spans)]
+
+    def _passed_limit(self) -> bool:
+        return len(self.spans) > self.limit
 
     def _chunk(self, index: int, a: int, b: int, count: int) -> Chunk:
         """Chunk of ``text[a:b]``: ``page`` of the block holding its first character, ``section`` of
@@ -128,7 +136,7 @@ class Packer:
     def _pack(self, *, final: bool) -> None:
         t = self.tokens
         n = len(t)
-        while self.pos < n:
+        while self.pos < n and not self._passed_limit():
             s = self.pos
             e_max = self._reach(s)
             if e_max >= n and not final:

@@ -165,7 +165,7 @@ class Collector:
         for block in document.blocks:
             inner = block.section
             path = section if inner is None else (inner if section is None else section + SECTION_SEPARATOR + inner)
-            self.blocks.append(Block(block.text, path, block.page))
+            self.blocks.append(Block.restated(block.text, path, block.page))
         self.warnings.extend(prefix + warning for warning in document.warnings)
 
     def attachment(self, filename: str, data: bytes) -> None:

@@ -218,5 +218,5 @@ class _Walker:
                     for block in self._collect(part):
                         if block.text not in seen:
                             seen.add(block.text)
-                            self.blocks.append(Block(block.text))
+                            self.blocks.append(Block.restated(block.text))
 

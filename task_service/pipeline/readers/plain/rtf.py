@@ -51,7 +51,7 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
     reader.end_paragraph()
     if reader.row:
         reader.end_row()
-    return ParsedDocument(tuple(Block(join_surrogates(b.text), b.section) for b in reader.blocks))
+    return ParsedDocument(tuple(Block.restated(join_surrogates(b.text), b.section) for b in reader.blocks))
 
 
 def encapsulated_html(data: bytes) -> str | None:

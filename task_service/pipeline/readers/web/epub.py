@@ -90,7 +90,7 @@ def _chapter(blocks: tuple[Block, ...], title: str | None, book_title: str) -> l
             section = inner
         else:
             section = title + SECTION_SEPARATOR + inner
-        prefixed.append(Block(block.text, section, block.page))
+        prefixed.append(Block.restated(block.text, section, block.page))
     return prefixed
 
 
