@@ -17,7 +17,16 @@ import numpy.typing as npt
 
 from shared.domain.fencing import EnqueueDecision, TaskSnapshot
 from shared.domain.messages import IndexMessage
-from shared.domain.records import ChunkCommit, Claim, Duplicate, NewContent, OutboxRow, SkipRecord
+from shared.domain.records import (
+    CacheNamespace,
+    ChunkCommit,
+    Claim,
+    DocumentSource,
+    Duplicate,
+    NewContent,
+    OutboxRow,
+    SkipRecord,
+)
 from shared.domain.states import TaskStatus
 
 __all__ = [
@@ -225,11 +234,11 @@ class WorkerStore(Protocol):
     async def heartbeat(self, claim: Claim) -> bool: ...
 
     async def report_progress(self, claim: Claim, stage: str, progress: float) -> bool:
-        """The run's stage (``task_service.progress.Stage`` value) and progress (0..1); also a heartbeat."""
+        """The run's stage (``task_service.indexing.progress.Stage`` value) and progress (0..1); also a heartbeat."""
         ...
 
-    async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
-        """``(object_key, filename, content_type)``; None if the document was deleted."""
+    async def document_source(self, document_id: int) -> DocumentSource | None:
+        """The version to index (the pending one if any); None if the document was deleted."""
         ...
 
     async def claim_is_current(self, claim: Claim) -> bool: ...
@@ -243,23 +252,20 @@ class WorkerStore(Protocol):
         ...
 
     async def cache_lookup(
-        self, owner: int, model: str, revision: str, dim: int, keys: Sequence[bytes]
+        self, owner: int, ns: CacheNamespace, keys: Sequence[bytes]
     ) -> Mapping[bytes, npt.NDArray[np.float32]]:
-        """Embedding cache: ``owner``'s (the document's user) vectors stored under ``keys`` (text
-        SHA-256) in that namespace; never another user's."""
+        """Embedding cache: ``owner``'s (the document's user) ``(ns.dim,)`` vectors stored under
+        ``keys`` (text SHA-256) in namespace ``ns``; never another user's."""
         ...
 
     async def cache_store(
-        self, owner: int, document_id: int, model: str, revision: str, dim: int, keys: Sequence[bytes],
-        vectors: npt.NDArray[Any],
+        self, owner: int, document_id: int, ns: CacheNamespace, keys: Sequence[bytes], vectors: npt.NDArray[Any],
     ) -> int:
         """Add ``owner``'s vectors (a concurrent writer's vector for the same key wins); rows
         added; 0 when ``document_id`` is gone (a deleted document leaves no entry behind)."""
         ...
 
-    async def cache_touch(
-        self, owner: int, model: str, revision: str, keys: Sequence[bytes], min_age_s: float
-    ) -> int:
+    async def cache_touch(self, owner: int, ns: CacheNamespace, keys: Sequence[bytes], min_age_s: float) -> int:
         """Mark ``owner``'s hits used, at most once per ``min_age_s`` per entry; rows touched."""
         ...
 

@@ -44,7 +44,8 @@ from shared.log import configure
 from shared.settings import WorkerSettings
 from task_service import APP_ID
 from task_service.consumer import Consumer, ConsumerConfig
-from task_service.handler import HandlerConfig, IndexHandler
+from task_service.indexing.config import HandlerConfig
+from task_service.indexing.delivery import IndexHandler
 from task_service.jobs import cache_evictor, every, metrics_sampler, relay, scanner, sweep
 from task_service.jobs.cache_evictor import EvictConfig
 from task_service.jobs.relay import RelayConfig

@@ -31,7 +31,7 @@ from shared.domain.messages import IndexMessage, InvalidMessageError
 from shared.log import bind
 from shared.settings import WorkerSettings
 from task_service import APP_ID
-from task_service.handler import IndexHandler, Outcome, decode
+from task_service.indexing.delivery import IndexHandler, Outcome, decode
 
 log = logging.getLogger(__name__)
 

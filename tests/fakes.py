@@ -22,7 +22,17 @@ import numpy.typing as npt
 from shared.domain.errors import BrokerUnavailableError, LockUnavailableError, StorageUnavailableError
 from shared.domain.fencing import EnqueueDecision, StaleThresholds, TaskSnapshot
 from shared.domain.messages import EXCHANGE, ROUTING_KEY, IndexMessage
-from shared.domain.records import Chunk, ChunkCommit, Claim, Duplicate, NewContent, OutboxRow, SkipRecord
+from shared.domain.records import (
+    CacheNamespace,
+    Chunk,
+    ChunkCommit,
+    Claim,
+    DocumentSource,
+    Duplicate,
+    NewContent,
+    OutboxRow,
+    SkipRecord,
+)
 from shared.domain.states import ACTIVE, DocumentStatus, TaskStatus
 from shared.ports import IssueRefused
 from task_service.pipeline.extract import Extraction
@@ -273,10 +283,11 @@ class FakeStore:
         task.progress.append((stage, progress))
         return True
 
-    async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
+    async def document_source(self, document_id: int) -> DocumentSource | None:
         self._maybe_fail("document_source")
         doc = self.documents.get(document_id)
-        return None if doc is None else (doc.content.object_key, doc.content.filename, doc.content.content_type)
+        return None if doc is None else DocumentSource(doc.content.object_key, doc.content.filename,
+                                                       doc.content.content_type)
 
     async def claim_is_current(self, claim: Claim) -> bool:
         return self._fenced(claim) is not None
@@ -289,23 +300,22 @@ class FakeStore:
         self.cache_misses += chunk_count - cache_hits if cache_misses is None else cache_misses
 
     async def cache_lookup(
-        self, owner: int, model: str, revision: str, dim: int, keys: Sequence[bytes]
+        self, owner: int, ns: CacheNamespace, keys: Sequence[bytes]
     ) -> dict[bytes, npt.NDArray[Any]]:
-        return {k: self.cache[(owner, model, revision, k)] for k in keys if (owner, model, revision, k) in self.cache}
+        at = (owner, ns.model, ns.revision)
+        return {k: self.cache[(*at, k)] for k in keys if (*at, k) in self.cache}
 
     async def cache_store(
-        self, owner: int, document_id: int, model: str, revision: str, dim: int, keys: Sequence[bytes],
-        vectors: npt.NDArray[Any],
+        self, owner: int, document_id: int, ns: CacheNamespace, keys: Sequence[bytes], vectors: npt.NDArray[Any],
     ) -> int:
         if document_id not in self.documents:
             return 0
-        new = [(k, v) for k, v in zip(keys, vectors, strict=True) if (owner, model, revision, k) not in self.cache]
-        self.cache.update({(owner, model, revision, k): np.asarray(v, dtype=np.float32) for k, v in new})
+        at = (owner, ns.model, ns.revision)
+        new = [(k, v) for k, v in zip(keys, vectors, strict=True) if (*at, k) not in self.cache]
+        self.cache.update({(*at, k): np.asarray(v, dtype=np.float32) for k, v in new})
         return len(new)
 
-    async def cache_touch(
-        self, owner: int, model: str, revision: str, keys: Sequence[bytes], min_age_s: float
-    ) -> int:
+    async def cache_touch(self, owner: int, ns: CacheNamespace, keys: Sequence[bytes], min_age_s: float) -> int:
         return 0
 
     async def record_skips(self, skips: Sequence[SkipRecord], worker: str) -> None:

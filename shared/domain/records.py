@@ -9,7 +9,10 @@ from typing import Any
 
 import numpy.typing as npt
 
-__all__ = ["Chunk", "ChunkCommit", "Claim", "Duplicate", "NewContent", "OutboxRow", "SkipRecord"]
+__all__ = [
+    "CacheNamespace", "Chunk", "ChunkCommit", "Claim", "DocumentSource", "Duplicate", "NewContent", "OutboxRow",
+    "SkipRecord",
+]
 
 
 @dataclass(frozen=True)
@@ -93,3 +96,35 @@ class ChunkCommit:
     chunks: Sequence[Chunk]
     embeddings: npt.NDArray[Any]
     warnings: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class DocumentSource:
+    """The stored version of a document a run indexes (the pending one if there is one, else the
+    served one): its ``object_key``, the uploaded ``filename`` and the ``content_type`` the API
+    detected from the bytes (older rows: the client's header; None when unknown)."""
+
+    object_key: str
+    filename: str
+    content_type: str | None
+
+
+@dataclass(frozen=True)
+class CacheNamespace:
+    """What, besides the text, a cached vector depends on: the ``model`` (provider/name),
+    its ``revision`` (the configured one, else ``dim<dim>``) and the vector length ``dim``.
+    Built with :meth:`of`; every embedding-cache statement is scoped to one namespace."""
+
+    model: str
+    revision: str
+    dim: int
+
+    @classmethod
+    def of(cls, model: str, dim: int, revision: str | None = None) -> CacheNamespace:
+        """The namespace of an embedder: ``revision`` if configured, else ``dim<dim>``. Raises
+        ValueError for an empty ``model`` or a ``dim`` below 1."""
+        if not model:
+            raise ValueError("model name must not be empty")
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        return cls(model, revision or f"dim{dim}", dim)

@@ -15,7 +15,7 @@ from shared.adapters.s3 import StorageConfig
 from shared.domain.scan_policy import ScanThresholds
 from shared.settings import CommonSettings, WorkerSettings
 from task_service.consumer import ConsumerConfig
-from task_service.handler import HandlerConfig
+from task_service.indexing.config import HandlerConfig
 from task_service.jobs.cache_evictor import EvictConfig
 from task_service.jobs.relay import RelayConfig
 from task_service.jobs.scanner import ScanConfig, thresholds

@@ -1,4 +1,4 @@
-"""``IndexHandler.handle`` for every outcome, over the in-memory fakes (no services)."""
+"""``task_service.indexing``: ``IndexHandler.handle`` for every outcome, over the in-memory fakes (no services)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ from shared.domain.errors import (
 )
 from shared.domain.fencing import SkipReason
 from shared.domain.messages import IndexMessage
-from shared.domain.records import ChunkCommit
+from shared.domain.records import ChunkCommit, DocumentSource
 from shared.domain.states import DocumentStatus, TaskStatus
-from task_service.handler import HandlerConfig, IndexHandler, Outcome, decode
+from task_service.indexing.config import HandlerConfig
+from task_service.indexing.delivery import IndexHandler, Outcome, decode
 from tests.fakes import FakeEmbedder, FakeExtractor, FakeLocks, FakeObjectStore, FakeReleasedObjects, FakeStore
 
 TEXT = b"first paragraph\n\nsecond paragraph\n\nthird"
@@ -191,7 +192,7 @@ async def test_a_newer_generation_before_embedding_is_skipped() -> None:
     store = w.store
     real = store.document_source
 
-    async def supersede(document_id: int) -> tuple[str, str, str | None] | None:
+    async def supersede(document_id: int) -> DocumentSource | None:
         store.documents[document_id].generation += 1  # new content arrives mid-run
         return await real(document_id)
 
@@ -205,7 +206,7 @@ async def test_deleted_document_mid_run_is_skipped() -> None:
     w2 = World()
     real = w2.store.document_source
 
-    async def deleted(document_id: int) -> tuple[str, str, str | None] | None:
+    async def deleted(document_id: int) -> DocumentSource | None:
         await real(document_id)
         return None
 
@@ -352,7 +353,7 @@ async def test_a_second_delivery_is_parsed_while_the_first_embeds_and_embeds_aft
 async def test_the_wait_for_the_model_turn_does_not_count_against_the_hard_limit() -> None:
     w, second, embedder = _two_documents(task_hard_limit_s=0.2)
     embedder.gate.set()
-    async with asyncio.timeout(None) as holder, w.handler._model(holder):  # another delivery's turn
+    async with asyncio.timeout(None) as holder, w.handler.deps.model_turn.hold(holder):  # another delivery's turn
         other = asyncio.create_task(w.handler.handle(second, delay_attempts=0))
         await _until(lambda: w.extractor.calls == 1)
         await asyncio.sleep(0.4)  # twice the hard limit passes while the delivery waits for the turn
@@ -363,14 +364,14 @@ async def test_the_wait_for_the_model_turn_does_not_count_against_the_hard_limit
 
 async def test_the_hard_limit_still_counts_the_tasks_own_time_after_the_wait() -> None:
     w, second, _ = _two_documents(task_hard_limit_s=0.2)
-    async with asyncio.timeout(None) as holder, w.handler._model(holder):
+    async with asyncio.timeout(None) as holder, w.handler.deps.model_turn.hold(holder):
         other = asyncio.create_task(w.handler.handle(second, delay_attempts=0))
         await _until(lambda: w.extractor.calls == 1)
         await asyncio.sleep(0.3)
     assert await other is Outcome.ACK  # the gate stays closed: its own embedding outlives the limit
     t = w.store.tasks[second.task_id]
     assert (t.status, t.error_code) == (TaskStatus.TIMEOUT, TaskTimeoutError.error_code)
-    assert not w.handler._model_turn.locked()  # the timed-out task gave its turn back
+    assert not w.handler.deps.model_turn.locked()  # the timed-out task gave its turn back
 
 
 @pytest.mark.parametrize("owner, model_calls", [(1, 1), (2, 2)], ids=["same user", "another user"])
