@@ -26,6 +26,7 @@ from shared.domain.records import ChunkCommit, DocumentSource
 from shared.domain.states import DocumentStatus, TaskStatus
 from task_service.indexing.config import HandlerConfig
 from task_service.indexing.delivery import IndexHandler, Outcome, decode
+from task_service.indexing.retrying import Retry, RetryingEmbedder, RetryingWorkerStore
 from tests.fakes import FakeEmbedder, FakeExtractor, FakeLocks, FakeObjectStore, FakeReleasedObjects, FakeStore
 
 TEXT = b"first paragraph\n\nsecond paragraph\n\nthird"
@@ -401,3 +402,24 @@ async def test_a_copy_waiting_for_the_model_turn_is_served_by_the_cache(owner: i
     assert await first is Outcome.ACK
     assert (embedder.calls, w.store.cache_misses) == (model_calls, 3 * model_calls)
     assert len(w.store.documents[copy.document_id].chunks) == 3 and len(w.store.cache) == 3 * model_calls
+
+
+# ------------------------------------------------------------------ the retrying ports
+
+
+async def test_the_retrying_store_retries_a_transient_failure_and_gives_up_after_its_attempts() -> None:
+    store = FakeStore()
+    msg = store.add_document()
+    store.fail_next["document_source"] = DatabaseUnavailableError("down")
+    source = await RetryingWorkerStore(store, Retry(2, 0.0, 0.0)).document_source(msg.document_id)
+    assert source is not None and source.object_key == "k1"
+    store.fail_next["document_source"] = DatabaseUnavailableError("down")
+    with pytest.raises(DatabaseUnavailableError):
+        await RetryingWorkerStore(store, Retry(1, 0.0, 0.0)).document_source(msg.document_id)
+
+
+async def test_a_permanent_error_is_not_retried() -> None:
+    embedder = FakeEmbedder(error=CorruptDocumentError("refused"))
+    with pytest.raises(CorruptDocumentError):
+        await RetryingEmbedder(embedder, Retry(5, 0.0, 0.0)).embed(["x"])
+    assert embedder.calls == 1
