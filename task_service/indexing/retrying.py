@@ -6,8 +6,8 @@ tests the fakes) and implement the same ports method by method, so every call th
 typed against the port's own signature. :class:`Retry` runs one call under
 :func:`shared.domain.retry_policy.transient_retrying` (tenacity: ``attempts`` tries in all,
 exponential backoff with jitter); the last ``TransientError`` leaves unchanged, any other error
-at once. ``heartbeat`` alone is not retried: the lease calls it every period and a missed one is
-tried again by the next.
+at once. ``heartbeat`` and ``part_heartbeat`` are not retried: the lease calls them every period
+and a missed one is tried again by the next.
 """
 
 from __future__ import annotations
@@ -18,8 +18,20 @@ from typing import Any, ParamSpec, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from shared.domain.fencing import TaskSnapshot
-from shared.domain.records import CacheNamespace, ChunkCommit, Claim, DocumentSource, SkipRecord
+from shared.domain.fencing import PartSnapshot, TaskSnapshot
+from shared.domain.records import (
+    CacheNamespace,
+    Chunk,
+    ChunkCommit,
+    Claim,
+    DocumentSource,
+    OutboxRow,
+    PartClaim,
+    PartCommit,
+    PartCommitted,
+    SkipRecord,
+    SplitCommit,
+)
 from shared.domain.retry_policy import transient_retrying
 from shared.domain.states import TaskStatus
 from shared.ports import Embedder, ObjectReader, WorkerStore
@@ -68,7 +80,7 @@ class RetryingEmbedder:
 
 
 class RetryingWorkerStore:
-    """:class:`~shared.ports.WorkerStore` with every call but ``heartbeat`` retried
+    """:class:`~shared.ports.WorkerStore` with every call but the heartbeats retried
     (``DatabaseUnavailableError``). The wrapped store's methods are looked up at call time."""
 
     def __init__(self, inner: WorkerStore, retry: Retry) -> None:
@@ -93,7 +105,7 @@ class RetryingWorkerStore:
         return await self._retry(self._inner.claim_is_current, claim)
 
     async def record_embedding_run(
-        self, claim: Claim, document_id: int, chunk_count: int, worker: str,
+        self, claim: Claim | PartClaim, document_id: int, chunk_count: int, worker: str,
         *, cache_hits: int = 0, cache_misses: int | None = None,
     ) -> None:
         await self._retry(self._inner.record_embedding_run, claim, document_id, chunk_count, worker,
@@ -124,3 +136,38 @@ class RetryingWorkerStore:
     ) -> bool:
         return await self._retry(self._inner.finish_unsuccessfully, claim, document_id=document_id, status=status,
                                  error_code=error_code, error_message=error_message, warnings=warnings)
+
+    # ---------------------------------------------------------- a big document in parts (Flow 3)
+
+    async def split_task(self, commit: SplitCommit) -> list[OutboxRow] | None:
+        return await self._retry(self._inner.split_task, commit)
+
+    async def mark_published(self, outbox_id: int) -> None:
+        await self._retry(self._inner.mark_published, outbox_id)
+
+    async def load_part_snapshot(self, task_id: int, part: int) -> PartSnapshot | None:
+        return await self._retry(self._inner.load_part_snapshot, task_id, part)
+
+    async def claim_part(self, task_id: int, part: int, generation: int) -> PartClaim | None:
+        return await self._retry(self._inner.claim_part, task_id, part, generation)
+
+    async def part_claim_is_current(self, claim: PartClaim) -> bool:
+        return await self._retry(self._inner.part_claim_is_current, claim)
+
+    async def read_part_chunks(self, claim: PartClaim) -> list[Chunk] | None:
+        return await self._retry(self._inner.read_part_chunks, claim)
+
+    async def part_heartbeat(self, claim: PartClaim) -> bool:
+        return await self._inner.part_heartbeat(claim)  # the lease's next period is the retry
+
+    async def report_part_progress(self, claim: PartClaim, embedded: int) -> bool:
+        return await self._retry(self._inner.report_part_progress, claim, embedded)
+
+    async def commit_part(self, commit: PartCommit) -> PartCommitted:
+        return await self._retry(self._inner.commit_part, commit)
+
+    async def finish_part_unsuccessfully(
+        self, claim: PartClaim, *, document_id: int, status: TaskStatus, error_code: str, error_message: str,
+    ) -> bool:
+        return await self._retry(self._inner.finish_part_unsuccessfully, claim, document_id=document_id,
+                                 status=status, error_code=error_code, error_message=error_message)

@@ -22,9 +22,19 @@ from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.adapters.postgres.repo import users as users_repo
 from shared.adapters.s3 import ObjectStore
 from shared.domain.errors import EnqueueContention, KnowledgeBaseNotFound
-from shared.domain.fencing import EnqueueDecision, TaskSnapshot
+from shared.domain.fencing import EnqueueDecision, PartSnapshot, TaskSnapshot
 from shared.domain.messages import IndexMessage
-from shared.domain.records import Duplicate, NewContent, OutboxRow
+from shared.domain.records import (
+    Chunk,
+    Duplicate,
+    NewContent,
+    OutboxRow,
+    PartClaim,
+    PartCommit,
+    PartCommitted,
+    SplitCommit,
+)
+from shared.domain.states import TaskStatus
 from shared.ports import IssueRefused
 
 
@@ -125,3 +135,35 @@ class PgWorkerStore:
     record_skips = Pooled(runs_repo.record_skips)
     commit_chunks = Pooled(chunks_repo.commit_chunks)
     finish_unsuccessfully = Pooled(tasks_repo.finish_unsuccessfully)
+    mark_published = Pooled(outbox_repo.mark_published)
+
+    # A big document in parts (issue 31): the contract is in shared.ports.WorkerStore; the
+    # statements land with sql/0017_parts.sql. Until then no caller takes the split path.
+    async def split_task(self, commit: SplitCommit) -> list[OutboxRow] | None:
+        raise NotImplementedError("split_task: issue 31, in progress")
+
+    async def load_part_snapshot(self, task_id: int, part: int) -> PartSnapshot | None:
+        raise NotImplementedError("load_part_snapshot: issue 31, in progress")
+
+    async def claim_part(self, task_id: int, part: int, generation: int) -> PartClaim | None:
+        raise NotImplementedError("claim_part: issue 31, in progress")
+
+    async def part_claim_is_current(self, claim: PartClaim) -> bool:
+        raise NotImplementedError("part_claim_is_current: issue 31, in progress")
+
+    async def read_part_chunks(self, claim: PartClaim) -> list[Chunk] | None:
+        raise NotImplementedError("read_part_chunks: issue 31, in progress")
+
+    async def part_heartbeat(self, claim: PartClaim) -> bool:
+        raise NotImplementedError("part_heartbeat: issue 31, in progress")
+
+    async def report_part_progress(self, claim: PartClaim, embedded: int) -> bool:
+        raise NotImplementedError("report_part_progress: issue 31, in progress")
+
+    async def commit_part(self, commit: PartCommit) -> PartCommitted:
+        raise NotImplementedError("commit_part: issue 31, in progress")
+
+    async def finish_part_unsuccessfully(
+        self, claim: PartClaim, *, document_id: int, status: TaskStatus, error_code: str, error_message: str,
+    ) -> bool:
+        raise NotImplementedError("finish_part_unsuccessfully: issue 31, in progress")

@@ -10,16 +10,18 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from shared.domain.records import Claim, SkipRecord
+from shared.domain.records import Claim, PartClaim, SkipRecord
 
 
 async def record_embedding_run(
-    conn: asyncpg.Connection, claim: Claim, document_id: int, chunk_count: int, worker: str,
+    conn: asyncpg.Connection, claim: Claim | PartClaim, document_id: int, chunk_count: int, worker: str,
     *, cache_hits: int = 0, cache_misses: int | None = None,
 ) -> None:
     """One row per embedding step of the run holding ``claim``: ``chunk_count`` chunks,
     ``cache_hits`` of them served from the embedding cache, ``cache_misses`` (default: all) sent
     to the model; 0 misses = no model call."""
+    if isinstance(claim, PartClaim):
+        raise NotImplementedError("embedding_run of a part: issue 31, in progress (sql/0017_parts.sql)")
     misses = chunk_count - cache_hits if cache_misses is None else cache_misses
     await conn.execute(
         "INSERT INTO embedding_run (task_id, document_id, generation, attempt, chunk_count, worker,"
