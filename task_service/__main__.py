@@ -117,7 +117,7 @@ async def run(settings: WorkerSettings) -> None:
     metrics_server = serve(metrics, settings.worker_metrics_host, settings.worker_metrics_port) \
         if settings.worker_metrics_port else None
     handler = IndexHandler(
-        config=HandlerConfig.from_settings(settings), db=PgWorkerStore(r.pool),
+        config=HandlerConfig.from_settings(settings), db=PgWorkerStore(r.pool, settings.dispatch_limit),
         lock=lambda document_id: DocumentLock(r.redis, document_id, settings.lock_ttl_s),
         objects=r.store, released=PgReleasedObjects(r.pool, r.store), embedder=r.embedder, parse=r.parser,
         worker_name=name, metrics=metrics, on_delivery_done=relay_wake.set,

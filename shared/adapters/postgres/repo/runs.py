@@ -17,16 +17,15 @@ async def record_embedding_run(
     conn: asyncpg.Connection, claim: Claim | PartClaim, document_id: int, chunk_count: int, worker: str,
     *, cache_hits: int = 0, cache_misses: int | None = None,
 ) -> None:
-    """One row per embedding step of the run holding ``claim``: ``chunk_count`` chunks,
-    ``cache_hits`` of them served from the embedding cache, ``cache_misses`` (default: all) sent
-    to the model; 0 misses = no model call."""
-    if isinstance(claim, PartClaim):
-        raise NotImplementedError("embedding_run of a part: issue 31, in progress (sql/0017_parts.sql)")
+    """One row per embedding step of the run (or part: its ``part``, the part's attempt) holding
+    ``claim``: ``chunk_count`` chunks, ``cache_hits`` of them served from the embedding cache,
+    ``cache_misses`` (default: all) sent to the model; 0 misses = no model call."""
     misses = chunk_count - cache_hits if cache_misses is None else cache_misses
+    part = claim.part if isinstance(claim, PartClaim) else None
     await conn.execute(
         "INSERT INTO embedding_run (task_id, document_id, generation, attempt, chunk_count, worker,"
-        " cache_hits, cache_misses) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        claim.task_id, document_id, claim.generation, claim.attempt, chunk_count, worker, cache_hits, misses,
+        " cache_hits, cache_misses, part) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        claim.task_id, document_id, claim.generation, claim.attempt, chunk_count, worker, cache_hits, misses, part,
     )
 
 
