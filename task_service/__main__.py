@@ -118,7 +118,7 @@ async def run(settings: WorkerSettings) -> None:
         if settings.worker_metrics_port else None
     handler = IndexHandler(
         config=HandlerConfig.from_settings(settings), db=PgWorkerStore(r.pool, settings.dispatch_limit),
-        lock=lambda document_id: DocumentLock(r.redis, document_id, settings.lock_ttl_s),
+        lock=lambda document_id, part: DocumentLock(r.redis, document_id, settings.lock_ttl_s, part),
         objects=r.store, released=PgReleasedObjects(r.pool, r.store), embedder=r.embedder, parse=r.parser,
         worker_name=name, metrics=metrics, on_delivery_done=relay_wake.set,
     )

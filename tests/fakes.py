@@ -660,21 +660,23 @@ class FakeObjectWriter:
 
 
 class FakeLocks:
-    """A lock factory (document id → lock) over one dict of holders, like one Redis."""
+    """A lock factory ((document id, part) → lock) over one set of holders, like one Redis:
+    ``held`` has a document's id for its own lock, ``(id, part)`` for a part's."""
 
     def __init__(self, *, down: bool = False) -> None:
-        self.held: set[int] = set()
+        self.held: set[int | tuple[int, int]] = set()
         self.down = down
-        self.lost: set[int] = set()  # renewals of these documents raise LockLostError
+        self.lost: set[int | tuple[int, int]] = set()  # renewals of these locks raise LockLostError
+        self.taken: list[int | tuple[int, int]] = []  # every acquire that succeeded, in order
 
-    def __call__(self, document_id: int) -> FakeLock:
-        return FakeLock(self, document_id)
+    def __call__(self, document_id: int, part: int | None = None) -> FakeLock:
+        return FakeLock(self, document_id if part is None else (document_id, part))
 
 
 class FakeLock:
-    def __init__(self, locks: FakeLocks, document_id: int) -> None:
+    def __init__(self, locks: FakeLocks, key: int | tuple[int, int]) -> None:
         self._locks = locks
-        self._id = document_id
+        self._id = key
         self._mine = False
 
     async def acquire(self) -> bool:
@@ -683,6 +685,7 @@ class FakeLock:
         if self._id in self._locks.held:
             return False
         self._locks.held.add(self._id)
+        self._locks.taken.append(self._id)
         self._mine = True
         return True
 

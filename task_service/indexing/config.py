@@ -14,7 +14,14 @@ class HandlerConfig:
 
     lock_retry_max_attempts: int
     lease_period_s: float  # lock renewal + task heartbeat period
-    task_hard_limit_s: float
+    # time: a unit's budget = base + chunks x per chunk (its own time, model-turn waits excluded);
+    # a model call that completes no batch for the stall timeout ends the unit TIMEOUT
+    budget_base_s: float
+    budget_per_chunk_s: float
+    embed_stall_timeout_s: float
+    # big documents: split after chunking at >= split_min_chunks, into parts of part_chunks
+    split_min_chunks: int
+    part_chunks: int
     retry_attempts: int  # transient failures: attempts, first and largest backoff
     retry_initial_s: float
     retry_max_s: float
@@ -29,7 +36,9 @@ class HandlerConfig:
     def from_settings(cls, s: WorkerSettings) -> HandlerConfig:
         return cls(
             lock_retry_max_attempts=s.lock_retry_max_attempts, lease_period_s=min(s.lock_renew_s, s.heartbeat_s),
-            task_hard_limit_s=s.task_hard_limit_s, retry_attempts=s.transient_retry_attempts,
+            budget_base_s=s.task_budget_base_s, budget_per_chunk_s=s.task_budget_per_chunk_s,
+            embed_stall_timeout_s=s.embed_stall_timeout_s, split_min_chunks=s.split_min_chunks,
+            part_chunks=s.part_chunks, retry_attempts=s.transient_retry_attempts,
             retry_initial_s=s.transient_retry_initial_s, retry_max_s=s.transient_retry_max_s,
             cache_enabled=s.embedding_cache_max_rows > 0, embedding_provider=s.embedding_provider,
             embedding_model_revision=s.embedding_model_revision,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from task_service.metrics import WorkerMetrics
 
@@ -33,12 +33,17 @@ class ModelTurn:
         return self._lock.locked()
 
     @contextlib.asynccontextmanager
-    async def hold(self, deadline: asyncio.Timeout) -> AsyncIterator[None]:
-        """Wait for the turn and hold it for the block. The wait is not the unit's own time:
-        ``deadline`` (its hard limit) is suspended meanwhile and resumes with what was left of it.
-        A wait is at most the others' turns, each within their own limit, so a claim is at most
-        ``PREFETCH x TASK_HARD_LIMIT_S`` old (what the scanner allows, below ``CONSUMER_TIMEOUT_S``
-        by the settings' check). Raises nothing of its own."""
+    async def hold(self, deadline: asyncio.Timeout,
+                   on_wait: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[None]:
+        """Wait for the turn and hold it for the block; ``on_wait`` is awaited first when the
+        turn is taken (the unit shows MODEL_WAIT), never when it is free (no added latency). The
+        wait is not the unit's own time: ``deadline`` (its budget) is suspended meanwhile and
+        resumes with what was left of it. A wait is at most the others' turns, each within its
+        own budget of at most one unit's length, so a delivery stays unacked at most
+        ``shared.domain.time_budget.delivery_bound_s`` (below ``CONSUMER_TIMEOUT_S`` by the
+        settings' start-up guard). Raises what ``on_wait`` raises, nothing of its own."""
+        if on_wait is not None and self._lock.locked():
+            await on_wait()
         loop = asyncio.get_running_loop()
         started = loop.time()
         when = deadline.when()

@@ -280,7 +280,7 @@ async def test_another_users_upload_is_released_while_a_book_holds_its_users_slo
     from shared.adapters.postgres.repo import outbox as outbox_repo
 
     msg, _, _ = await _split(db, dispatch_limit=2)
-    other, row = await new_document(db, dispatch_limit=None)  # held, of another user
+    _, row = await new_document(db, dispatch_limit=None)  # held, of another user
     assert not row.released
     assert row.id in await outbox_repo.release_held_outbox(db, 2, 10_000)
     assert await db.fetchval("SELECT released_at FROM outbox WHERE task_id = $1 AND part = 2", msg.task_id) is None

@@ -18,7 +18,7 @@ import asyncpg
 from shared.adapters.postgres.repo.chunks import promote
 from shared.adapters.postgres.repo.objects import queue_object_removal
 from shared.adapters.postgres.repo.outbox import insert_part_outbox
-from shared.adapters.postgres.repo.sql import Rollback
+from shared.adapters.postgres.repo.sql import PART_CLAIMABLE_SQL, Rollback
 from shared.adapters.postgres.repo.tasks import drop_split, load_task_snapshot
 from shared.domain.cache_policy import text_key
 from shared.domain.fencing import PartSnapshot, PartState
@@ -133,7 +133,7 @@ async def claim_part(conn: asyncpg.Connection, task_id: int, part: int, generati
     r = await conn.fetchrow(
         "UPDATE index_part SET status = 'RUNNING', attempt = attempt + 1, embedded = 0, start_time = now(),"
         " dispatched_at = COALESCE(dispatched_at, now()), update_time = now()"
-        " WHERE task_id = $1 AND part = $2 AND generation = $3 AND status IN ('WAITING', 'RUNNING')"
+        f" WHERE task_id = $1 AND part = $2 AND generation = $3 AND status IN {PART_CLAIMABLE_SQL}"
         f" AND {_TASK_AT} RETURNING attempt, first_chunk, chunk_count",
         task_id, part, generation,
     )
