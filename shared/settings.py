@@ -119,6 +119,14 @@ class CommonSettings(BaseSettings):
         return self.dispatch_per_user if self.dispatch_per_user is not None else 2 * self.dispatch_workers
 
 
+    # Read by the API's vector search and by the worker's ANN job (issue 31: commits insert vectors
+    # outside the HNSW index; the job adds those of the KBs above this threshold to it).
+    search_exact_max_chunks: int = Field(
+        40_000, ge=0, description="KBs with at most this many vectors are searched exactly (no HNSW); the ANN"
+        " job indexes the vectors of the larger ones"
+    )
+
+
 class KnowledgeSettings(CommonSettings):
     """The HTTP API (knowledge_service)."""
 
@@ -156,9 +164,6 @@ class KnowledgeSettings(CommonSettings):
     search_ef_search: int = Field(400, ge=1, le=1000, description="HNSW ef_search for search queries")
     search_candidate_depth: int = Field(50, ge=1, le=1000, description="hybrid: items taken from each list for RRF")
     search_rrf_k: int = Field(60, ge=1, description="hybrid: RRF constant k (Cormack et al. 2009)")
-    search_exact_max_chunks: int = Field(
-        40_000, ge=0, description="KBs with at most this many vectors are searched exactly (no HNSW)"
-    )
     search_keyword_budget: int = Field(
         2000, ge=1, description="keyword: candidates are chunks holding the rarest query terms, about this many rows"
     )
@@ -217,6 +222,11 @@ class WorkerSettings(CommonSettings):
         " this < CONSUMER_TIMEOUT_S (850 s: twice the largest document allowed on 2 cores with ONNX Runtime)"
     )
     consumer_timeout_s: float = Field(1800.0, description="mirror of RabbitMQ consumer_timeout")
+    ann_index_interval_s: float = Field(
+        30.0, ge=0, description="ANN job period: vectors of KBs above SEARCH_EXACT_MAX_CHUNKS are added to the HNSW"
+        " index behind the commits, seconds (0 disables)"
+    )
+    ann_index_batch: int = Field(1000, ge=1, description="ANN job: vectors added to the HNSW index per transaction")
     # Big documents in parts, and time rules without a fixed clock (issue 31; ARCHITECTURE.md "Flow 3").
     split_min_chunks: int = Field(
         512, ge=2, description="a document of at least this many chunks is split after chunking into parts that any"

@@ -284,3 +284,66 @@ async def test_another_users_upload_is_released_while_a_book_holds_its_users_slo
     assert not row.released
     assert row.id in await outbox_repo.release_held_outbox(db, 2, 10_000)
     assert await db.fetchval("SELECT released_at FROM outbox WHERE task_id = $1 AND part = 2", msg.task_id) is None
+
+
+async def test_the_task_shows_its_parts_in_the_api_and_null_once_swapped(db: asyncpg.Connection) -> None:
+    from knowledge_service.routes import _document
+    from knowledge_service.schemas import TaskOut, TaskParts
+
+    msg, _, vecs = await _split(db, dispatch_limit=None)
+
+    async def parts() -> tuple[TaskParts | None, TaskParts | None]:
+        task = TaskOut.model_validate(dict((await tasks_repo.get_task(db, msg.user_id, msg.task_id)).items()))
+        doc = _document(await documents_repo.get_document(db, msg.user_id, msg.document_id))
+        assert doc.task is not None
+        return task.parts, doc.task.parts
+
+    assert await parts() == (TaskParts(total=3, done=0, running=0, waiting=3),) * 2
+    done = await _claim(db, msg, 1)
+    await parts_repo.commit_part(db, _commit(msg, done, vecs))
+    await _claim(db, msg, 0)
+    assert await parts() == (TaskParts(total=3, done=1, running=1, waiting=1),) * 2
+    for p in (0, 2):
+        await parts_repo.commit_part(db, _commit(msg, await _claim(db, msg, p), vecs))
+    assert await parts() == (None, None)
+
+
+async def test_stage_model_wait_is_accepted(db: asyncpg.Connection) -> None:
+    from knowledge_service.schemas import TaskOut
+
+    msg, _ = await new_document(db)
+    attempt = await claim_attempt(db, msg.task_id, msg.generation)
+    assert attempt is not None
+    assert await tasks_repo.report_progress(db, Claim(msg.task_id, msg.generation, attempt), "MODEL_WAIT", 0.0)
+    row = await tasks_repo.get_task(db, msg.user_id, msg.task_id)
+    assert TaskOut.model_validate(dict(row.items())).stage == "MODEL_WAIT"
+
+
+async def test_a_retry_after_a_failed_part_starts_afresh_on_the_single_claim(db: asyncpg.Connection) -> None:
+    msg, _, _ = await _split(db)
+    claim = await _claim(db, msg, 0)
+    assert await parts_repo.finish_part_unsuccessfully(
+        db, claim, document_id=msg.document_id, status=TaskStatus.TIMEOUT, error_code="timeout",
+        error_message="no embedded batch for 120 s")
+    retried = await issue(db, msg.task_id, RequestKind.RETRY)
+    assert await _leftovers(db, msg.task_id) == NOTHING
+    assert await parts_repo.claim_part(db, msg.task_id, 0, retried.generation) is None  # no split any more
+    assert await claim_attempt(db, msg.task_id, retried.generation) is not None  # the document run again
+    snap = await tasks_repo.load_task_snapshot(db, msg.task_id)
+    assert snap is not None and not snap.split
+
+
+async def test_a_stale_generations_part_message_after_a_new_split_claims_nothing(db: asyncpg.Connection) -> None:
+    """A reindex while parts run, then a second split at the new generation: a part message of
+    the first generation claims nothing of the second split."""
+    msg, _, _ = await _split(db, dispatch_limit=None)
+    await db.execute("UPDATE index_task SET update_time = now() - interval '1 day' WHERE id = $1", msg.task_id)
+    new = await issue(db, msg.task_id, RequestKind.REINDEX, force=True)
+    attempt = await claim_attempt(db, msg.task_id, new.generation)
+    assert attempt is not None
+    chunks, _ = chunk_set(N, "second")
+    assert await parts_repo.split_task(db, SplitCommit(Claim(msg.task_id, new.generation, attempt), msg.document_id,
+                                                       msg.kb_id, msg.user_id, chunks, plan_parts(N, SIZE)), None)
+    assert await parts_repo.claim_part(db, msg.task_id, 0, msg.generation) is None
+    snap = await parts_repo.load_part_snapshot(db, msg.task_id, 0)
+    assert snap is not None and snap.state is not None and snap.state.generation == new.generation

@@ -127,6 +127,19 @@ async def insert_part_outbox(
             for m, mid, body, rel in zip(msgs, ids, bodies, released, strict=True)]
 
 
+async def insert_part_row(conn: asyncpg.Connection, msg: IndexMessage, *, released: bool) -> OutboxRow:
+    """Inside the caller's transaction: one outbox row of a part message (a re-publish),
+    ``released`` (the part holds a slot) or held for the relay."""
+    message_id = uuid.uuid4()
+    body = msg.to_json()
+    oid = await conn.fetchval(
+        "INSERT INTO outbox (task_id, user_id, part, message_id, exchange, routing_key, body, released_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, CASE WHEN $8 THEN now() END) RETURNING id",
+        msg.task_id, msg.user_id, msg.part, message_id, EXCHANGE, ROUTING_KEY, body.decode(), released,
+    )
+    return OutboxRow(int(oid), message_id, EXCHANGE, ROUTING_KEY, body, released)
+
+
 async def delete_part_outbox(conn: asyncpg.Connection, task_id: int) -> None:
     """Inside a transaction that fences a split out: its part rows not yet published go."""
     await conn.execute("DELETE FROM outbox WHERE task_id = $1 AND part IS NOT NULL AND published_at IS NULL", task_id)

@@ -17,7 +17,7 @@ import asyncpg
 
 from shared.adapters.postgres.repo.chunks import promote
 from shared.adapters.postgres.repo.objects import queue_object_removal
-from shared.adapters.postgres.repo.outbox import insert_part_outbox
+from shared.adapters.postgres.repo.outbox import insert_part_outbox, insert_part_row
 from shared.adapters.postgres.repo.sql import PART_CLAIMABLE_SQL, Rollback
 from shared.adapters.postgres.repo.tasks import drop_split, load_task_snapshot
 from shared.domain.cache_policy import text_key
@@ -355,3 +355,42 @@ async def finish_part_unsuccessfully(
     except Rollback:
         return False
     return True
+
+
+# ------------------------------------------------------------------ the scanner's side
+
+
+async def open_parts_older_than(conn: asyncpg.Connection, seconds: float, limit: int) -> list[asyncpg.Record]:
+    """Parts not DONE of RUNNING tasks, untouched for ``seconds``, with the database's ``now``:
+    ``task_id, part, status, generation, attempt, update_time, dispatched, document_id, now``."""
+    return list(await conn.fetch(
+        "SELECT p.task_id, p.part, p.status, p.generation, p.attempt, p.update_time,"
+        " p.dispatched_at IS NOT NULL AS dispatched, t.document_id, now() AS now"
+        " FROM index_part p JOIN index_task t ON t.id = p.task_id"
+        " WHERE p.status <> 'DONE' AND t.status = 'RUNNING' AND t.generation = p.generation"
+        " AND p.update_time < now() - make_interval(secs => $1) ORDER BY p.update_time LIMIT $2",
+        seconds, limit,
+    ))
+
+
+async def republish_part(
+    conn: asyncpg.Connection, task_id: int, part: int, generation: int, seen_status: str, seen_update_time: object,
+    *, rearm: bool,
+) -> OutboxRow | None:
+    """ONE transaction: the part exactly as the scanner saw it (concurrent scanners act once) is
+    touched, re-armed WAITING when ``rearm`` (a silent RUNNING part: its next claim's attempt
+    fences the vanished worker out), and gets a fresh outbox row (released when the part holds
+    a dispatch slot, else held for the relay). None: the part moved, nothing written."""
+    async with conn.transaction():
+        r = await conn.fetchrow(
+            "UPDATE index_part p SET update_time = now(), status = CASE WHEN $6 THEN 'WAITING' ELSE p.status END"
+            " FROM index_task t WHERE p.task_id = $1 AND p.part = $2 AND p.generation = $3 AND p.status = $4"
+            " AND p.update_time = $5 AND t.id = p.task_id AND t.status = 'RUNNING' AND t.generation = $3"
+            " RETURNING t.document_id, t.kb_id, t.user_id, p.dispatched_at IS NOT NULL AS dispatched",
+            task_id, part, generation, seen_status, seen_update_time, rearm,
+        )
+        if r is None:
+            return None
+        msg = IndexMessage(task_id=task_id, document_id=r["document_id"], kb_id=r["kb_id"], user_id=r["user_id"],
+                           generation=generation, part=part)
+        return await insert_part_row(conn, msg, released=r["dispatched"])

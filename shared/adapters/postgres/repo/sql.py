@@ -49,7 +49,12 @@ TASK_COLUMNS = (
     # approximate place in the queue: waiting tasks re-armed or re-published before this one, + 1
     f" CASE WHEN t.status IN {QUEUED_SQL} THEN 1 + (SELECT count(*) FROM index_task w"
     f"  WHERE w.status IN {QUEUED_SQL} AND (w.update_time, w.id) < (t.update_time, t.id))"
-    " END AS queue_position"
+    " END AS queue_position,"
+    # a split task's parts (issue 31): {"total", "done", "running", "waiting"}; NULL when not split
+    " (SELECT jsonb_build_object('total', count(*), 'done', count(*) FILTER (WHERE p.status = 'DONE'),"
+    "  'running', count(*) FILTER (WHERE p.status = 'RUNNING'),"
+    "  'waiting', count(*) FILTER (WHERE p.status = 'WAITING'))"
+    "  FROM index_part p WHERE p.task_id = t.id HAVING count(*) > 0) AS parts"
 )
 
 

@@ -242,12 +242,15 @@ async def finish_unsuccessfully(
 async def active_tasks_older_than(conn: asyncpg.Connection, seconds: float, limit: int) -> list[asyncpg.Record]:
     """Active tasks untouched for ``seconds``, with the database's ``now`` (one clock). Tasks
     waiting for a dispatch slot (held outbox row, not dispatched) are left out: they wait in
-    PostgreSQL by design and the relay releases them; nothing of theirs is in the broker."""
+    PostgreSQL by design and the relay releases them; nothing of theirs is in the broker. Split
+    tasks are left out too (their parts are scanned instead)."""
     return list(
         await conn.fetch(
             "SELECT id, document_id, status, generation, attempt, start_time, update_time, now() AS now"
             f" FROM index_task WHERE status IN {ACTIVE_SQL}"
             " AND (status = 'RUNNING' OR dispatched_at IS NOT NULL)"
+            # a split task is never timed out as a whole: its parts are watched (repo.parts)
+            " AND NOT EXISTS (SELECT 1 FROM index_split s WHERE s.task_id = index_task.id)"
             " AND (update_time < now() - make_interval(secs => $1)"
             "      OR (status = 'RUNNING' AND start_time < now() - make_interval(secs => $1)))"
             " ORDER BY update_time LIMIT $2",
