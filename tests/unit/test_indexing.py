@@ -1,4 +1,4 @@
-"""``IndexHandler.handle`` for every outcome, over the in-memory fakes (no services)."""
+"""``task_service.indexing``: ``IndexHandler.handle`` for every outcome, over the in-memory fakes (no services)."""
 
 from __future__ import annotations
 
@@ -22,17 +22,21 @@ from shared.domain.errors import (
 )
 from shared.domain.fencing import SkipReason
 from shared.domain.messages import IndexMessage
-from shared.domain.records import ChunkCommit
+from shared.domain.records import ChunkCommit, DocumentSource
 from shared.domain.states import DocumentStatus, TaskStatus
-from task_service.handler import HandlerConfig, IndexHandler, Outcome, decode
+from task_service.indexing.config import HandlerConfig
+from task_service.indexing.delivery import IndexHandler, Outcome, decode
+from task_service.indexing.retrying import Retry, RetryingEmbedder, RetryingWorkerStore
 from tests.fakes import FakeEmbedder, FakeExtractor, FakeLocks, FakeObjectStore, FakeReleasedObjects, FakeStore
 
 TEXT = b"first paragraph\n\nsecond paragraph\n\nthird"
 
 
 def config(**kw: float) -> HandlerConfig:
-    base: dict[str, float | str] = dict(lock_retry_max_attempts=3, lease_period_s=30.0, task_hard_limit_s=30.0,
-                                        retry_attempts=3, retry_initial_s=0.0, retry_max_s=0.0, cache_enabled=False,
+    base: dict[str, float | str] = dict(lock_retry_max_attempts=3, lease_period_s=30.0, budget_base_s=30.0,
+                                        budget_per_chunk_s=0.0, embed_stall_timeout_s=30.0, split_min_chunks=1000,
+                                        part_chunks=2, retry_attempts=3, retry_initial_s=0.0, retry_max_s=0.0,
+                                        cache_enabled=False,
                                         embedding_provider="sentence-transformers", embedding_model_revision="",
                                         cache_touch_interval_s=3600.0, embed_chunks=16)
     base.update(kw)
@@ -178,11 +182,12 @@ async def test_embedding_down_fails_after_retries() -> None:
     assert w.store.tasks[w.msg.task_id].error_code == EmbeddingUnavailableError.error_code
 
 
-async def test_hard_limit_times_the_task_out_and_cancels_the_extraction() -> None:
-    w = World(extractor=FakeExtractor(block=True), task_hard_limit_s=0.05)
+async def test_the_budget_times_the_task_out_and_cancels_the_extraction() -> None:
+    w = World(extractor=FakeExtractor(block=True), budget_base_s=0.05)
     assert await w.handle() is Outcome.ACK
     t = w.store.tasks[w.msg.task_id]
     assert (t.status, t.error_code) == (TaskStatus.TIMEOUT, TaskTimeoutError.error_code)
+    assert t.error_message == "task exceeded its budget of 0.05 s"  # before chunking: the base only
     assert w.extractor.cancelled == 1
 
 
@@ -191,7 +196,7 @@ async def test_a_newer_generation_before_embedding_is_skipped() -> None:
     store = w.store
     real = store.document_source
 
-    async def supersede(document_id: int) -> tuple[str, str, str | None] | None:
+    async def supersede(document_id: int) -> DocumentSource | None:
         store.documents[document_id].generation += 1  # new content arrives mid-run
         return await real(document_id)
 
@@ -205,7 +210,7 @@ async def test_deleted_document_mid_run_is_skipped() -> None:
     w2 = World()
     real = w2.store.document_source
 
-    async def deleted(document_id: int) -> tuple[str, str, str | None] | None:
+    async def deleted(document_id: int) -> DocumentSource | None:
         await real(document_id)
         return None
 
@@ -349,28 +354,31 @@ async def test_a_second_delivery_is_parsed_while_the_first_embeds_and_embeds_aft
     assert [c.content for c in w.store.documents[second.document_id].chunks] == ["other one", "other two"]
 
 
-async def test_the_wait_for_the_model_turn_does_not_count_against_the_hard_limit() -> None:
-    w, second, embedder = _two_documents(task_hard_limit_s=0.2)
+async def test_the_wait_for_the_model_turn_does_not_count_against_the_budget() -> None:
+    w, second, embedder = _two_documents(budget_base_s=0.2)
     embedder.gate.set()
-    async with asyncio.timeout(None) as holder, w.handler._model(holder):  # another delivery's turn
+    async with asyncio.timeout(None) as holder, w.handler.deps.model_turn.hold(holder):  # another delivery's turn
         other = asyncio.create_task(w.handler.handle(second, delay_attempts=0))
         await _until(lambda: w.extractor.calls == 1)
-        await asyncio.sleep(0.4)  # twice the hard limit passes while the delivery waits for the turn
+        await asyncio.sleep(0.4)  # twice the budget passes while the delivery waits for the turn
         assert not other.done() and embedder.started == []
     assert await other is Outcome.ACK
     assert w.store.tasks[second.task_id].status is TaskStatus.SUCCESS
+    # what the user saw meanwhile: MODEL_WAIT, not CHUNKING at 0 %
+    assert w.store.tasks[second.task_id].progress[:3] == [("PARSING", 0.0), ("CHUNKING", 0.0), ("MODEL_WAIT", 0.0)]
 
 
-async def test_the_hard_limit_still_counts_the_tasks_own_time_after_the_wait() -> None:
-    w, second, _ = _two_documents(task_hard_limit_s=0.2)
-    async with asyncio.timeout(None) as holder, w.handler._model(holder):
+async def test_the_budget_still_counts_the_tasks_own_time_after_the_wait() -> None:
+    w, second, _ = _two_documents(budget_base_s=0.2, embed_stall_timeout_s=60.0)
+    async with asyncio.timeout(None) as holder, w.handler.deps.model_turn.hold(holder):
         other = asyncio.create_task(w.handler.handle(second, delay_attempts=0))
         await _until(lambda: w.extractor.calls == 1)
         await asyncio.sleep(0.3)
     assert await other is Outcome.ACK  # the gate stays closed: its own embedding outlives the limit
     t = w.store.tasks[second.task_id]
     assert (t.status, t.error_code) == (TaskStatus.TIMEOUT, TaskTimeoutError.error_code)
-    assert not w.handler._model_turn.locked()  # the timed-out task gave its turn back
+    assert t.error_message == "task exceeded its budget of 0.2 s"
+    assert not w.handler.deps.model_turn.locked()  # the timed-out task gave its turn back
 
 
 @pytest.mark.parametrize("owner, model_calls", [(1, 1), (2, 2)], ids=["same user", "another user"])
@@ -400,3 +408,24 @@ async def test_a_copy_waiting_for_the_model_turn_is_served_by_the_cache(owner: i
     assert await first is Outcome.ACK
     assert (embedder.calls, w.store.cache_misses) == (model_calls, 3 * model_calls)
     assert len(w.store.documents[copy.document_id].chunks) == 3 and len(w.store.cache) == 3 * model_calls
+
+
+# ------------------------------------------------------------------ the retrying ports
+
+
+async def test_the_retrying_store_retries_a_transient_failure_and_gives_up_after_its_attempts() -> None:
+    store = FakeStore()
+    msg = store.add_document()
+    store.fail_next["document_source"] = DatabaseUnavailableError("down")
+    source = await RetryingWorkerStore(store, Retry(2, 0.0, 0.0)).document_source(msg.document_id)
+    assert source is not None and source.object_key == "k1"
+    store.fail_next["document_source"] = DatabaseUnavailableError("down")
+    with pytest.raises(DatabaseUnavailableError):
+        await RetryingWorkerStore(store, Retry(1, 0.0, 0.0)).document_source(msg.document_id)
+
+
+async def test_a_permanent_error_is_not_retried() -> None:
+    embedder = FakeEmbedder(error=CorruptDocumentError("refused"))
+    with pytest.raises(CorruptDocumentError):
+        await RetryingEmbedder(embedder, Retry(5, 0.0, 0.0)).embed(["x"])
+    assert embedder.calls == 1

@@ -5,8 +5,9 @@ A cache entry is keyed by ``(owner, model, revision, SHA-256 of the chunk text)`
 document's user, so tenants never share entries); ``revision`` names
 whatever else changes the vectors (the model's revision when known, else its dimension). The
 adapter (``shared.adapters.postgres.repo.cache``: ``cache_lookup`` / ``cache_store`` /
-``cache_evict``) does the I/O; the worker (``task_service.handler``) asks :func:`plan` which
-texts to send to the model and :func:`assemble` to build the document's matrix.
+``cache_evict``) does the I/O, scoped to one :class:`~shared.domain.records.CacheNamespace`; the
+worker (``task_service.indexing.cache``) asks :func:`plan` which texts to send to the model and
+:func:`assemble` to build the document's matrix.
 """
 
 from __future__ import annotations
@@ -19,25 +20,7 @@ import numpy as np
 from shared.adapters.embedding.vectors import FloatMatrix
 from shared.domain.cache_policy import text_key
 
-__all__ = ["Namespace", "Plan", "assemble", "namespace", "plan", "text_key"]
-
-
-@dataclass(frozen=True)
-class Namespace:
-    """What, besides the text, a vector depends on: ``model`` name and ``revision``."""
-
-    model: str
-    revision: str
-    dim: int
-
-
-def namespace(model: str, dim: int, revision: str | None = None) -> Namespace:
-    """The cache namespace of an embedder: ``revision`` if configured, else ``dim<dim>``."""
-    if not model:
-        raise ValueError("model name must not be empty")
-    if dim < 1:
-        raise ValueError(f"dim must be >= 1, got {dim}")
-    return Namespace(model, revision or f"dim{dim}", dim)
+__all__ = ["Plan", "assemble", "plan", "text_key"]
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """Live progress of an indexing run: the stages and the write throttle (pure; no I/O).
 
 A run goes DOWNLOADING → PARSING (→ OCR, while scanned pages are OCRed: progress = pages done /
-pages to OCR) (→ CHUNKING, when the parser reports it) → EMBEDDING →
-WRITING; ``progress`` is the share of the run's chunks embedded (0.0 before EMBEDDING, 1.0
-from WRITING on). The worker asks :class:`ProgressThrottle` before each write so that a task
-row is written at most about once per second: a stage change is always written (at most five
-per run, and they are what a person watches), a progress change within a stage only when
-``min_interval_s`` has passed since the last write. Skipped values are not queued: the next
+pages to OCR) (→ CHUNKING, when the parser reports it) (→ MODEL_WAIT, while another unit holds the
+worker's model turn) → EMBEDDING → WRITING; ``progress`` is the share of the run's chunks embedded
+(0.0 before EMBEDDING, 1.0 from WRITING on). The worker asks :class:`ProgressThrottle` before each
+write so that a task row is written at most about once per second: a stage change is always written
+(at most seven per run, and they are what a person watches), a progress change within a stage only
+when ``min_interval_s`` has passed since the last write. Skipped values are not queued: the next
 allowed write carries the latest one.
 """
 
@@ -21,6 +21,7 @@ class Stage(StrEnum):
     PARSING = "PARSING"
     OCR = "OCR"  # scanned pages / images being OCRed; progress = pages done / pages to OCR
     CHUNKING = "CHUNKING"
+    MODEL_WAIT = "MODEL_WAIT"  # chunked, waiting for the worker's model turn (another unit embeds)
     EMBEDDING = "EMBEDDING"
     WRITING = "WRITING"
 
