@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from shared.domain.fencing import EnqueueDecision, TaskSnapshot
 from shared.domain.messages import IndexMessage
-from shared.domain.records import ChunkCommit, Claim, Duplicate, NewContent, OutboxRow, SkipRecord
+from shared.domain.records import ChunkCommit, ChunkDetails, Claim, Duplicate, NewContent, OutboxRow, SkipRecord
 from shared.domain.states import TaskStatus
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "ObjectWriter",
     "Publisher",
     "ReleasedObjects",
+    "SearchReads",
     "TaskStore",
     "WorkerStore",
 ]
@@ -194,6 +195,36 @@ class DocumentLock(Protocol):
         ...
 
     async def release(self) -> None: ...
+
+
+class SearchReads(Protocol):
+    """The search's reads (:class:`shared.adapters.postgres.reads.PgSearch`; the statements in
+    ``shared.adapters.postgres.repo.search``). Rankings are ``[(chunk id, score)]``, best first.
+    ``parallel``: two calls may run at once (each on its own connection). Raises
+    ``DatabaseUnavailableError``."""
+
+    @property
+    def parallel(self) -> bool: ...
+
+    async def vector(self, kb_id: int, embedding: npt.NDArray[np.float32], limit: int, *, exact_max_chunks: int,
+                     ef_search: int) -> list[tuple[int, float]]:
+        """Top ``limit`` chunks of the KB by cosine similarity to ``embedding`` (``(dim,) float32``):
+        exact up to ``exact_max_chunks`` vectors in the KB, HNSW at ``ef_search`` above."""
+        ...
+
+    async def keyword(self, kb_id: int, text: str, limit: int, *, budget: int,
+                      max_candidates: int) -> list[tuple[int, float]]:
+        """Top ``limit`` chunks of the KB by full-text match of ``text``, the KB's own term
+        statistics; about ``budget`` candidates, at most ``max_candidates``."""
+        ...
+
+    async def content_keys(self, ids: Sequence[int]) -> dict[int, str]:
+        """``{chunk id: MD5 of its text}`` (collapses copies of one text)."""
+        ...
+
+    async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
+        """The chunks still there among ``ids``."""
+        ...
 
 
 class ReleasedObjects(Protocol):

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy.typing as npt
 
-__all__ = ["Chunk", "ChunkCommit", "Claim", "Duplicate", "NewContent", "OutboxRow", "SkipRecord"]
+__all__ = ["Chunk", "ChunkCommit", "ChunkDetails", "Claim", "Duplicate", "NewContent", "OutboxRow", "SkipRecord"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,19 @@ class Chunk:
     token_count: int
     page: int | None = None
     section: str | None = None
+
+
+@dataclass(frozen=True)
+class ChunkDetails:
+    """A search hit's chunk as the API shows it: its document, filename, place and text."""
+
+    chunk_id: int
+    document_id: int
+    filename: str
+    chunk_index: int
+    content: str
+    page: int | None
+    section: str | None
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,11 @@ class Sample:
     active: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
+async def ping(conn: asyncpg.Connection) -> bool:
+    """True once the database answered a trivial statement (readiness)."""
+    return bool(await conn.fetchval("SELECT true"))
+
+
 async def outbox_backlog(conn: asyncpg.Connection) -> int:
     """Unpublished outbox rows (the partial index ``outbox_pending_idx``)."""
     return int(await conn.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL"))
