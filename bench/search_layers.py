@@ -82,7 +82,7 @@ async def run(rounds: int) -> str:
                 "HTTP `POST .../search`, keyword (the whole request)": post("keyword"),
                 "HTTP `POST .../search`, vector (the whole request)": post("vector"),
                 "HTTP `POST .../search`, hybrid (the whole request)": post("hybrid"),
-                "in-process `retrieval.search(pool, keyword)` (the KB's own statistics)": lambda: retrieval.search(
+                "in-process `retrieval.search(PgSearch(pool), keyword)`": lambda: retrieval.search(
                     PgSearch(pool), kb, retrieval.Mode.KEYWORD, question, None, 5, params),
                 "the keyword statement alone": statement,
                 "in-process query embedding (the API's embedder)": lambda: embedder.embed([question]),

@@ -22,8 +22,10 @@ or a boilerplate paragraph several documents share never show the same text twic
 ranked (the first) is kept.
 
 Vector search is exact (a scan of the KB's vectors) when the KB holds at most
-``exact_max_chunks`` vectors, and uses the HNSW index with pgvector's iterative scan above that;
-the threshold comes from ``bench/retrieval.py`` (see bench/RESULTS.md).
+``exact_max_chunks`` vectors, and uses the HNSW index with pgvector's iterative scan above that
+(over the vectors the ANN job has added to it, merged with an exact scan of those it has not:
+commits insert outside the index, issue 31); the threshold comes from ``bench/retrieval.py``
+(see bench/RESULTS.md).
 """
 
 from __future__ import annotations
