@@ -26,12 +26,14 @@ from shared.domain.records import (
     DocumentSource,
     Duplicate,
     NewContent,
+    OpsSample,
     OutboxRow,
     PartClaim,
     PartCommit,
     PartCommitted,
     SkipRecord,
     SplitCommit,
+    TermFold,
 )
 from shared.domain.states import TaskStatus
 
@@ -40,6 +42,7 @@ __all__ = [
     "DocumentLock",
     "Embedder",
     "IssueRefused",
+    "MaintenanceStore",
     "ObjectReader",
     "ObjectRemover",
     "ObjectStream",
@@ -210,6 +213,38 @@ class DocumentLock(Protocol):
         ...
 
     async def release(self) -> None: ...
+
+
+class MaintenanceStore(Protocol):
+    """What the worker's single-statement jobs read and write (:class:`shared.adapters.postgres.
+    pg_store.PgMaintenance`): each call one statement (or one short transaction) on its own pooled
+    connection. Raises ``DatabaseUnavailableError``."""
+
+    async def cache_evict(self, max_rows: int, low_water: float) -> int | None:
+        """One LRU eviction pass of the embedding cache down to ``low_water`` x ``max_rows``: rows
+        deleted, None when another worker's pass holds the lock."""
+        ...
+
+    async def fold_term_stats(self, batch: int) -> TermFold | None:
+        """Fold up to ``batch`` pending deltas of the keyword statistics per KB; None when
+        another fold was running."""
+        ...
+
+    async def pending_term_deltas(self) -> int:
+        """Deltas of the keyword statistics not yet folded."""
+        ...
+
+    async def sample(self) -> OpsSample:
+        """The gauges of the worker's ``/metrics`` that PostgreSQL holds."""
+        ...
+
+    async def kbs_needing_ann(self, exact_max_chunks: int) -> list[int]:
+        """KBs above ``exact_max_chunks`` chunks with vectors not yet in the HNSW index."""
+        ...
+
+    async def add_to_ann(self, kb_id: int, batch: int) -> int:
+        """Add up to ``batch`` of the KB's vectors to the HNSW index (one transaction): how many."""
+        ...
 
 
 class SearchReads(Protocol):

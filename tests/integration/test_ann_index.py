@@ -8,6 +8,7 @@ import asyncpg
 import pytest
 
 from knowledge_service.search.retrieval import SearchParams, vector_ranking
+from shared.adapters.postgres.pg_store import PgMaintenance
 from shared.adapters.postgres.reads import PgSearch
 from shared.adapters.postgres.repo.search import _HNSW
 from task_service.jobs import ann_indexer
@@ -52,7 +53,7 @@ async def test_the_job_indexes_only_the_kbs_above_the_threshold(pool: asyncpg.Po
     await _doc(db, small, [f"s {i}" for i in range(5)], _unit(5, 13))
     await _doc(db, big, [f"b {i}" for i in range(25)], _unit(25, 14))
     assert await _ann(db, big) == (0, 25)  # a commit inserts outside the index
-    added = await ann_indexer.once(pool, batch=10, exact_max_chunks=10)  # three batches: 10 + 10 + 5
+    added = await ann_indexer.once(PgMaintenance(pool), batch=10, exact_max_chunks=10)  # three batches: 10 + 10 + 5
     assert added >= 25
     assert await _ann(db, big) == (25, 0)
     assert await _ann(db, small) == (0, 5)

@@ -16,6 +16,7 @@ import pytest
 
 from knowledge_service.search.retrieval import Mode, SearchParams, search
 from shared.adapters.postgres.migrate import migrate
+from shared.adapters.postgres.pg_store import PgMaintenance
 from shared.adapters.postgres.reads import PgSearch
 from shared.adapters.postgres.repo import term_stats as term_stats_repo
 from shared.adapters.postgres.repo import users as users_repo
@@ -191,6 +192,6 @@ async def test_the_job_folds_everything_pending(db: asyncpg.Connection, pool: as
     kb = await _kb(db)
     await _doc(db, kb, B_TEXTS)
     before = await term_stats_repo.kb_document_frequencies(db, kb, ["", "ledger"])
-    report = await term_stats_job.fold_all(pool, batch=7)  # several passes of 7 deltas
+    report = await term_stats_job.fold_all(PgMaintenance(pool), batch=7)  # several passes of 7 deltas
     assert report["folded"] is not None and report["folded"] > 7 and report["pending"] == 0
     assert await term_stats_repo.kb_document_frequencies(db, kb, ["", "ledger"]) == before == {"": 5, "ledger": 2}

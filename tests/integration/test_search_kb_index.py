@@ -107,7 +107,7 @@ async def test_folded_term_stats_rank_as_pending_ones(db: asyncpg.Connection) ->
     await _doc(db, kb, [f"harbour ferry timetable {i} ZQ-{i}9" for i in range(5)], _unit(5, 3))
     pending = await search(PgSearch(db), kb, Mode.KEYWORD, "ferry ZQ-39", None, 3, SearchParams())
     assert pending and pending[0].content == "harbour ferry timetable 3 ZQ-39"
-    while (await term_stats_repo.fold(db, 1000) or term_stats_repo.Fold(1, 0)).moved:
+    while (done := await term_stats_repo.fold(db, 1000)) is None or done.moved:
         pass
     assert await db.fetchval("SELECT count(*) FROM kb_term_delta WHERE kb_id = $1", kb) == 0
     folded = await search(PgSearch(db), kb, Mode.KEYWORD, "ferry ZQ-39", None, 3, SearchParams())

@@ -211,17 +211,14 @@ POSTGRES_ROOTS = {
     "task_service/jobs/oneshot.py",  # `rag ops JOB --once`
     "task_service/dlq.py",  # `rag dlq`
 }
-#: Not yet behind a port (listed, not hidden): the worker's jobs that hold one connection across
-#: several statements (the relay claims, publishes and marks rows in one transaction; the scanner
-#: and the orphan sweep go row by row) still call the repository on ``pool.connection``.
+#: Not yet behind a port (listed, not hidden): the jobs that hold one connection across several
+#: statements (the relay claims, publishes and marks rows in one transaction; the scanner and the
+#: orphan sweep go row by row) still call the repository on ``pool.connection``. The
+#: single-statement jobs go through the ``MaintenanceStore`` port.
 POSTGRES_EXEMPT = {
     "task_service/cleanup.py",
     "task_service/jobs/relay.py",
     "task_service/jobs/scanner.py",
-    "task_service/jobs/cache_evictor.py",
-    "task_service/jobs/metrics_sampler.py",
-    "task_service/jobs/term_stats.py",
-    "task_service/jobs/ann_indexer.py",
 }
 
 
