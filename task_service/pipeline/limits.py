@@ -23,7 +23,9 @@ are still read):
 Why the declared sizes can be trusted: Python's ``zipfile.ZipExtFile`` (used by python-docx,
 hence by unstructured) never returns more than the entry's declared ``file_size`` (it truncates
 the inflated data to ``_left = zipinfo.file_size``), so an entry that lies about its size
-yields at most the declared bytes (then a CRC error), never a bomb. Overlapping entries (the
+yields at most the declared bytes (then a CRC error), never a bomb. One ``read()`` of it may
+still inflate far more before cutting (up to 1 GiB per call), so every part is read with
+``readers/_shared/xmlzip.read_entry``: at most the declared size + 1 byte inflated. Overlapping entries (the
 "non-recursive" zip bomb) are caught by the sum of declared sizes.
 """
 

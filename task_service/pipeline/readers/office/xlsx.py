@@ -38,7 +38,7 @@ from shared.domain.ole import OLE_MAGIC
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits, check_zip_limits
 from task_service.pipeline.readers._shared.tables import Budget, Cell, Row, letter_name, table_blocks
-from task_service.pipeline.readers._shared.xmlzip import ZIP_ERRORS
+from task_service.pipeline.readers._shared.xmlzip import ZIP_ERRORS, read_entry
 
 # A cell with content: ``<c r="B7" ...>`` (self-closing ``<c .../>`` cells are styled but empty).
 _CELL_REF = re.compile(rb'<(?:\w+:)?c\s[^>]*?\br="([A-Z]{1,3})([0-9]{1,7})"[^>]*(?<!/)>')
@@ -115,7 +115,7 @@ def _check_used_areas(data: bytes, limits: ParseLimits) -> None:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             for name in archive.namelist():
                 if _SHEET_PART.fullmatch(name):
-                    area = _used_area(archive.read(name))
+                    area = _used_area(read_entry(archive, name, "XLSX"))
                     if area > limits.table_max_cells:
                         raise ParseLimitError(
                             f"XLSX sheet {name!r} spans {area:,} cells (its used range); "
