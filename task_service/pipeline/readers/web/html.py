@@ -66,17 +66,23 @@ def extract_html(text: str, *, link_targets: bool = False) -> ParsedDocument:
 
     Blocks are not yet normalized (``parse.py`` does that). ``link_targets`` appends each
     link's target to its text. Raises ``ParseLimitError`` when the element nesting exceeds
-    ``MAX_DEPTH`` or the tree builder's work ``max_tree_work``; ``DependencyMissingError``
-    when selectolax is not installed.
+    ``MAX_DEPTH`` or the tree builder's work ``max_tree_work``, or when lexbor fails to allocate
+    the tree; ``DependencyMissingError`` when selectolax is not installed.
     """
     _check_depth(text)
     try:
-        from selectolax.lexbor import LexborHTMLParser
+        from selectolax.lexbor import LexborHTMLParser, SelectolaxError
     except ImportError as exc:  # pragma: no cover - declared dependency
         raise DependencyMissingError(f"selectolax is not installed: install 'selectolax>=1,<2' ({exc})") from exc
-    tree = LexborHTMLParser(text)
+    try:
+        tree = LexborHTMLParser(text)
+        title = tree.css_first("head > title")
+    except (SelectolaxError, RuntimeError) as exc:  # lexbor's status when it cannot allocate its tree
+        raise ParseLimitError(
+            f"the HTML parser could not build this document's tree ({exc}): it needs more memory than "
+            "the parser may use (PARSE_MEMORY_LIMIT_MB)"
+        ) from exc
     walker = Walker(link_targets)
-    title = tree.css_first("head > title")
     if title is not None:  # the page's name (browser tab, search results): content, before the body
         walker.walk(title)
     if tree.root is not None:
