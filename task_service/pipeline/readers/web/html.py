@@ -58,7 +58,9 @@ MAX_DEPTH = 10_000
 (``ParseLimitError``)."""
 TREE_WORK_BASE = 200_000_000
 TREE_WORK_PER_CHAR = 20
-_FEW_TAGS = 14_000  # 14,000² = 1.96e8 < TREE_WORK_BASE: such a document cannot exceed the work bound
+# A document of n tags costs at most n² × (1 + RECONSTRUCT_WORK) (each tag walks ≤ n open elements,
+# each text run re-opens ≤ n formatting elements): 1,000² × 101 ≈ 1.0e8, half TREE_WORK_BASE.
+_FEW_TAGS = 1_000
 
 
 def extract_html(text: str, *, link_targets: bool = False) -> ParsedDocument:
@@ -106,8 +108,8 @@ def _check_depth(text: str) -> None:
         )
     if not cost.complete:
         raise ParseLimitError(
-            f"elements nested so deep, so often (over {cost.work:,} open elements re-checked by the HTML "
-            f"tree builder) that parsing would take minutes"
+            f"elements nested so deep, so often (over {cost.work:,} steps of the HTML tree builder: open elements "
+            f"re-checked, {cost.reopened:,} formatting elements re-opened) that parsing would take minutes"
         )
 
 
