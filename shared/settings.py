@@ -336,6 +336,8 @@ class WorkerSettings(CommonSettings):
     ocr_dpi: int = Field(200, ge=72, le=600, description="resolution at which PDF pages are rendered for OCR")
     ocr_max_pages: int = Field(100, ge=1, description="pages (PDF pages, image frames) OCRed per document")
     image_max_pixels: int = Field(50_000_000, ge=1_000_000, description="pixels of one image or rendered page")
+    ocr_max_pixels: int = Field(400_000_000, ge=1_000_000, description="pixels OCRed per document (all its scanned "
+                                "pages or image frames), decided before any is rendered")
     # tables (XLSX, ODS, CSV/TSV read as rows)
     table_max_cells: int = Field(5_000_000, ge=1, description="cells of a sheet's used range / a CSV")
     table_max_columns: int = Field(16_384, ge=1, description="columns of one sheet or CSV")
