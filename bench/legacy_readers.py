@@ -198,7 +198,9 @@ def timed(run: Callable[[], str]) -> tuple[str | None, float, str]:
     try:
         text = run()
         return text, time.perf_counter() - t0, ""
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a candidate's failure is an outcome (pyo3 panics are BaseException)
         return None, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}"[:120]
 
 
@@ -230,44 +232,51 @@ def on_real(folder: Path, profile: Path, lo_sample: int) -> list[str]:
     lines = []
     for fmt in CANDIDATES:
         paths = sorted(p for p in folder.iterdir() if p.suffix.lower().lstrip(".") == fmt)
-        runs: dict[str, Callable[[Path], str]] = dict(CANDIDATES[fmt])
-        texts: dict[str, dict[Path, set[str] | None]] = {name: {} for name in runs}
-        scores = {name: Score() for name in runs}
-        lo_paths = set(paths[:: max(1, len(paths) // lo_sample)][:lo_sample]) if lo_sample else set()
-        if lo_paths:
-            runs["LibreOffice headless (sample)"] = lambda p, f=fmt: LO[f](p, profile)
-            texts["LibreOffice headless (sample)"] = {}
-            scores["LibreOffice headless (sample)"] = Score()
-        for path in paths:
-            for name, run in runs.items():
-                if name.startswith("LibreOffice") and path not in lo_paths:
-                    continue
-                text, secs, err = timed(lambda r=run, p=path: r(p))
-                s = scores[name]
-                s.files += 1
-                s.bytes += path.stat().st_size
-                s.seconds += secs
-                if text is None:
-                    s.errors.append(f"{path.name}: {err}")
-                    texts[name][path] = None
-                else:
-                    s.ok += 1
-                    texts[name][path] = set(_WORD.findall(text.lower()))
-        for path in paths:
-            found = [t for name in texts if (t := texts[name].get(path))]
-            if len(found) < 2:
-                continue
-            consensus = {w for w in set().union(*found) if sum(w in t for t in found) >= 2}
-            for name in texts:
-                if path not in texts[name]:
-                    continue
-                got = texts[name][path] or set()
-                scores[name].wanted += len(consensus)
-                scores[name].found += len(consensus & got)
-        for name, s in scores.items():
-            lines.append(f"| .{fmt} | {name} | {s.cell()} |")
-            print(lines[-1], "errors:", s.errors[:3], flush=True)
+        runs: dict[str, tuple[Callable[[Path], str], list[Path]]] = {
+            name: (c, paths) for name, c in CANDIDATES[fmt].items()}
+        if lo_sample:
+            sample = paths[:: max(1, len(paths) // lo_sample)][:lo_sample]
+            runs["LibreOffice headless (sample)"] = (lambda p, f=fmt: LO[f](p, profile), sample)
+        words: dict[str, dict[Path, set[str] | None]] = {}
+        scores: dict[str, Score] = {}
+        for name, (run, subset) in runs.items():
+            words[name], scores[name] = read_all(run, subset)
+        consensus_recall(words, scores)
+        for name, score in scores.items():
+            lines.append(f"| .{fmt} | {name} | {score.cell()} |")
+            print(lines[-1], "errors:", score.errors[:3], flush=True)
     return lines
+
+
+def read_all(run: Callable[[Path], str], paths: list[Path]) -> tuple[dict[Path, set[str] | None], Score]:
+    """Each file's words (None: the candidate failed on it) and the candidate's score so far."""
+    score = Score()
+    words: dict[Path, set[str] | None] = {}
+    for path in paths:
+        text, secs, err = timed(lambda p=path: run(p))
+        score.files += 1
+        score.bytes += path.stat().st_size
+        score.seconds += secs
+        if text is None:
+            score.errors.append(f"{path.name}: {err}")
+            words[path] = None
+        else:
+            score.ok += 1
+            words[path] = set(_WORD.findall(text.lower()))
+    return words, score
+
+
+def consensus_recall(words: dict[str, dict[Path, set[str] | None]], scores: dict[str, Score]) -> None:
+    """Per file, the words at least two candidates found; each candidate's share of them."""
+    for path in {p for found in words.values() for p in found}:
+        found = [w for by_path in words.values() if (w := by_path.get(path))]
+        if len(found) < 2:
+            continue
+        agreed = {w for w in set().union(*found) if sum(w in f for f in found) >= 2}
+        for name, by_path in words.items():
+            if path in by_path:
+                scores[name].wanted += len(agreed)
+                scores[name].found += len(agreed & (by_path[path] or set()))
 
 
 def main(argv: list[str]) -> None:

@@ -56,6 +56,7 @@ _CODEPAGES = {0x19: "cp1251", 0x22: "cp1251", 0x02: "cp1251", 0x23: "cp1251", 0x
               0x27: "cp1257", 0x1E: "cp874", 0x11: "cp932", 0x04: "cp936", 0x12: "cp949"}
 _FIELD_BEGIN, _FIELD_SEPARATOR, _FIELD_END = "\x13", "\x14", "\x15"
 _PICTURE_MARKS = re.compile("[\x01\x08]")
+_FIELD_MARKS = re.compile("([\x13\x14\x15])")
 #: Control characters of the text stream → what the reader shows (2.8.25 and Table of special characters).
 _SPECIALS = str.maketrans({"\x0b": "\n", "\x1e": "-", "\x1f": None, "\x02": None, "\x03": None, "\x04": None,
                            "\x05": None, "\x01": None, "\x08": None, "\x0c": "\r"})
@@ -205,20 +206,20 @@ def _too_much(total: int, stream: int, limits: ParseLimits) -> None:
 
 
 def _drop_field_codes(text: str) -> str:
-    """Keep a field's result, drop its code; nested fields too (an unclosed field is kept whole)."""
+    """Keep a field's result, drop its code; nested fields too (an unclosed field's code is dropped)."""
     if _FIELD_BEGIN not in text:
         return text
     out: list[str] = []
     stack: list[bool] = []  # per open field: True once its separator is seen (in the result)
-    for ch in text:
-        if ch == _FIELD_BEGIN:
+    for part in _FIELD_MARKS.split(text):
+        if part == _FIELD_BEGIN:
             stack.append(False)
-        elif ch == _FIELD_SEPARATOR and stack:
+        elif part == _FIELD_SEPARATOR and stack:
             stack[-1] = True
-        elif ch == _FIELD_END and stack:
+        elif part == _FIELD_END and stack:
             stack.pop()
-        elif all(stack):
-            out.append(ch)
+        elif part not in (_FIELD_SEPARATOR, _FIELD_END) and all(stack):
+            out.append(part)
     return "".join(out)
 
 

@@ -10,7 +10,8 @@ Bounds: a BIFF8 sheet has at most 65,536 × 256 cells (16.8 M), which calamine a
 ``table_max_cells`` → ``ParseLimitError`` before its rows are turned into blocks.
 
 Errors: ``EncryptedDocumentError`` (FILEPASS: password-protected), ``UnsupportedTypeError`` (another
-OLE kind), ``CorruptDocumentError`` (calamine cannot read it), ``ParseLimitError``.
+OLE kind), ``CorruptDocumentError`` (calamine cannot read it, or panics on it: a Rust panic surfaces
+as pyo3's ``PanicException``, measured on fuzzed files), ``ParseLimitError``.
 """
 
 from __future__ import annotations
@@ -46,4 +47,8 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
             blocks.extend(table_blocks(_sheet_rows(sheet, budget), meta.name, letter_name))
     except python_calamine.CalamineError as exc:
         raise CorruptDocumentError(f"XLS cannot be read: {exc}") from exc
+    except BaseException as exc:  # pyo3's PanicException (a Rust panic) derives from BaseException
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise CorruptDocumentError(f"XLS cannot be read (calamine: {exc})") from None
     return ParsedDocument(tuple(blocks))

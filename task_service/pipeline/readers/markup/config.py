@@ -3,7 +3,7 @@
 Lines are kept as they are (indentation and line breaks: a key and its value stay on one line);
 blank lines separate blocks. Sections: an INI / TOML table header (``[server]``, ``[[servers]]``)
 opens section ``server``; in YAML a top-level key (``database:`` at column 0) does, and a
-``---`` line ends a document. A log has no sections. This is all the structure search needs from
+``---`` line ends a document. A log (``log.py``) has no sections. This is all the structure search needs from
 such files: a value is found with the key and table that name it.
 """
 
@@ -15,7 +15,7 @@ from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.readers.markup._outline import decoded_lines
 
-__all__ = ["read"]
+__all__ = ["line_blocks", "read"]
 
 _TABLE = re.compile(r"\[\[?\s*([^\]\n]+?)\s*\]\]?\s*(?:[#;].*)?")
 _YAML_KEY = re.compile(r"""([A-Za-z0-9_][\w .\-/]*|"[^"]+"|'[^']+')\s*:(?:\s|$)""")
@@ -25,7 +25,7 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
     """Blocks of a configuration or log file (module docstring). Raises ``UndecodableTextError``."""
     del limits
     lines, warnings = decoded_lines(data)
-    return ParsedDocument(tuple(_blocks(lines)), warnings)
+    return ParsedDocument(tuple(line_blocks(lines)), warnings)
 
 
 def _section(line: str) -> str | None:
@@ -36,7 +36,9 @@ def _section(line: str) -> str | None:
     return key.group(1).strip("\"'") if key and not line.startswith(("-", "#", " ", "\t")) else None
 
 
-def _blocks(lines: list[str]) -> list[Block]:
+def line_blocks(lines: list[str], *, sections: bool = True) -> list[Block]:
+    """Blocks of ``lines`` split at blank lines (and ``---``); with ``sections``, at each table
+    header or top-level key too, which becomes the ``section`` of what follows."""
     blocks: list[Block] = []
     section: str | None = None
     paragraph: list[str] = []
@@ -51,7 +53,7 @@ def _blocks(lines: list[str]) -> list[Block]:
             flush()
             section = None
             continue
-        name = _section(line)
+        name = _section(line) if sections else None
         if name is not None and name != section:
             flush()
             section = name
