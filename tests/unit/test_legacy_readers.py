@@ -108,3 +108,17 @@ def test_xls_filepass_is_encrypted() -> None:
     stream = bof + struct.pack("<HH", 0x002F, 6) + b"\0" * 6 + struct.pack("<HH", 0x000A, 0)
     with pytest.raises(EncryptedDocumentError):
         xls.read(write_cfb({"Workbook": stream.ljust(4096, b"\0")}), DEFAULT_LIMITS)
+
+
+def test_xls_dimensions_over_the_cell_limit_refused_before_calamine_allocates() -> None:
+    """Four cells, but a DIMENSIONS record spanning the whole BIFF8 grid (65,536 × 256)."""
+    stream = bytearray(olefile.OleFileIO(io.BytesIO(make_xls({"S": [["a", "b"], ["c", "d"]]}))).openstream(
+        "Workbook").read())
+    pos = 0
+    while pos + 4 <= len(stream):
+        rtype, length = struct.unpack_from("<HH", stream, pos)
+        if rtype == 0x0200:
+            struct.pack_into("<IIHH", stream, pos + 4, 0, 65536, 0, 256)
+        pos += 4 + length
+    with pytest.raises(ParseLimitError, match=r"16,777,216 cells \(its DIMENSIONS"):
+        xls.read(write_cfb({"Workbook": bytes(stream)}), DEFAULT_LIMITS)
