@@ -283,18 +283,17 @@ def consensus_recall(words: dict[str, dict[Path, set[str] | None]], scores: dict
 
 DECISION = """\
 **Decision** (`task_service/pipeline/readers/legacy/`): **.doc → ours** (every generated marker, headers and
-footers too, which antiword drops; fields read as their result; Word 6/95 in the code page of the
-document's language, where antiword and catdoc print cp1252 mojibake for a Russian file; on real files
-it misses only a Word 2.0 file, which is not a compound file and is refused at upload); **.xls →
-python-calamine**, already the XLSX reader's library (the same cell rendering, the best consensus on
-real files with xls2csv; xlrd fails on more files and gives formula cells' raw numbers); **.ppt → ours**
-(catppt reads only the SlideListWithText, so nothing of a LibreOffice-written file, whose text is in the
-shapes; ours reads both, in slide order through the persist directory, notes included). LibreOffice
-headless reads about everything but at 0.01–0.4 MB/s (a process start and a conversion per file, 1–4 s)
-and 325 MB of packages. The three chosen run in process, inside the sandbox child under its limits, and
-need no system package; the tools are installed for this bench only (`make bench-legacy`). Files
-"not read" by ours are password-protected (→ `encrypted`), fuzzed, or not compound files; MB/s varies
-several-fold with the load of the shared machine."""
+footers too, which antiword drops; fields read as their result; Word 6/95 in the code page of the document's
+language, where antiword and catdoc print cp1252 mojibake for a Russian file; on real files it misses only a
+Word 2.0 file, which is not a compound file and is refused at upload); **.xls → python-calamine**, already the
+XLSX reader's library (the same cell rendering, the best consensus on real files with xls2csv; xlrd stops on
+more real files: NAME formulas it cannot parse, stricter compound-file checks); **.ppt → ours** (catppt reads
+only the SlideListWithText, so nothing of a LibreOffice-written file, whose text is in the shapes; ours reads
+both, in slide order through the persist directory, notes included). LibreOffice headless reads about
+everything but at 0.01–0.4 MB/s (a process start and a conversion per file, 1–4 s) and 325 MB of packages. The
+three chosen run in process, inside the sandbox child under its limits, and need no system package; the tools
+are installed for this bench only (`make bench-legacy`). Files "not read" by ours are password-protected (→
+`encrypted`), fuzzed, or not compound files; MB/s varies several-fold with the load of the shared machine."""
 
 
 def main(argv: list[str]) -> None:
