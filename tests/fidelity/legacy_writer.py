@@ -18,7 +18,8 @@ from tests.fidelity.cfb_writer import write_cfb
 _FIB_WHICH_TABLE, _FIB_ENCRYPTED = 0x0200, 0x0100
 
 
-def _fib(ccp_text: int, ccp_hdd: int, clx: tuple[int, int], flags: int) -> bytes:
+def _fib(ccp_text: int, ccp_hdd: int, clx: tuple[int, int], flags: int,
+         stsh: tuple[int, int] = (0, 0), bte: tuple[int, int] = (0, 0)) -> bytes:
     base = struct.pack("<HHHHHH", 0xA5EC, 0x00C1, 0, 0x0409, 0, _FIB_WHICH_TABLE | flags).ljust(32, b"\0")
     rgw = struct.pack("<H", 14) + b"\0" * 28
     lw = [0] * 22
@@ -26,13 +27,43 @@ def _fib(ccp_text: int, ccp_hdd: int, clx: tuple[int, int], flags: int) -> bytes
     rglw = struct.pack("<H22I", 22, *lw)
     pairs = [0] * (93 * 2)
     pairs[66], pairs[67] = clx
+    pairs[2], pairs[3] = stsh
+    pairs[26], pairs[27] = bte
     return base + rgw + rglw + struct.pack(f"<H{93 * 2}I", 93, *pairs)
 
 
-def make_doc(paragraphs: list[str], header: str = "", *, encrypted: bool = False) -> bytes:
+def _stsh() -> bytes:
+    """A style sheet: istd 0 "Normal" (sti 0), istd 1-9 "heading 1-9" (sti 1-9)."""
+    stshi = struct.pack("<HHH", 10, 10, 0).ljust(18, b"\0")  # cstd, cbSTDBaseInFile, flags...
+    stds = b""
+    for istd, name in enumerate(["Normal"] + [f"heading {n}" for n in range(1, 10)]):
+        xstz = struct.pack("<H", len(name)) + name.encode("utf-16-le") + b"\0\0"
+        raw = struct.pack("<H", istd).ljust(10, b"\0") + xstz
+        stds += struct.pack("<H", len(raw)) + raw
+    return struct.pack("<H", len(stshi)) + stshi + stds
+
+
+def _fkp(runs: list[tuple[int, int, int]]) -> bytes:
+    """One PapxFkp page: (first byte, end byte, istd) runs, each PAPX holding only its istd."""
+    page = bytearray(512)
+    crun = len(runs)
+    struct.pack_into(f"<{crun + 1}I", page, 0, *[r[0] for r in runs], runs[-1][1])
+    at = 510 - 4 * crun
+    for i, (_, _, istd) in enumerate(runs):
+        offset = at + 4 * i
+        page[4 * (crun + 1) + 13 * i] = offset // 2
+        page[offset], page[offset + 1] = 0, 1  # cb 0, cb' 1: a 2-byte GrpPrlAndIstd
+        struct.pack_into("<H", page, offset + 2, istd)
+    page[511] = crun
+    return bytes(page)
+
+
+def make_doc(paragraphs: list[str], header: str = "", *, encrypted: bool = False,
+             headings: dict[int, int] | None = None) -> bytes:
     """A Word 97 document: ``paragraphs`` (each ended by ``\\r``; a ``\\x07`` in one is a cell mark)
-    as the main text, ``header`` as the headers sub-document. ASCII paragraphs go into an 8-bit
-    piece, the others into UTF-16 pieces; every piece is placed after the FIB."""
+    as the main text, ``header`` as the headers sub-document; ``headings``: paragraph index → heading
+    level (its style). ASCII paragraphs go into an 8-bit piece, the others into UTF-16 pieces; every
+    piece is placed after the FIB, the paragraph-property page after them."""
     main = [p + "\r" for p in paragraphs]
     subs = [header + "\r"] if header else []
     pieces: list[tuple[str, bool]] = [(t, t.isascii()) for t in main + subs + (["\r"] if subs else [])]
@@ -41,10 +72,14 @@ def make_doc(paragraphs: list[str], header: str = "", *, encrypted: bool = False
     fib_size = len(_fib(0, 0, (0, 0), 0))
     text = bytearray()
     descriptors: list[tuple[int, int, int]] = []  # (cp start, cp end, fc raw)
+    runs: list[tuple[int, int, int]] = []  # (first byte, end byte, istd) of the main paragraphs
     cp = 0
     start = (fib_size + 511) // 512 * 512
-    for chars, compressed in pieces:
+    for index, (chars, compressed) in enumerate(pieces):
         offset = start + len(text)
+        if index < len(main):
+            width = 1 if compressed else 2
+            runs.append((offset, offset + width * len(chars), (headings or {}).get(index, 0)))
         if compressed:
             text += chars.encode("cp1252")
             raw = (offset * 2) | 0x40000000
@@ -56,9 +91,17 @@ def make_doc(paragraphs: list[str], header: str = "", *, encrypted: bool = False
     cps = [d[0] for d in descriptors] + [cp]
     plc = struct.pack(f"<{len(cps)}I", *cps) + b"".join(struct.pack("<HIH", 0, raw, 0) for *_, raw in descriptors)
     clx = b"\x02" + struct.pack("<I", len(plc)) + plc
-    fib = _fib(ccp_text, ccp_hdd, (16, len(clx)), _FIB_ENCRYPTED if encrypted else 0)
-    word = fib.ljust(start, b"\0") + bytes(text)
-    return write_cfb({"WordDocument": word.ljust(4096, b"\0"), "1Table": (b"\0" * 16 + clx).ljust(4096, b"\0")})
+    word = bytearray(start) + text
+    word += b"\0" * (-len(word) % 512)
+    page = len(word) // 512
+    word += _fkp(runs)
+    stsh = _stsh()
+    bte = struct.pack("<III", runs[0][0], runs[-1][1], page)
+    table = b"\0" * 16 + clx + stsh + bte
+    fib = _fib(ccp_text, ccp_hdd, (16, len(clx)), _FIB_ENCRYPTED if encrypted else 0,
+               (16 + len(clx), len(stsh)), (16 + len(clx) + len(stsh), len(bte)))
+    word[: len(fib)] = fib
+    return write_cfb({"WordDocument": bytes(word).ljust(4096, b"\0"), "1Table": table.ljust(4096, b"\0")})
 
 
 def _rec(rtype: int, body: bytes, *, instance: int = 0, container: bool = False, ver: int = 0) -> bytes:

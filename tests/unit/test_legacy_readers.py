@@ -25,6 +25,15 @@ def test_doc_paragraphs_unicode_cells_fields_and_header() -> None:
     assert parsed.blocks[0].section is None
 
 
+def test_doc_heading_styles_give_section_paths() -> None:
+    data = make_doc(["Report", "intro text", "Install", "steps here", "Linux", "apt DOCLINUX"],
+                    headings={0: 1, 2: 2, 4: 3})
+    blocks = doc.read(data, DEFAULT_LIMITS).blocks
+    assert [(b.section, b.text) for b in blocks][-2:] == [("Report > Install > Linux", "Linux"),
+                                                           ("Report > Install > Linux", "apt DOCLINUX")]
+    assert blocks[1].section == "Report"
+
+
 def test_doc_encrypted_is_encrypted() -> None:
     with pytest.raises(EncryptedDocumentError):
         doc.read(make_doc(["secret"], encrypted=True), DEFAULT_LIMITS)

@@ -12,8 +12,10 @@ What comes out: the main document's paragraphs (``\\r``), then footnotes, header
 comments, endnotes and text boxes, each with that ``section``. A table row (cells ended by
 ``\\x07``, the row by a second ``\\x07``) becomes one block, its cells joined by `` | ``. Fields
 (``\\x13`` code ``\\x14`` result ``\\x15``, 2.8.25) keep their result and drop their code, so a
-hyperlink reads as its text, a page number as the number. Not read: styles (no heading path),
-list numbers, text in embedded objects; pictures are counted in a warning.
+hyperlink reads as its text, a page number as the number. A paragraph in a built-in heading
+style (Heading 1-9, ``_wordstyles.py``) opens a section: the blocks under it carry its heading
+path, as in DOCX. Not read: list numbers, text in embedded objects; pictures are counted in a
+warning.
 
 Why our own reader: measured against antiword, catdoc and LibreOffice headless on generated files
 (``python -m bench.legacy_readers``): every marker, headers too, at tens of MB/s, in process.
@@ -29,14 +31,16 @@ than ``pdf_max_text_chars``).
 
 from __future__ import annotations
 
+import bisect
 import re
 import struct
 from dataclasses import dataclass
 
 from shared.domain.errors import CorruptDocumentError, ParseLimitError
-from task_service.pipeline.document import Block, ParsedDocument, count_warnings
+from task_service.pipeline.document import Block, HeadingStack, ParsedDocument, count_warnings
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.readers.legacy._ole import open_compound, read_stream
+from task_service.pipeline.readers.legacy._wordstyles import Styles
 
 __all__ = ["read"]
 
@@ -45,6 +49,7 @@ _WORD6_IDENTS = (0xA5DC, 0xA697, 0xA698, 0xA699)  # Word 6/95 (and their Asian b
 _WORD97_NFIB = 0x00C1  # nFib of Word 97 and later (FibBase.nFib; later versions keep it here)
 _FIB_WHICH_TABLE = 0x0200
 _CLX_PAIR = 33  # fcClx/lcbClx: the 34th (fc, lcb) pair of FibRgFcLcb97
+_STSH_PAIR, _BTE_PAPX_PAIR = 1, 13  # fcStshf/lcbStshf, fcPlcfBtePapx/lcbPlcfBtePapx
 _FC_COMPRESSED = 0x40000000
 #: Sub-documents after the main text, in CP order: (index in FibRgLw97, section name).
 _PARTS = ((4, "Footnotes"), (5, "Headers and footers"), (6, ""), (7, "Comments"), (8, "Endnotes"),
@@ -57,6 +62,7 @@ _CODEPAGES = {0x19: "cp1251", 0x22: "cp1251", 0x02: "cp1251", 0x23: "cp1251", 0x
 _FIELD_BEGIN, _FIELD_SEPARATOR, _FIELD_END = "\x13", "\x14", "\x15"
 _PICTURE_MARKS = re.compile("[\x01\x08]")
 _FIELD_MARKS = re.compile("([\x13\x14\x15])")
+_PARAGRAPH_MARKS = re.compile("[\r\x0c]")
 #: Control characters of the text stream → what the reader shows (2.8.25 and Table of special characters).
 _SPECIALS = str.maketrans({"\x0b": "\n", "\x1e": "-", "\x1f": None, "\x02": None, "\x03": None, "\x04": None,
                            "\x05": None, "\x01": None, "\x08": None, "\x0c": "\r"})
@@ -68,9 +74,10 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
         word = read_stream(ole, "WordDocument")
         fib = _Fib.parse(word)
         table = read_stream(ole, "1Table" if fib.which_table else "0Table")
-    text = _piece_text(word, table, fib, limits)
+    text, pieces = _piece_text(word, table, fib, limits)
     pictures = len(_PICTURE_MARKS.findall(text))
-    blocks = list(_blocks(text[: fib.ccp_text], None))
+    styles = Styles(word, table, fib.stsh, fib.bte_papx) if pieces else None
+    blocks = _main_blocks(text[: fib.ccp_text], pieces, styles)
     start = fib.ccp_text
     for count, section in fib.parts:
         blocks += _blocks(text[start : start + count], section or None)
@@ -91,6 +98,8 @@ class _Fib:
     ccp_text: int
     parts: list[tuple[int, str]]
     clx: tuple[int, int] = (0, 0)
+    stsh: tuple[int, int] = (0, 0)
+    bte_papx: tuple[int, int] = (0, 0)
     codepage: str | None = None
     text_range: tuple[int, int] = (0, 0)
 
@@ -113,9 +122,13 @@ class _Fib:
         pairs = _u16(word, pos)
         if len(lw) < 11 or pairs <= _CLX_PAIR:
             raise CorruptDocumentError("Word document: the FIB is too short (no piece table)")
-        clx = struct.unpack_from("<II", word, pos + 2 + 8 * _CLX_PAIR)
+        def pair(index: int) -> tuple[int, int]:
+            fc, lcb = struct.unpack_from("<II", word, pos + 2 + 8 * index)
+            return int(fc), int(lcb)
+
         parts = [(lw[i], name) for i, name in _PARTS]
-        return cls(bool(flags & _FIB_WHICH_TABLE), lw[3], parts, (clx[0], clx[1]))
+        return cls(bool(flags & _FIB_WHICH_TABLE), lw[3], parts, pair(_CLX_PAIR), pair(_STSH_PAIR),
+                   pair(_BTE_PAPX_PAIR))
 
     @classmethod
     def _word6(cls, word: bytes, lid: int) -> _Fib:
@@ -143,16 +156,20 @@ def _u32(data: bytes, pos: int) -> int:
     return int(struct.unpack_from("<I", data, pos)[0])
 
 
-def _piece_text(word: bytes, table: bytes, fib: _Fib, limits: ParseLimits) -> str:
-    """The whole character stream (main document then sub-documents) from the piece table (Word 6/95:
-    the stream's 8-bit text run)."""
+#: One piece of the character stream: (first CP, end CP, byte offset of its first character, bytes per char).
+_Piece = tuple[int, int, int, int]
+
+
+def _piece_text(word: bytes, table: bytes, fib: _Fib, limits: ParseLimits) -> tuple[str, list[_Piece]]:
+    """The whole character stream (main document then sub-documents) from the piece table, with
+    the pieces (Word 6/95: the stream's 8-bit text run, no pieces)."""
     if fib.codepage is not None:
         start, end = fib.text_range
         if not 0 <= start <= end <= len(word):
             raise CorruptDocumentError("Word 6/95 document: its text lies outside the WordDocument stream")
         run = word[start:end]
         wide = run[1::2].count(0) > len(run) // 4  # some Word 95 builds store the run as UTF-16
-        return run.decode("utf-16-le" if wide else fib.codepage, errors="replace")
+        return run.decode("utf-16-le" if wide else fib.codepage, errors="replace"), []
     fc, lcb = fib.clx
     clx = table[fc : fc + lcb]
     if len(clx) != lcb or lcb == 0:
@@ -161,6 +178,7 @@ def _piece_text(word: bytes, table: bytes, fib: _Fib, limits: ParseLimits) -> st
     n = (len(plc) - 4) // 12
     cps = struct.unpack_from(f"<{n + 1}I", plc, 0)
     out: list[str] = []
+    pieces: list[_Piece] = []
     total = 0
     for i in range(n):
         count = cps[i + 1] - cps[i]
@@ -169,7 +187,9 @@ def _piece_text(word: bytes, table: bytes, fib: _Fib, limits: ParseLimits) -> st
         if total > len(word) or total > limits.pdf_max_text_chars:
             _too_much(total, len(word), limits)
         out.append(_piece(word, raw, count))
-    return "".join(out)
+        compressed = bool(raw & _FC_COMPRESSED)
+        pieces.append((cps[i], cps[i + 1], (raw & ~_FC_COMPRESSED) // 2 if compressed else raw, 1 if compressed else 2))
+    return "".join(out), pieces
 
 
 def _plc_pcd(clx: bytes) -> bytes:
@@ -221,6 +241,39 @@ def _drop_field_codes(text: str) -> str:
         elif part not in (_FIELD_SEPARATOR, _FIELD_END) and all(stack):
             out.append(part)
     return "".join(out)
+
+
+def _main_blocks(text: str, pieces: list[_Piece], styles: Styles | None) -> list[Block]:
+    """The main document's blocks; a paragraph in a heading style opens a section (``HeadingStack``)."""
+    if styles is None or not styles.levels:
+        return _blocks(text, None)
+    stack = HeadingStack()
+    blocks: list[Block] = []
+    start = 0
+    firsts = [piece[0] for piece in pieces]
+    for mark in _PARAGRAPH_MARKS.finditer(text + "\r"):
+        end = mark.end()
+        paragraph = text[start:end]
+        level = styles.level_at(_fc_of(mark.start(), pieces, firsts))
+        if level:
+            title = " ".join(_drop_field_codes(paragraph).translate(_SPECIALS).split())
+            if title:
+                blocks.append(Block(title, stack.enter(level, title)))
+                start = end
+                continue
+        blocks += _blocks(paragraph, stack.path)
+        start = end
+    return blocks
+
+
+def _fc_of(cp: int, pieces: list[_Piece], firsts: list[int]) -> int:
+    """The byte offset in the WordDocument stream of character position ``cp`` (-1 when none);
+    ``firsts``: the pieces' first CPs (ascending, as the PlcPcd stores them)."""
+    i = bisect.bisect_right(firsts, cp) - 1
+    if i < 0:
+        return -1
+    first, end, fc, width = pieces[i]
+    return fc + (cp - first) * width if cp < end else -1
 
 
 def _blocks(text: str, section: str | None) -> list[Block]:
