@@ -40,8 +40,8 @@ def test_doc_encrypted_is_encrypted() -> None:
 
 
 def test_doc_text_limit() -> None:
-    with pytest.raises(ParseLimitError, match="PDF_MAX_TEXT_CHARS"):
-        doc.read(make_doc(["x" * 500]), ParseLimits(pdf_max_text_chars=100))
+    with pytest.raises(ParseLimitError, match="PARSE_MAX_TEXT_CHARS"):
+        doc.read(make_doc(["x" * 500]), ParseLimits(text_max_chars=100))
 
 
 def test_doc_piece_table_outside_its_stream_is_corrupt() -> None:

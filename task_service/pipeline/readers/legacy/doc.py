@@ -26,7 +26,7 @@ in that run's order.
 
 Errors: ``EncryptedDocumentError`` (password-protected), ``UnsupportedTypeError`` (another OLE
 kind), ``CorruptDocumentError`` (FIB or piece table out of bounds), ``ParseLimitError`` (more text
-than ``pdf_max_text_chars``).
+than ``text_max_chars`` (PARSE_MAX_TEXT_CHARS)).
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def _piece_text(word: bytes, table: bytes, fib: _Fib, limits: ParseLimits) -> tu
         count = cps[i + 1] - cps[i]
         raw = struct.unpack_from("<I", plc, 4 * (n + 1) + 8 * i + 2)[0]
         total += max(count, 0)
-        if total > len(word) or total > limits.pdf_max_text_chars:
+        if total > len(word) or total > limits.text_max_chars:
             _too_much(total, len(word), limits)
         out.append(_piece(word, raw, count))
         compressed = bool(raw & _FC_COMPRESSED)
@@ -218,9 +218,9 @@ def _piece(word: bytes, raw: int, count: int) -> str:
 
 
 def _too_much(total: int, stream: int, limits: ParseLimits) -> None:
-    if total > limits.pdf_max_text_chars:
-        raise ParseLimitError(f"Word document holds more than {limits.pdf_max_text_chars:,} characters "
-                              "(PDF_MAX_TEXT_CHARS)")
+    if total > limits.text_max_chars:
+        raise ParseLimitError(f"Word document holds more than {limits.text_max_chars:,} characters "
+                              "(PARSE_MAX_TEXT_CHARS)")
     raise CorruptDocumentError(f"Word document: its piece table names {total:,} characters, more than the "
                                f"{stream:,} bytes of its text stream")
 

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from shared.domain.errors import CorruptDocumentError, ParseLimitError
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers._shared.slides import Item, slide_blocks
 from task_service.pipeline.readers.legacy._ole import open_compound, read_stream
-from task_service.pipeline.readers.slides import Item, slide_blocks
 
 __all__ = ["read"]
 

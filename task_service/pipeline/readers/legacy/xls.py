@@ -28,9 +28,9 @@ import struct
 from shared.domain.errors import CorruptDocumentError, ParseLimitError
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits
+from task_service.pipeline.readers._shared.tables import Budget, letter_name, table_blocks
 from task_service.pipeline.readers.legacy._ole import check_kind, open_compound, read_stream
-from task_service.pipeline.readers.tables import Budget, letter_name, table_blocks
-from task_service.pipeline.readers.xlsx import _sheet_rows
+from task_service.pipeline.readers.office.xlsx import _sheet_rows
 
 __all__ = ["read"]
 
