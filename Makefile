@@ -103,6 +103,7 @@ bench: migrate netns-tools
 	$(BIN)/python -m bench.cluster
 	$(BIN)/python -m bench.peer
 	$(BIN)/python -m bench.search_layers
+	$(BIN)/python -m bench.kept_text
 	$(BIN)/python -m bench.edge
 
 # The legacy Office readers against their candidates (bench/legacy_readers.py): LibreOffice writes the
