@@ -95,6 +95,9 @@ bench: migrate netns-tools
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.drain
 	$(BIN)/python -m bench.model_calls
+	$(BIN)/python -m bench.parts
+	$(BIN)/python -m bench.parts --mode real
+	$(BIN)/python -m bench.parts --mode small
 	# the tests CI runs at a smaller size, at full size: the partition suite with every cut point
 	# (CI: the commit cut only; issue 19) and the whole corpus with the whole novel (CI: its first 256 KB)
 	RAG_PARTITION_FULL=1 $(BIN)/python -m pytest tests/e2e/test_partitions.py -q -s -p no:cacheprovider
@@ -105,6 +108,7 @@ bench: migrate netns-tools
 	$(BIN)/python -m bench.search_layers
 	$(BIN)/python -m bench.kept_text
 	$(BIN)/python -m bench.edge
+	$(BIN)/python -m bench.swap
 
 # The legacy Office readers against their candidates (bench/legacy_readers.py): LibreOffice writes the
 # generated .doc/.xls/.ppt and is a candidate; antiword and catdoc (catppt, xls2csv) are candidates.
