@@ -96,6 +96,7 @@ Body TEXBODY.
     ("    def nested(self):", None),
     ("if (x) {", None),
     ("return foo(bar);", None),
+    ("notes are (``NotesContainer`` of each slide).", None),  # prose, not a C function head
 ])
 def test_code_symbols(line: str, head: str | None) -> None:
     assert code.symbol(line) == head
@@ -108,6 +109,11 @@ def test_code_sections_carry_comments_and_decorators() -> None:
     assert got[0] == (None, '"""Module doc."""\nimport os')
     assert ("def helper", "# helper CODECOMMENT\n@cache\ndef helper(x):\n    return x") in got
     assert ("class Thing", 'class Thing:\n    def method(self):\n        return "CODEMARK"') in got
+
+
+def test_code_no_definitions_inside_docstrings_or_block_comments() -> None:
+    src = b'"""Module doc.\n\ndef not_a_function(x):\n"""\n/* a comment\nclass NotAClass:\n*/\ndef real():\n    pass\n'
+    assert {section for section, _ in sections(code, src)} == {None, "def real"}
 
 
 def test_config_sections_yaml_toml_ini() -> None:

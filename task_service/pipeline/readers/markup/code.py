@@ -5,7 +5,8 @@ class, type or table in one of the common languages (:data:`_SYMBOL`: Python, Go
 TypeScript, Java / C# / Kotlin, C / C++, Ruby, PHP, shell, SQL; the comments and decorators right above
 it go with it). Each part's ``section`` is its signature head (``def parse_document``, ``func (s
 *Server) Run``, ``CREATE TABLE document_info``); the lines before the first definition (imports,
-a module docstring) have none. Within a part, blank lines separate the blocks; indentation and line
+a module docstring) have none; nothing inside a triple-quoted string or a ``/* */`` comment
+starts a definition. Within a part, blank lines separate the blocks; indentation and line
 breaks are kept (the chunker cuts at line ends). The document's name already says its path; the
 registry's kind names the language.
 
@@ -40,7 +41,7 @@ _SYMBOL = re.compile(
         rf"(?:fun|object)\s+{_NAME}",
         rf"(?:struct|union|enum|namespace|template\s*<[^>]*>\s*class|typedef\s+struct)\s+{_NAME}",  # C, C++
         rf"(?:static\s+|inline\s+|extern\s+|const\s+|unsigned\s+|signed\s+)*{_NAME}(?:::{_NAME})*[\s*&]+"
-        rf"\**(?:{_NAME}::)*~?{_NAME}\s*\([^;]*$",  # a C/C++ function definition head (no ';')
+        rf"\**(?:{_NAME}::)*~?{_NAME}\s*\([^;]*\)\s*(?:const\s*)?\{{?\s*$",  # a C/C++ function head (no ';')
         rf"(?:function\s+)?{_NAME}\s*\(\)\s*\{{?",  # shell
         r"(?i:create\s+(?:or\s+replace\s+)?(?:unique\s+)?(?:temporary\s+)?(?:table|view|materialized\s+view|"
         r"function|procedure|index|trigger|type|schema|sequence)\s+(?:if\s+not\s+exists\s+)?[\w.\"`]+)",  # SQL
@@ -48,6 +49,8 @@ _SYMBOL = re.compile(
 )
 #: Lines that belong to the definition below them: decorators, annotations, comments.
 _LEADING = re.compile(r"\s*(?:@|#|//|/\*|\*|--|;|\"\"\"|''')")
+_QUOTES = re.compile(r'\"\"\"|\'\'\'|/\*|\*/')
+_CLOSES = {'"""': '"""', "'''": "'''", "/*": "*/"}
 _KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "else", "elif", "catch", "do", "sizeof"})
 
 
@@ -70,6 +73,16 @@ def symbol(line: str) -> str | None:
     return None if first in _KEYWORDS or not head else head[:120]
 
 
+def _still_quoted(line: str, quoted: str | None) -> str | None:
+    """The open multi-line string or comment (``\"\"\"``, ``\'\'\'``, ``/*``) after ``line``, or None."""
+    for token in _QUOTES.findall(line):
+        if quoted is None:
+            quoted = token
+        elif token == _CLOSES[quoted]:
+            quoted = None
+    return quoted
+
+
 def _blocks(lines: list[str]) -> list[Block]:
     blocks: list[Block] = []
     section: str | None = None
@@ -81,8 +94,10 @@ def _blocks(lines: list[str]) -> list[Block]:
             blocks.append(Block("\n".join(body).strip("\n"), section))
         del paragraph[: len(body)]
 
+    quoted: str | None = None  # inside a Python triple-quoted string or a C block comment: no symbols
     for line in lines:
-        name = symbol(line)
+        name = symbol(line) if quoted is None else None
+        quoted = _still_quoted(line, quoted)
         if name is not None:
             lead = len(paragraph)
             while lead and _LEADING.match(paragraph[lead - 1]):
