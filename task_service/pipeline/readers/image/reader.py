@@ -1,4 +1,8 @@
-"""Images (PNG, JPEG, TIFF incl. multi-page, WebP, BMP, GIF) → OCR paragraphs, one page per frame.
+"""Images (PNG, JPEG, TIFF incl. multi-page, WebP, BMP, GIF, HEIC/HEIF) → OCR paragraphs, one page per frame.
+
+HEIC/HEIF (phone photos) open through pillow-heif's Pillow plugin (libheif and libde265 in its wheel;
+the image's rotation and mirroring are applied as it decodes), lazily like the others: the size is
+checked from the header before any pixel is decoded; a multi-image file's images are its frames.
 
 Pillow reads the header first: each frame's width × height is checked against ``IMAGE_MAX_PIXELS``
 before its pixels are decoded (a 20,000 × 20,000 px image, or a tiny PNG whose IHDR promises
@@ -14,12 +18,15 @@ import io
 import warnings
 from collections.abc import Iterator
 
+import pillow_heif
 from PIL import Image, UnidentifiedImageError
 
 from shared.domain.errors import CorruptDocumentError, ParseLimitError
 from task_service.pipeline import ocr
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits, check_ocr_pixels
+
+pillow_heif.register_heif_opener()  # HEIC/HEIF open like any Pillow image
 
 #: Pillow's own bomb check (a warning above, an error above twice) is ours to make: ``check_pixels``.
 _PIL_ERRORS = (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError)
