@@ -18,17 +18,22 @@ import numpy.typing as npt
 from shared.domain.fencing import EnqueueDecision, PartSnapshot, TaskSnapshot
 from shared.domain.messages import IndexMessage
 from shared.domain.records import (
+    CacheNamespace,
     Chunk,
     ChunkCommit,
+    ChunkDetails,
     Claim,
+    DocumentSource,
     Duplicate,
     NewContent,
+    OpsSample,
     OutboxRow,
     PartClaim,
     PartCommit,
     PartCommitted,
     SkipRecord,
     SplitCommit,
+    TermFold,
 )
 from shared.domain.states import TaskStatus
 
@@ -37,12 +42,14 @@ __all__ = [
     "DocumentLock",
     "Embedder",
     "IssueRefused",
+    "MaintenanceStore",
     "ObjectReader",
     "ObjectRemover",
     "ObjectStream",
     "ObjectWriter",
     "Publisher",
     "ReleasedObjects",
+    "SearchReads",
     "TaskStore",
     "WorkerStore",
 ]
@@ -208,6 +215,68 @@ class DocumentLock(Protocol):
     async def release(self) -> None: ...
 
 
+class MaintenanceStore(Protocol):
+    """What the worker's single-statement jobs read and write (:class:`shared.adapters.postgres.
+    pg_store.PgMaintenance`): each call one statement (or one short transaction) on its own pooled
+    connection. Raises ``DatabaseUnavailableError``."""
+
+    async def cache_evict(self, max_rows: int, low_water: float) -> int | None:
+        """One LRU eviction pass of the embedding cache down to ``low_water`` x ``max_rows``: rows
+        deleted, None when another worker's pass holds the lock."""
+        ...
+
+    async def fold_term_stats(self, batch: int) -> TermFold | None:
+        """Fold up to ``batch`` pending deltas of the keyword statistics per KB; None when
+        another fold was running."""
+        ...
+
+    async def pending_term_deltas(self) -> int:
+        """Deltas of the keyword statistics not yet folded."""
+        ...
+
+    async def sample(self) -> OpsSample:
+        """The gauges of the worker's ``/metrics`` that PostgreSQL holds."""
+        ...
+
+    async def kbs_needing_ann(self, exact_max_chunks: int) -> list[int]:
+        """KBs above ``exact_max_chunks`` chunks with vectors not yet in the HNSW index."""
+        ...
+
+    async def add_to_ann(self, kb_id: int, batch: int) -> int:
+        """Add up to ``batch`` of the KB's vectors to the HNSW index (one transaction): how many."""
+        ...
+
+
+class SearchReads(Protocol):
+    """The search's reads (:class:`shared.adapters.postgres.reads.PgSearch`; the statements in
+    ``shared.adapters.postgres.repo.search``). Rankings are ``[(chunk id, score)]``, best first.
+    ``parallel``: two calls may run at once (each on its own connection). Raises
+    ``DatabaseUnavailableError``."""
+
+    @property
+    def parallel(self) -> bool: ...
+
+    async def vector(self, kb_id: int, embedding: npt.NDArray[np.float32], limit: int, *, exact_max_chunks: int,
+                     ef_search: int) -> list[tuple[int, float]]:
+        """Top ``limit`` chunks of the KB by cosine similarity to ``embedding`` (``(dim,) float32``):
+        exact up to ``exact_max_chunks`` vectors in the KB, HNSW at ``ef_search`` above."""
+        ...
+
+    async def keyword(self, kb_id: int, text: str, limit: int, *, budget: int,
+                      max_candidates: int) -> list[tuple[int, float]]:
+        """Top ``limit`` chunks of the KB by full-text match of ``text``, the KB's own term
+        statistics; about ``budget`` candidates, at most ``max_candidates``."""
+        ...
+
+    async def content_keys(self, ids: Sequence[int]) -> dict[int, str]:
+        """``{chunk id: MD5 of its text}`` (collapses copies of one text)."""
+        ...
+
+    async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
+        """The chunks still there among ``ids``."""
+        ...
+
+
 class ReleasedObjects(Protocol):
     """Removes, after a commit, the objects committed transactions released (``object_removal``);
     best effort: what fails stays queued for the sweep (``task_service.cleanup``). Never raises."""
@@ -237,11 +306,11 @@ class WorkerStore(Protocol):
     async def heartbeat(self, claim: Claim) -> bool: ...
 
     async def report_progress(self, claim: Claim, stage: str, progress: float) -> bool:
-        """The run's stage (``task_service.progress.Stage`` value) and progress (0..1); also a heartbeat."""
+        """The run's stage (``task_service.indexing.progress.Stage`` value) and progress (0..1); also a heartbeat."""
         ...
 
-    async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
-        """``(object_key, filename, content_type)``; None if the document was deleted."""
+    async def document_source(self, document_id: int) -> DocumentSource | None:
+        """The version to index (the pending one if any); None if the document was deleted."""
         ...
 
     async def claim_is_current(self, claim: Claim) -> bool: ...
@@ -256,23 +325,20 @@ class WorkerStore(Protocol):
         ...
 
     async def cache_lookup(
-        self, owner: int, model: str, revision: str, dim: int, keys: Sequence[bytes]
+        self, owner: int, ns: CacheNamespace, keys: Sequence[bytes]
     ) -> Mapping[bytes, npt.NDArray[np.float32]]:
-        """Embedding cache: ``owner``'s (the document's user) vectors stored under ``keys`` (text
-        SHA-256) in that namespace; never another user's."""
+        """Embedding cache: ``owner``'s (the document's user) ``(ns.dim,)`` vectors stored under
+        ``keys`` (text SHA-256) in namespace ``ns``; never another user's."""
         ...
 
     async def cache_store(
-        self, owner: int, document_id: int, model: str, revision: str, dim: int, keys: Sequence[bytes],
-        vectors: npt.NDArray[Any],
+        self, owner: int, document_id: int, ns: CacheNamespace, keys: Sequence[bytes], vectors: npt.NDArray[Any],
     ) -> int:
         """Add ``owner``'s vectors (a concurrent writer's vector for the same key wins); rows
         added; 0 when ``document_id`` is gone (a deleted document leaves no entry behind)."""
         ...
 
-    async def cache_touch(
-        self, owner: int, model: str, revision: str, keys: Sequence[bytes], min_age_s: float
-    ) -> int:
+    async def cache_touch(self, owner: int, ns: CacheNamespace, keys: Sequence[bytes], min_age_s: float) -> int:
         """Mark ``owner``'s hits used, at most once per ``min_age_s`` per entry; rows touched."""
         ...
 

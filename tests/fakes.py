@@ -24,9 +24,11 @@ from shared.domain.fencing import EnqueueDecision, PartSnapshot, PartState, Stal
 from shared.domain.messages import EXCHANGE, ROUTING_KEY, IndexMessage
 from shared.domain.parts import PART_CLAIMABLE, PartStatus
 from shared.domain.records import (
+    CacheNamespace,
     Chunk,
     ChunkCommit,
     Claim,
+    DocumentSource,
     Duplicate,
     NewContent,
     OutboxRow,
@@ -340,10 +342,11 @@ class FakeStore:
         task.progress.append((stage, progress))
         return True
 
-    async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
+    async def document_source(self, document_id: int) -> DocumentSource | None:
         self._maybe_fail("document_source")
         doc = self.documents.get(document_id)
-        return None if doc is None else (doc.content.object_key, doc.content.filename, doc.content.content_type)
+        return None if doc is None else DocumentSource(doc.content.object_key, doc.content.filename,
+                                                       doc.content.content_type)
 
     async def claim_is_current(self, claim: Claim) -> bool:
         return self._fenced(claim) is not None
@@ -358,23 +361,22 @@ class FakeStore:
         self.cache_misses += chunk_count - cache_hits if cache_misses is None else cache_misses
 
     async def cache_lookup(
-        self, owner: int, model: str, revision: str, dim: int, keys: Sequence[bytes]
+        self, owner: int, ns: CacheNamespace, keys: Sequence[bytes]
     ) -> dict[bytes, npt.NDArray[Any]]:
-        return {k: self.cache[(owner, model, revision, k)] for k in keys if (owner, model, revision, k) in self.cache}
+        at = (owner, ns.model, ns.revision)
+        return {k: self.cache[(*at, k)] for k in keys if (*at, k) in self.cache}
 
     async def cache_store(
-        self, owner: int, document_id: int, model: str, revision: str, dim: int, keys: Sequence[bytes],
-        vectors: npt.NDArray[Any],
+        self, owner: int, document_id: int, ns: CacheNamespace, keys: Sequence[bytes], vectors: npt.NDArray[Any],
     ) -> int:
         if document_id not in self.documents:
             return 0
-        new = [(k, v) for k, v in zip(keys, vectors, strict=True) if (owner, model, revision, k) not in self.cache]
-        self.cache.update({(owner, model, revision, k): np.asarray(v, dtype=np.float32) for k, v in new})
+        at = (owner, ns.model, ns.revision)
+        new = [(k, v) for k, v in zip(keys, vectors, strict=True) if (*at, k) not in self.cache]
+        self.cache.update({(*at, k): np.asarray(v, dtype=np.float32) for k, v in new})
         return len(new)
 
-    async def cache_touch(
-        self, owner: int, model: str, revision: str, keys: Sequence[bytes], min_age_s: float
-    ) -> int:
+    async def cache_touch(self, owner: int, ns: CacheNamespace, keys: Sequence[bytes], min_age_s: float) -> int:
         return 0
 
     async def record_skips(self, skips: Sequence[SkipRecord], worker: str) -> None:
@@ -658,21 +660,23 @@ class FakeObjectWriter:
 
 
 class FakeLocks:
-    """A lock factory (document id → lock) over one dict of holders, like one Redis."""
+    """A lock factory ((document id, part) → lock) over one set of holders, like one Redis:
+    ``held`` has a document's id for its own lock, ``(id, part)`` for a part's."""
 
     def __init__(self, *, down: bool = False) -> None:
-        self.held: set[int] = set()
+        self.held: set[int | tuple[int, int]] = set()
         self.down = down
-        self.lost: set[int] = set()  # renewals of these documents raise LockLostError
+        self.lost: set[int | tuple[int, int]] = set()  # renewals of these locks raise LockLostError
+        self.taken: list[int | tuple[int, int]] = []  # every acquire that succeeded, in order
 
-    def __call__(self, document_id: int) -> FakeLock:
-        return FakeLock(self, document_id)
+    def __call__(self, document_id: int, part: int | None = None) -> FakeLock:
+        return FakeLock(self, document_id if part is None else (document_id, part))
 
 
 class FakeLock:
-    def __init__(self, locks: FakeLocks, document_id: int) -> None:
+    def __init__(self, locks: FakeLocks, key: int | tuple[int, int]) -> None:
         self._locks = locks
-        self._id = document_id
+        self._id = key
         self._mine = False
 
     async def acquire(self) -> bool:
@@ -681,6 +685,7 @@ class FakeLock:
         if self._id in self._locks.held:
             return False
         self._locks.held.add(self._id)
+        self._locks.taken.append(self._id)
         self._mine = True
         return True
 

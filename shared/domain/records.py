@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import numpy.typing as npt
 
-__all__ = ["Chunk", "ChunkCommit", "Claim", "Duplicate", "NewContent", "OutboxRow", "PartClaim", "PartCommit",
-           "PartCommitted", "PartRange", "SkipRecord", "SplitCommit"]
+__all__ = [
+    "CacheNamespace", "Chunk", "ChunkCommit", "ChunkDetails", "Claim", "DocumentSource", "Duplicate", "NewContent",
+    "OpsSample", "OutboxRow", "PartClaim", "PartCommit", "PartCommitted", "PartRange", "SkipRecord", "SplitCommit",
+    "TermFold",
+]
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,38 @@ class Chunk:
     token_count: int
     page: int | None = None
     section: str | None = None
+
+
+@dataclass(frozen=True)
+class OpsSample:
+    """Gauges read in one pass: unpublished outbox rows, pending dead letters, and per active
+    status ``(count, seconds since the least recently updated one was touched)``."""
+
+    outbox_backlog: int
+    dead_letters_pending: int
+    active: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TermFold:
+    """One fold of the keyword statistics per KB: ``moved`` deltas folded, ``dropped`` terms that
+    no chunk holds any more (removed from ``kb_term``)."""
+
+    moved: int
+    dropped: int
+
+
+@dataclass(frozen=True)
+class ChunkDetails:
+    """A search hit's chunk as the API shows it: its document, filename, place and text."""
+
+    chunk_id: int
+    document_id: int
+    filename: str
+    chunk_index: int
+    content: str
+    page: int | None
+    section: str | None
 
 
 @dataclass(frozen=True)
@@ -95,6 +130,38 @@ class ChunkCommit:
     chunks: Sequence[Chunk]
     embeddings: npt.NDArray[Any]
     warnings: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class DocumentSource:
+    """The stored version of a document a run indexes (the pending one if there is one, else the
+    served one): its ``object_key``, the uploaded ``filename`` and the ``content_type`` the API
+    detected from the bytes (older rows: the client's header; None when unknown)."""
+
+    object_key: str
+    filename: str
+    content_type: str | None
+
+
+@dataclass(frozen=True)
+class CacheNamespace:
+    """What, besides the text, a cached vector depends on: the ``model`` (provider/name),
+    its ``revision`` (the configured one, else ``dim<dim>``) and the vector length ``dim``.
+    Built with :meth:`of`; every embedding-cache statement is scoped to one namespace."""
+
+    model: str
+    revision: str
+    dim: int
+
+    @classmethod
+    def of(cls, model: str, dim: int, revision: str | None = None) -> CacheNamespace:
+        """The namespace of an embedder: ``revision`` if configured, else ``dim<dim>``. Raises
+        ValueError for an empty ``model`` or a ``dim`` below 1."""
+        if not model:
+            raise ValueError("model name must not be empty")
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        return cls(model, revision or f"dim{dim}", dim)
 
 
 # ---------------------------------------------------------------------------------------------

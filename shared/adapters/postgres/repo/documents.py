@@ -21,7 +21,7 @@ from shared.adapters.postgres.repo.sql import (
 )
 from shared.adapters.postgres.repo.tasks import IN_FLIGHT_LOCK_SQL, drop_split
 from shared.domain.messages import IndexMessage
-from shared.domain.records import NewContent, OutboxRow
+from shared.domain.records import DocumentSource, NewContent, OutboxRow
 from shared.domain.states import DocumentStatus, TaskStatus
 
 
@@ -204,8 +204,8 @@ async def drop_pending(conn: asyncpg.Connection, document_id: int) -> bool:
     return True
 
 
-async def document_source(conn: asyncpg.Connection, document_id: int) -> tuple[str, str, str | None] | None:
-    """``(object_key, filename, content_type)`` of the version to index — the pending one if
+async def document_source(conn: asyncpg.Connection, document_id: int) -> DocumentSource | None:
+    """The object key, filename and content type of the version to index — the pending one if
     there is one, else the served one — None if the document was deleted.
 
     ``content_type`` is the type the API detected from the bytes (older rows: the client's header).
@@ -219,4 +219,4 @@ async def document_source(conn: asyncpg.Connection, document_id: int) -> tuple[s
         " FROM document_info WHERE id = $1",
         document_id,
     )
-    return None if r is None else (r["object_key"], r["filename"], r["content_type"])
+    return None if r is None else DocumentSource(r["object_key"], r["filename"], r["content_type"])
