@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from knowledge_service import web
+from knowledge_service.config import ApiConfig
 from knowledge_service.deps import Resources
 from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
@@ -66,7 +67,7 @@ async def _open(settings: KnowledgeSettings, metrics: ApiMetrics) -> Resources:
     if isinstance(embedder, SentenceTransformerEmbedder) and embedder.runtime == "torch":
         set_torch_threads(settings.search_embed_threads)  # a query's encode() beside a busy worker
     publisher = await _open_publisher(settings, metrics)
-    return Resources(settings, pool, store, redis, embedder, publisher,
+    return Resources(ApiConfig.from_settings(settings), pool, store, redis, embedder, publisher,
                      usecase_deps(settings, pool, store, publisher), PgReads(pool), metrics,
                      TermStatsCache(settings.search_term_stats_ttl_s))
 

@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from knowledge_service.config import ApiConfig
 from knowledge_service.metrics import ApiMetrics
 from knowledge_service.search.term_stats import TermStatsCache
 from shared import usecases
@@ -18,14 +19,14 @@ from shared.adapters.embedding import Embedder
 from shared.adapters.postgres.reads import PgReads
 from shared.adapters.rabbitmq import FailoverPublisher
 from shared.adapters.s3 import ObjectStore
-from shared.settings import KnowledgeSettings
 
 
 @dataclass
 class Resources:
     """Everything the routes use; built and closed by the lifespan (the composition root)."""
 
-    settings: KnowledgeSettings
+    #: what the routes read of the settings, built once (``ApiConfig.from_settings``)
+    config: ApiConfig
     pool: asyncpg.Pool
     store: ObjectStore
     redis: aioredis.Redis

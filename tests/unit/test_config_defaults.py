@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+from knowledge_service.config import ApiConfig, EventsConfig
+from knowledge_service.search.retrieval import SearchParams
 from shared.adapters.keepalive import Keepalive
 from shared.adapters.postgres.pool import PoolConfig
 from shared.adapters.s3 import StorageConfig
 from shared.domain.scan_policy import ScanThresholds
-from shared.settings import CommonSettings, WorkerSettings
+from shared.settings import CommonSettings, KnowledgeSettings, WorkerSettings
 from task_service.consumer import ConsumerConfig
 from task_service.handler import HandlerConfig
 from task_service.jobs.cache_evictor import EvictConfig
@@ -25,6 +27,7 @@ from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.sandbox import SandboxLimits
 
 DEFAULTS = WorkerSettings.model_construct()
+API_DEFAULTS = KnowledgeSettings.model_construct()
 
 
 def _stated_defaults(cls: type[Any]) -> dict[str, Any]:
@@ -42,7 +45,8 @@ def _stated_defaults(cls: type[Any]) -> dict[str, Any]:
     (SandboxLimits.from_settings(DEFAULTS), SandboxLimits),
     (ChunkSettings.from_settings(DEFAULTS), ChunkSettings),
     (thresholds(DEFAULTS), ScanThresholds),
-], ids=["ParseLimits", "SandboxLimits", "ChunkSettings", "ScanThresholds"])
+    (SearchParams.from_settings(API_DEFAULTS), SearchParams),
+], ids=["ParseLimits", "SandboxLimits", "ChunkSettings", "ScanThresholds", "SearchParams"])
 def test_every_dataclass_default_is_the_settings_default(built: Any, cls: type[Any]) -> None:
     stated = _stated_defaults(cls)
     assert stated, f"{cls.__name__} states no defaults: drop it from this test"
@@ -50,7 +54,7 @@ def test_every_dataclass_default_is_the_settings_default(built: Any, cls: type[A
 
 
 @pytest.mark.parametrize("cls", [HandlerConfig, ConsumerConfig, PoolConfig, Keepalive, StorageConfig, RelayConfig,
-                                 ScanConfig, SweepConfig, EvictConfig])
+                                 ScanConfig, SweepConfig, EvictConfig, ApiConfig, EventsConfig])
 def test_adapter_configs_state_no_defaults(cls: type[Any]) -> None:
     """Built only by ``from_settings`` in a composition root: the settings hold every default."""
     assert _stated_defaults(cls) == {}
@@ -61,6 +65,8 @@ def test_the_configs_are_built_from_the_settings() -> None:
     assert ConsumerConfig.from_settings(DEFAULTS).delay_ms == DEFAULTS.delay_ms
     assert RelayConfig.from_settings(DEFAULTS).dispatch_limit == DEFAULTS.dispatch_limit
     assert ScanConfig.from_settings(DEFAULTS).thresholds == thresholds(DEFAULTS)
+    api = ApiConfig.from_settings(API_DEFAULTS.model_copy(update={"search_rrf_k": 7, "events_resync_s": 9.0}))
+    assert (api.search.rrf_k, api.events.resync_s, api.embedding_dim) == (7, 9.0, API_DEFAULTS.embedding_dim)
     assert isinstance(DEFAULTS, CommonSettings)
     assert "secret" not in repr(StorageConfig.from_settings(DEFAULTS.model_copy(
         update={"s3_secret_key": DEFAULTS.s3_secret_key.__class__("secret")})))

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from knowledge_service.config import EventsConfig
 from knowledge_service.streams import StreamGate, StreamLimitError, _respond
 from shared.settings import KnowledgeSettings
 
@@ -82,7 +83,7 @@ async def test_database_work_runs_under_the_streams_share() -> None:
 
 def test_share_leaves_the_pool_a_connection_for_requests() -> None:
     settings = KnowledgeSettings(events_db_share=50, db_pool_max=4)  # type: ignore[call-arg]
-    gate = StreamGate.from_settings(settings)
+    gate = StreamGate.from_config(EventsConfig.from_settings(settings))
     assert gate.db._value == 3
 
 
