@@ -39,7 +39,7 @@ DOCS = 150
 async def run(rounds: int) -> str:
     from knowledge_service.search import retrieval
     from knowledge_service.search.term_stats import TermStatsCache
-    from shared.adapters.embedding.configured import embedder_from_settings
+    from shared.adapters.embedding.configured import EmbedderConfig, build_configured
     from shared.adapters.postgres.pool import PoolConfig, create_pool
     from shared.settings import KnowledgeSettings
 
@@ -51,7 +51,7 @@ async def run(rounds: int) -> str:
         _, token = await stack.create_user()
         settings = KnowledgeSettings()
         pool = await create_pool(PoolConfig.from_settings(settings), app_name="bench-layers")
-        embedder = embedder_from_settings(settings, threads=settings.search_embed_threads)
+        embedder = build_configured(EmbedderConfig.from_settings(settings, threads=settings.search_embed_threads))
         stats = TermStatsCache(settings.search_term_stats_ttl_s)
         params = retrieval.SearchParams()
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
@@ -68,19 +68,15 @@ def failed_deliveries(message: AbstractIncomingMessage) -> int:
 
 @dataclass(frozen=True)
 class ConsumerConfig:
-    """The consumer's settings: broker URL, heartbeat (s), prefetch, publish-confirm timeout (s),
-    delay-queue TTL (ms); built once by the composition root."""
+    """The consumer's settings: the broker's (shared with every publisher) and the prefetch;
+    built once by the composition root."""
 
-    amqp_url: str = field(repr=False)
-    heartbeat_s: int
+    broker: rabbitmq.BrokerConfig
     prefetch: int
-    publish_timeout_s: float
-    delay_ms: int
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ConsumerConfig:
-        return cls(amqp_url=s.amqp_url.get_secret_value(), heartbeat_s=s.amqp_heartbeat_s, prefetch=s.prefetch,
-                   publish_timeout_s=s.amqp_publish_timeout_s, delay_ms=s.delay_ms)
+        return cls(broker=rabbitmq.BrokerConfig.from_settings(s), prefetch=s.prefetch)
 
 
 class Consumer:
@@ -91,7 +87,7 @@ class Consumer:
         self._handler = handler
         self._metrics = handler.metrics
         self._name = name
-        self._delay_ms = config.delay_ms
+        self._delay_ms = config.broker.delay_ms
         self._in_flight: set[asyncio.Task[None]] = set()
         self.connected = asyncio.Event()
 
@@ -121,7 +117,7 @@ class Consumer:
             backoff = min(backoff * 2, 30.0)
 
     async def _session(self, stop: asyncio.Event, on_connected: OnConnected | None) -> None:
-        conn = await rabbitmq.connect(self._s.amqp_url, name=self._name, heartbeat_s=self._s.heartbeat_s, robust=False)
+        conn = await rabbitmq.open_connection(self._s.broker, name=self._name)
         closed = asyncio.Event()
         conn.close_callbacks.add(lambda *_: closed.set())
         try:
@@ -129,8 +125,8 @@ class Consumer:
             channel.close_callbacks.add(lambda *_: closed.set())
             await channel.set_qos(prefetch_count=self._s.prefetch)
             _, queue = await rabbitmq.declare_topology(channel, delay_ms=self._delay_ms)
-            publisher = await rabbitmq.Publisher.open(conn, self._s.publish_timeout_s, app_id=APP_ID,
-                                                  on_failure=self._metrics.publish_failures.labels("consumer").inc)
+            publisher = await rabbitmq.open_publisher(self._s.broker, conn, app_id=APP_ID,
+                                                      on_failure=self._metrics.publish_failures.labels("consumer").inc)
 
             async def on_message(message: AbstractIncomingMessage) -> None:
                 # Our own task, not aio-pika's callback task: aio-pika cancels callbacks when the

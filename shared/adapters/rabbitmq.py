@@ -34,8 +34,9 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aio_pika
 import aiormq
@@ -56,6 +57,9 @@ from shared.domain.messages import (
     delay_queue_name,
 )
 
+if TYPE_CHECKING:
+    from shared.settings import CommonSettings
+
 _BROKER_ERRORS: tuple[type[BaseException], ...] = (
     aio_pika.exceptions.AMQPError,
     aiormq.exceptions.AMQPError,
@@ -66,6 +70,34 @@ _BROKER_ERRORS: tuple[type[BaseException], ...] = (
 )
 #: What a broker call may raise (for callers that only log and try again later).
 BROKER_ERRORS = _BROKER_ERRORS
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """What every broker client of this project shares (the worker's consumer, the API's and the
+    jobs' publishers, the CLI): ``AMQP_URL`` (one or several nodes), the heartbeat asked of the
+    broker (s), the publish-confirm timeout (s) and the delay queue's TTL (ms)."""
+
+    url: str = field(repr=False)
+    heartbeat_s: int
+    publish_timeout_s: float
+    delay_ms: int
+
+    @classmethod
+    def from_settings(cls, s: CommonSettings) -> BrokerConfig:
+        return cls(url=s.amqp_url.get_secret_value(), heartbeat_s=s.amqp_heartbeat_s,
+                   publish_timeout_s=s.amqp_publish_timeout_s, delay_ms=s.delay_ms)
+
+
+async def open_connection(config: BrokerConfig, *, name: str, timeout_s: float = 15.0) -> AbstractConnection:
+    """:func:`connect` (not robust) with ``config``'s URL and heartbeat; same errors."""
+    return await connect(config.url, name=name, heartbeat_s=config.heartbeat_s, robust=False, timeout_s=timeout_s)
+
+
+async def open_publisher(config: BrokerConfig, connection: AbstractConnection, *, app_id: str,
+                         on_failure: Callable[[], object] | None = None) -> Publisher:
+    """:meth:`Publisher.open` with ``config``'s publish-confirm timeout; raises BrokerUnavailableError."""
+    return await Publisher.open(connection, config.publish_timeout_s, app_id=app_id, on_failure=on_failure)
 
 
 _MULTI_URL = re.compile(r",\s*(?=amqps?://)", re.IGNORECASE)
@@ -275,15 +307,12 @@ class FailoverPublisher:
     the relay) instead of every upload waiting for every node's connect timeout.
     """
 
-    def __init__(self, url: str, *, name: str, heartbeat_s: int, timeout_s: float, delay_ms: int,
-                 app_id: str = "rag", on_failure: Callable[[], object] | None = None,
+    def __init__(self, config: BrokerConfig, *, name: str, app_id: str = "rag",
+                 on_failure: Callable[[], object] | None = None,
                  retry_after_s: float = 1.0, connect_timeout_s: float = 5.0) -> None:
-        broker_urls(url)  # ConfigurationError now, not at the first publish
-        self._url = url
+        broker_urls(config.url)  # ConfigurationError now, not at the first publish
+        self._config = config
         self._name = name
-        self._heartbeat_s = heartbeat_s
-        self._timeout_s = timeout_s
-        self._delay_ms = delay_ms
         self._app_id = app_id
         self._on_failure = on_failure
         self._retry_after_s = retry_after_s
@@ -322,12 +351,11 @@ class FailoverPublisher:
             return self._publisher
 
     async def _open(self) -> Publisher:
-        conn = await connect(self._url, name=self._name, heartbeat_s=self._heartbeat_s, robust=False,
-                             timeout_s=self._connect_timeout_s)
+        conn = await open_connection(self._config, name=self._name, timeout_s=self._connect_timeout_s)
         self._connection = conn
         try:
             channel = await conn.channel()
-            await declare_topology(channel, delay_ms=self._delay_ms)
+            await declare_topology(channel, delay_ms=self._config.delay_ms)
             await channel.close()
         except _BROKER_ERRORS as exc:
             await self._drop()
@@ -335,7 +363,8 @@ class FailoverPublisher:
         except BrokerUnavailableError:
             await self._drop()
             raise
-        return await Publisher.open(conn, self._timeout_s, app_id=self._app_id, on_failure=self._on_failure)
+        return await Publisher.open(conn, self._config.publish_timeout_s, app_id=self._app_id,
+                                    on_failure=self._on_failure)
 
     async def _drop(self) -> None:
         conn, self._connection, self._publisher = self._connection, None, None

@@ -11,12 +11,17 @@ import pytest
 
 from knowledge_service.config import ApiConfig, EventsConfig
 from knowledge_service.search.retrieval import SearchParams
+from shared.adapters.embedding.configured import EmbedderConfig
 from shared.adapters.keepalive import Keepalive
 from shared.adapters.postgres.pool import PoolConfig
+from shared.adapters.rabbitmq import BrokerConfig
+from shared.adapters.redis_lock import RedisConfig
 from shared.adapters.s3 import StorageConfig
+from shared.bootstrap import UsecaseConfig
 from shared.domain.scan_policy import ScanThresholds
 from shared.settings import CommonSettings, KnowledgeSettings, WorkerSettings
 from task_service.consumer import ConsumerConfig
+from task_service.dlq import DlqConfig
 from task_service.handler import HandlerConfig
 from task_service.jobs.cache_evictor import EvictConfig
 from task_service.jobs.relay import RelayConfig
@@ -24,7 +29,7 @@ from task_service.jobs.scanner import ScanConfig, thresholds
 from task_service.jobs.sweep import SweepConfig
 from task_service.pipeline.chunk import ChunkSettings
 from task_service.pipeline.limits import ParseLimits
-from task_service.pipeline.sandbox import SandboxLimits
+from task_service.pipeline.sandbox import ParserConfig, SandboxLimits
 
 DEFAULTS = WorkerSettings.model_construct()
 API_DEFAULTS = KnowledgeSettings.model_construct()
@@ -54,7 +59,8 @@ def test_every_dataclass_default_is_the_settings_default(built: Any, cls: type[A
 
 
 @pytest.mark.parametrize("cls", [HandlerConfig, ConsumerConfig, PoolConfig, Keepalive, StorageConfig, RelayConfig,
-                                 ScanConfig, SweepConfig, EvictConfig, ApiConfig, EventsConfig])
+                                 ScanConfig, SweepConfig, EvictConfig, ApiConfig, EventsConfig, BrokerConfig,
+                                 RedisConfig, EmbedderConfig, ParserConfig, UsecaseConfig, DlqConfig])
 def test_adapter_configs_state_no_defaults(cls: type[Any]) -> None:
     """Built only by ``from_settings`` in a composition root: the settings hold every default."""
     assert _stated_defaults(cls) == {}
@@ -62,7 +68,13 @@ def test_adapter_configs_state_no_defaults(cls: type[Any]) -> None:
 
 def test_the_configs_are_built_from_the_settings() -> None:
     assert PoolConfig.from_settings(DEFAULTS, max_size=2).max_size == 2
-    assert ConsumerConfig.from_settings(DEFAULTS).delay_ms == DEFAULTS.delay_ms
+    consumer = ConsumerConfig.from_settings(DEFAULTS)
+    assert consumer.broker == BrokerConfig.from_settings(DEFAULTS) == DlqConfig.from_settings(DEFAULTS).broker
+    assert (consumer.broker.delay_ms, consumer.prefetch) == (DEFAULTS.delay_ms, DEFAULTS.prefetch)
+    assert "redis://" not in repr(RedisConfig.from_settings(DEFAULTS))
+    assert EmbedderConfig.from_settings(DEFAULTS, threads=1).threads == 1
+    assert ParserConfig.from_settings(DEFAULTS).sandbox is DEFAULTS.parse_sandbox
+    assert UsecaseConfig.from_settings(DEFAULTS).dispatch_limit == DEFAULTS.dispatch_limit
     assert RelayConfig.from_settings(DEFAULTS).dispatch_limit == DEFAULTS.dispatch_limit
     assert ScanConfig.from_settings(DEFAULTS).thresholds == thresholds(DEFAULTS)
     api = ApiConfig.from_settings(API_DEFAULTS.model_copy(update={"search_rrf_k": 7, "events_resync_s": 9.0}))
