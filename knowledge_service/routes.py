@@ -21,6 +21,7 @@ from sse_starlette import EventSourceResponse
 from knowledge_service import schemas, streams, upload
 from knowledge_service.deps import Res, UserId
 from knowledge_service.search import retrieval
+from knowledge_service.search.modes import SearchMode
 from shared import usecases
 from shared.domain import formats
 from shared.domain.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
@@ -322,8 +323,8 @@ async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: User
             "ctx": {"le": top_k_max},
         }])
     await _owned_kb(res, user_id, kb_id)
-    mode = retrieval.Mode(body.mode)
-    vector = None if mode is retrieval.Mode.KEYWORD else (await res.embedder.embed([body.query]))[0]
+    mode = body.mode
+    vector = None if mode is SearchMode.KEYWORD else (await res.embedder.embed([body.query]))[0]
     hits = await retrieval.search(res.pool, kb_id, mode, body.query, vector, body.top_k, res.config.search,
                                   res.term_stats)
     return schemas.SearchResponse(mode=body.mode, results=[

@@ -29,24 +29,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING, TypeAlias
 
 import asyncpg
 import numpy as np
 
+from knowledge_service.search.modes import SearchMode as Mode
 from knowledge_service.search.ranking import RRF_K, canonicalize, collapse, fuse_hybrid
 from knowledge_service.search.term_stats import TermStats, TermStatsCache, read_term_stats
 from shared.adapters.postgres.pool import connection
 
 if TYPE_CHECKING:
     from shared.settings import KnowledgeSettings
-
-
-class Mode(StrEnum):
-    VECTOR = "vector"
-    KEYWORD = "keyword"
-    HYBRID = "hybrid"
 
 
 @dataclass(frozen=True)
