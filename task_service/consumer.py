@@ -217,8 +217,9 @@ class Consumer:
         headers[DELAY_BASE_HEADER] = failed_deliveries(message)
         headers.pop("x-delivery-count", None)
         try:
-            await publisher.publish(
-                message.body, exchange="", routing_key=messages.delay_queue_name(self._delay_ms), headers=headers
+            await publisher.publish(  # the delivery's body and properties as they came: nothing re-parsed
+                message.body, exchange="", routing_key=messages.delay_queue_name(self._delay_ms),
+                correlation_id=message.correlation_id, headers=headers,
             )
         except BrokerUnavailableError:
             log.warning("delay re-publish failed; returning delivery to the queue")
@@ -238,7 +239,8 @@ async def _dead_letter_copy(message: AbstractIncomingMessage, publisher: rabbitm
     headers: dict[str, Any] = {**(message.headers or {}), DEAD_REASON_HEADER: reason,
                                CARRIED_HEADER: failed_deliveries(message)}
     try:
-        await publisher.publish(message.body, exchange=messages.DLX, routing_key=messages.ROUTING_KEY, headers=headers)
+        await publisher.publish(message.body, exchange=messages.DLX, routing_key=messages.ROUTING_KEY,
+                                correlation_id=message.correlation_id, headers=headers)
     except BrokerUnavailableError:
         return False
     return True

@@ -49,11 +49,8 @@ from shared.domain.messages import (
     DLQ,
     DLX,
     EXCHANGE,
-    GENERATION_HEADER,
     QUEUE,
     ROUTING_KEY,
-    IndexMessage,
-    InvalidMessageError,
     delay_queue_name,
 )
 
@@ -216,25 +213,16 @@ async def _declare(channel: AbstractChannel, delay_ms: int) -> tuple[AbstractExc
     return exchange, queue
 
 
-def index_properties(body: bytes) -> tuple[str | None, dict[str, Any]]:
-    """``(correlation_id, headers)`` for a message body: the task id and the generation header
-    when the body is an index message, ``(None, {})`` otherwise (pure)."""
-    try:
-        msg = IndexMessage.from_json(body)
-    except InvalidMessageError:
-        return None, {}
-    return str(msg.task_id), {GENERATION_HEADER: msg.generation}
-
-
 class Publisher:
     """Publishes persistent JSON messages with publisher confirms and ``mandatory=True``.
 
-    Every message carries ``message_id`` (unique per publish), ``correlation_id`` = the task id,
-    ``content_type`` ``application/json``, ``app_id`` (the publishing service), a ``timestamp``
-    and the generation in the ``x-rag-generation`` header, so "Get messages" in the management
-    console is readable. A broker nack, an unroutable return or a timeout raises
-    BrokerUnavailableError: never silence. ``on_failure`` (e.g. a metrics counter's ``inc``) is
-    called before it is raised.
+    Every message carries ``message_id`` (unique per publish), ``content_type``
+    ``application/json``, ``app_id`` (the publishing service) and a ``timestamp``; the caller
+    gives ``correlation_id`` (the task id) and the headers (the generation in
+    ``x-rag-generation``: :attr:`shared.domain.records.OutboxRow.headers`), so "Get messages" in
+    the management console is readable. The body is sent as given, never parsed here. A broker
+    nack, an unroutable return or a timeout raises BrokerUnavailableError: never silence.
+    ``on_failure`` (e.g. a metrics counter's ``inc``) is called before it is raised.
     """
 
     def __init__(self, channel: AbstractChannel, timeout_s: float, app_id: str = "rag",
@@ -261,10 +249,10 @@ class Publisher:
         exchange: str = EXCHANGE,
         routing_key: str = ROUTING_KEY,
         message_id: str | None = None,
+        correlation_id: str | None = None,
         headers: Mapping[str, Any] | None = None,
     ) -> None:
         """Publish and wait for the broker's confirm (seconds: the publisher's timeout)."""
-        correlation_id, derived = index_properties(body)
         message = aio_pika.Message(
             body,
             content_type="application/json",
@@ -273,7 +261,7 @@ class Publisher:
             correlation_id=correlation_id,
             app_id=self._app_id,
             timestamp=datetime.now(UTC),
-            headers={**(headers or {}), **derived},
+            headers=dict(headers or {}),
         )
         try:
             target = (
@@ -379,6 +367,7 @@ class FailoverPublisher:
         exchange: str = EXCHANGE,
         routing_key: str = ROUTING_KEY,
         message_id: str | None = None,
+        correlation_id: str | None = None,
         headers: Mapping[str, Any] | None = None,
     ) -> None:
         """:meth:`Publisher.publish` on the current connection (reconnecting first if it died).
@@ -390,7 +379,7 @@ class FailoverPublisher:
                 self._on_failure()
             raise
         await publisher.publish(body, exchange=exchange, routing_key=routing_key, message_id=message_id,
-                                headers=headers)
+                                correlation_id=correlation_id, headers=headers)
 
     async def close(self) -> None:
         async with self._lock:
