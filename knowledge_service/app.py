@@ -18,7 +18,6 @@ from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
 from knowledge_service.metrics import router as metrics_router
 from knowledge_service.routes import health, router
-from knowledge_service.search.term_stats import TermStatsCache
 from knowledge_service.security_headers import SecurityHeadersMiddleware
 from shared import usecases
 from shared.adapters import rabbitmq
@@ -69,8 +68,7 @@ async def _open(settings: KnowledgeSettings, metrics: ApiMetrics) -> Resources:
     publisher = await _open_publisher(settings, metrics)
     deps = usecase_deps(UsecaseConfig.from_settings(settings), pool, store, publisher)
     return Resources(ApiConfig.from_settings(settings), pool, store, redis, embedder, publisher, deps,
-                     PgReads(pool), metrics,
-                     TermStatsCache(settings.search_term_stats_ttl_s))
+                     PgReads(pool), metrics)
 
 
 async def _close(res: Resources) -> None:

@@ -325,8 +325,7 @@ async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: User
     await _owned_kb(res, user_id, kb_id)
     mode = body.mode
     vector = None if mode is SearchMode.KEYWORD else (await res.embedder.embed([body.query]))[0]
-    hits = await retrieval.search(res.pool, kb_id, mode, body.query, vector, body.top_k, res.config.search,
-                                  res.term_stats)
+    hits = await retrieval.search(res.pool, kb_id, mode, body.query, vector, body.top_k, res.config.search)
     return schemas.SearchResponse(mode=body.mode, results=[
         schemas.SearchHit(document_id=h.document_id, filename=h.filename, chunk_index=h.chunk_index,
                           content=h.content, page=h.page, section=h.section, score=h.score, sources=h.sources)

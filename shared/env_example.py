@@ -52,6 +52,7 @@ SECTIONS: dict[str, str] = {
                         "running; the rest wait in PostgreSQL and are released round-robin across users as "
                         "slots free up",
     "ks_host": "knowledge_service (HTTP API)",
+    "ks_max_url_bytes": "The edge (knowledge_service/edge.py): request limits decided as the bytes arrive",
     "search_max_top_k": "Search (README \"Search\"; figures in bench/RESULTS.md)",
     "events_poll_interval_s": "Server-Sent Events (/events routes, the admin page)",
     "prefetch": "task_service (worker)",
