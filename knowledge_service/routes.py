@@ -14,7 +14,7 @@ import logging
 from typing import Annotated, Any
 
 import asyncpg
-from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
+from fastapi import APIRouter, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
@@ -24,7 +24,7 @@ from knowledge_service.search import retrieval
 from knowledge_service.search.modes import SearchMode
 from shared import usecases
 from shared.domain import formats
-from shared.domain.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
+from shared.domain.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound, TopKTooLargeError
 from shared.domain.fencing import Action
 from shared.domain.records import Duplicate, NewContent
 from shared.domain.states import DocumentStatus
@@ -315,13 +315,8 @@ async def retry_task(
 @router.post("/knowledge-bases/{kb_id}/search", response_model=schemas.SearchResponse)
 async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: UserId) -> schemas.SearchResponse:
     """Vector, keyword or hybrid (default) search; scores per mode in :mod:`knowledge_service.search.retrieval`."""
-    top_k_max = res.config.search_max_top_k
-    if body.top_k > top_k_max:
-        raise HTTPException(422, [{  # FastAPI's validation-error shape
-            "type": "less_than_equal", "loc": ["body", "top_k"], "input": body.top_k,
-            "msg": f"top_k must be at most {top_k_max} (SEARCH_MAX_TOP_K)",
-            "ctx": {"le": top_k_max},
-        }])
+    if body.top_k > res.config.search_max_top_k:
+        raise TopKTooLargeError(body.top_k, res.config.search_max_top_k)  # 422, FastAPI's validation-error shape
     await _owned_kb(res, user_id, kb_id)
     mode = body.mode
     vector = None if mode is SearchMode.KEYWORD else (await res.embedder.embed([body.query]))[0]

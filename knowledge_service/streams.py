@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import asyncpg
-from fastapi import HTTPException, Request, status
+from fastapi import Request
 from sse_starlette import EventSourceResponse
 
 from knowledge_service import events, schemas
@@ -38,6 +38,7 @@ from knowledge_service.deps import Resources, token_digest
 from shared.adapters.postgres.pool import connection
 from shared.adapters.postgres.repo import streams as streams_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
+from shared.domain.errors import StreamLimitError
 
 T = TypeVar("T")
 FULL_READ_SHARE_S = 1.0  # a KB's full read is reused by its other streams for this long, seconds
@@ -45,15 +46,6 @@ SSE_PING_S = 15  # comment lines that keep proxies from closing a quiet stream
 SSE_429: dict[int | str, dict[str, Any]] = {
     429: {"description": "too many open event streams (per user or in all); retry after Retry-After seconds"}
 }
-
-
-class StreamLimitError(HTTPException):
-    """429: too many open streams (for this user, or in all)."""
-
-    def __init__(self, scope: str, retry_after_s: int) -> None:
-        super().__init__(status.HTTP_429_TOO_MANY_REQUESTS,
-                         f"too many open event streams ({scope}); retry after {retry_after_s} s",
-                         headers={"Retry-After": str(retry_after_s)})
 
 
 @dataclass

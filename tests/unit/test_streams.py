@@ -25,7 +25,7 @@ def test_a_user_past_the_per_user_cap_gets_429_with_retry_after() -> None:
     gate.admit(1)
     with pytest.raises(StreamLimitError) as caught:
         gate.admit(1)
-    assert caught.value.status_code == 429 and caught.value.headers == {"Retry-After": "7"}
+    assert caught.value.http_status == 429 and caught.value.response_headers() == {"Retry-After": "7"}
     gate.admit(2)  # another user still gets in
 
 
