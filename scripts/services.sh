@@ -19,7 +19,9 @@
 #   SERVICES_TIMEOUT         seconds to wait for each service to become ready (default 90)
 #
 # Bash does the apt installs and starts the services; URL parsing, the SeaweedFS identities JSON,
-# readiness probes and waiting are scripts/svc.py (the system's python3, standard library only).
+# readiness probes and waiting are scripts/svc.py, run by the project's virtualenv ($VENV: `make
+# services` installs it first), whose probes use the services' own clients (MinIO SDK, redis-py,
+# asyncpg).
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -50,8 +52,9 @@ line() { printf '%-10s %-5s %-28s %s\n' "$1" "$2" "$3" "${4:-}"; }   # name stat
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# The system's python3 (/usr/bin: no virtualenv needed, and no version-manager shim to start)
-SVC_PYTHON=$(command -v /usr/bin/python3 || command -v python3) || { log "python3 is needed (apt-get install python3)"; exit 1; }
+# The project's virtualenv: the probes use its service clients (minio, redis, asyncpg)
+SVC_PYTHON="$VENV_DIR/bin/python"
+[[ -x "$SVC_PYTHON" ]] || { log "no virtualenv at $VENV_DIR: run \`make install\` first (or set VENV)"; exit 1; }
 svc() { "$SVC_PYTHON" -I "$SVC" "$@"; }
 
 # url_part URL {user|password|host|port|vhost} DEFAULT (scheme://user:pass@host:port/path; the URL
@@ -148,9 +151,9 @@ pg_cluster() {
     pg_lsclusters -h 2>/dev/null | awk -v p="$PG_PORT" '$3 == p { print $1, $2, $4; exit }'
 }
 
-# PG_USER logs in over TCP (the password goes by environment)
-PG_LOGIN=(run psql -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" -d postgres -XAtqc 'select 1')
-pg_tcp_ok() { PGPASSWORD="$PG_PASSWORD" PGCONNECT_TIMEOUT=5 svc probe "${PG_LOGIN[@]}"; }
+# PG_USER logs in over TCP (asyncpg; the password goes by environment)
+PG_LOGIN=(pg 127.0.0.1 "$PG_PORT" "$PG_USER")
+pg_tcp_ok() { PGPASSWORD="$PG_PASSWORD" svc probe "${PG_LOGIN[@]}"; }
 
 pg_superuser_psql() { # local-socket superuser connection (peer auth as the postgres OS user)
     local sock_port=$PG_PORT

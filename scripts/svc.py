@@ -2,9 +2,12 @@
 """The parts of ``scripts/services.sh`` that are not apt or starting system services: URL parts,
 the SeaweedFS identities file (JSON), readiness probes and the polling loop.
 
-Standard library only: it runs before the virtualenv exists (``python3`` of the system).
-Secrets never travel on a command line: URLs come on stdin, keys and passwords in the
-environment (``S3_ACCESS_KEY``/``S3_SECRET_KEY``, ``SVC_USER``/``SVC_PASSWORD``, ``REDISCLI_AUTH``).
+It runs with the project's virtualenv (``make services`` installs it first: SeaweedFS's ``weed``
+comes from it too), so each readiness probe speaks to its service through the client the project
+uses: the MinIO SDK for S3, redis-py for Redis, asyncpg for PostgreSQL (no hand-written
+signatures or protocols). Secrets never travel on a command line: URLs come on stdin, keys and
+passwords in the environment (``S3_ACCESS_KEY``/``S3_SECRET_KEY``, ``SVC_USER``/``SVC_PASSWORD``,
+``REDISCLI_AUTH``, ``PGPASSWORD``).
 
     svc.py url FIELD [DEFAULT] < URL      user, password, host, port or vhost of scheme://user:pass@host:port/path
     svc.py s3-identities FILE             write the identities JSON (mode 600) from S3_ACCESS_KEY/S3_SECRET_KEY
@@ -17,9 +20,10 @@ PROBE is one of
     tcp HOST PORT                         something accepts TCP connections
     http URL [CODE...]                    an HTTP answer (with one of CODEs, if given; SVC_USER/SVC_PASSWORD:
                                           basic auth)
-    s3 URL                                an S3 request signed (SigV4) with S3_ACCESS_KEY/S3_SECRET_KEY gets 200
-                                          (URL http://host:port/ lists buckets, .../BUCKET is a HEAD of the bucket)
-    redis HOST PORT                       PING answers PONG (AUTH with REDISCLI_AUTH first, if set)
+    s3 URL                                the MinIO client with S3_ACCESS_KEY/S3_SECRET_KEY lists the buckets
+                                          (URL http://host:port/), or finds bucket BUCKET (.../BUCKET)
+    redis HOST PORT                       redis-py's PING answers (with the password REDISCLI_AUTH, if set)
+    pg HOST PORT USER                     asyncpg logs in as USER to database postgres (PGPASSWORD) and runs SELECT 1
     run COMMAND...                        COMMAND exits 0 (its output discarded)
 """
 
@@ -29,15 +33,12 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 
 # Other modules are imported where used: `url` (called about ten times per run of services.sh)
 # starts in a fraction of the time without them.
 
 POLL_S = 0.2
 PROBE_TIMEOUT_S = 5.0
-S3_REGION = "us-east-1"
-EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # sha256(b"")
 
 
 # ------------------------------------------------------------------ URLs and JSON (pure)
@@ -93,51 +94,6 @@ def write_private(path: str, text: str) -> None:
 # ------------------------------------------------------------------ S3 SigV4 and RESP (pure)
 
 
-def _hmac(key: bytes, text: str) -> bytes:
-    import hashlib
-    import hmac
-
-    return hmac.new(key, text.encode(), hashlib.sha256).digest()
-
-
-def _sha256_hex(text: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def sigv4_headers(method: str, url: str, access_key: str, secret_key: str, now: datetime,
-                  region: str = S3_REGION) -> dict[str, str]:
-    """Headers of an S3 request with an empty body signed with AWS Signature Version 4 (header
-    form; https://docs.aws.amazon.com/AmazonS3/latest/API/sig-v4-header-based-auth.html).
-    ``url`` is already percent-encoded and its query, if any, canonical (sorted ``k=v`` pairs)."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    amz_date = now.strftime("%Y%m%dT%H%M%SZ")
-    scope = f"{amz_date[:8]}/{region}/s3/aws4_request"
-    headers = {"host": parts.netloc, "x-amz-content-sha256": EMPTY_SHA256, "x-amz-date": amz_date}
-    signed = ";".join(sorted(headers))
-    canonical = "\n".join([method, parts.path or "/", parts.query,
-                           *(f"{k}:{headers[k]}" for k in sorted(headers)), "", signed, EMPTY_SHA256])
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, _sha256_hex(canonical)])
-    key = b"AWS4" + secret_key.encode()
-    for part in (amz_date[:8], region, "s3", "aws4_request"):
-        key = _hmac(key, part)
-    signature = _hmac(key, to_sign).hex()
-    return {**headers, "Authorization": f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, "
-                                        f"SignedHeaders={signed}, Signature={signature}"}
-
-
-def resp_command(*words: str) -> bytes:
-    """One Redis command in RESP (an array of bulk strings)."""
-    out = [f"*{len(words)}\r\n".encode()]
-    for w in words:
-        b = w.encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-    return b"".join(out)
-
-
 # ------------------------------------------------------------------ probes (I/O)
 
 
@@ -178,35 +134,69 @@ def probe_http(url: str, *codes: str) -> bool:
 
 
 def probe_s3(url: str) -> bool:
+    """The MinIO client (``S3_ACCESS_KEY``/``S3_SECRET_KEY``, one try, ``PROBE_TIMEOUT_S``) lists the
+    buckets of ``http(s)://host:port/``, or finds the bucket of ``.../BUCKET``; False on any refusal
+    (wrong keys, no such bucket) or when nothing answers."""
     from urllib.parse import urlsplit
 
-    method = "GET" if urlsplit(url).path in ("", "/") else "HEAD"
-    headers = sigv4_headers(method, url, os.environ.get("S3_ACCESS_KEY", ""), os.environ.get("S3_SECRET_KEY", ""),
-                            datetime.now(timezone.utc))  # noqa: UP017 (timezone.utc: Python < 3.11 too)
-    return http_status(url, method, {k: v for k, v in headers.items() if k != "host"}) == 200
+    import urllib3
+    from minio import Minio
+    from minio.error import MinioException
+
+    parts = urlsplit(url)
+    http = urllib3.PoolManager(timeout=urllib3.Timeout(PROBE_TIMEOUT_S), retries=False)
+    client = Minio(parts.netloc, access_key=os.environ.get("S3_ACCESS_KEY", ""),
+                   secret_key=os.environ.get("S3_SECRET_KEY", ""), secure=parts.scheme == "https", http_client=http)
+    bucket = parts.path.strip("/")
+    try:
+        return client.bucket_exists(bucket) if bucket else isinstance(client.list_buckets(), list)
+    except (MinioException, OSError, urllib3.exceptions.HTTPError, ValueError):
+        return False
+    finally:
+        http.clear()
 
 
 def probe_redis(host: str, port: str) -> bool:
-    """PING answers ``+PONG``. With ``REDISCLI_AUTH`` an AUTH goes first (as ``redis-cli``
-    does, a refused AUTH does not matter if PING is still answered: a Redis without password)."""
-    import socket
+    """redis-py's PING answers, with the password ``REDISCLI_AUTH`` if set. Like ``redis-cli``,
+    a Redis without a password that refuses the AUTH still counts when it answers the PING."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
-    password = os.environ.get("REDISCLI_AUTH", "")
-    replies = 2 if password else 1
-    request = (resp_command("AUTH", password) if password else b"") + resp_command("PING")
-    answer = b""
+    password = os.environ.get("REDISCLI_AUTH") or None
+    for auth in ((password, None) if password else (None,)):
+        client = redis.Redis(host=host, port=int(port), password=auth, socket_timeout=3, socket_connect_timeout=3,
+                             retry=Retry(NoBackoff(), 0))  # a probe: one try, the caller polls
+        try:
+            return bool(client.ping())
+        except redis.AuthenticationError:
+            continue  # AUTH refused: try the PING alone (a Redis without password)
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+    return False
+
+
+def probe_pg(host: str, port: str, user: str) -> bool:
+    """asyncpg logs in as ``user`` (password ``PGPASSWORD``, if any) to database ``postgres`` on
+    ``host:port`` and gets ``SELECT 1``; False on a refusal or when nothing answers."""
+    import asyncio
+
+    import asyncpg
+
+    async def login() -> bool:
+        conn = await asyncpg.connect(host=host, port=int(port), user=user, database="postgres",
+                                     password=os.environ.get("PGPASSWORD") or None, timeout=PROBE_TIMEOUT_S)
+        try:
+            return bool(await conn.fetchval("SELECT 1") == 1)
+        finally:
+            await conn.close()
+
     try:
-        with socket.create_connection((host, int(port)), timeout=3) as s:
-            s.sendall(request)
-            while answer.count(b"\r\n") < replies and len(answer) < 4096:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                answer += chunk
-    except OSError:
+        return asyncio.run(login())
+    except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
         return False
-    lines = answer.split(b"\r\n")
-    return len(lines) > replies and lines[replies - 1] == b"+PONG"
 
 
 def probe_run(*command: str) -> bool:
@@ -220,7 +210,7 @@ def probe_run(*command: str) -> bool:
 
 
 PROBES: dict[str, Callable[..., bool]] = {
-    "tcp": probe_tcp, "http": probe_http, "s3": probe_s3, "redis": probe_redis, "run": probe_run,
+    "tcp": probe_tcp, "http": probe_http, "s3": probe_s3, "redis": probe_redis, "pg": probe_pg, "run": probe_run,
 }
 
 

@@ -1,6 +1,7 @@
 """``scripts/svc.py`` (the Python half of ``scripts/services.sh``): URL parts, the SeaweedFS
-identities JSON, SigV4 signing (checked against the MinIO SDK's signer), RESP, the polling loop,
-the Redis and TCP probes against loopback sockets, and the command line."""
+identities JSON, the polling loop, the TCP probe and closed ports, and the command line. The
+probes that speak to a service (S3, Redis, PostgreSQL) are tested against the real ones in
+``tests/integration/test_svc_probes.py``."""
 
 from __future__ import annotations
 
@@ -9,16 +10,10 @@ import io
 import json
 import socket
 import stat
-import threading
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
-from urllib.parse import urlsplit
 
 import pytest
-from minio.credentials import Credentials
-from minio.signer import sign_v4_s3
 
 from tests.support import ROOT
 
@@ -76,26 +71,6 @@ def test_identities_json_keeps_any_key_exactly(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["ids.json"]  # no temporary file left
 
 
-@pytest.mark.parametrize(("method", "url"), [
-    ("GET", "http://127.0.0.1:9000/"), ("HEAD", "http://127.0.0.1:9000/rag-documents"),
-    ("GET", "http://s3.local/a%20b?list-type=2"),
-])
-def test_sigv4_matches_the_minio_sdk(method: str, url: str) -> None:
-    now = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
-    ours = svc.sigv4_headers(method, url, "AKID", "wJalr/SECRET", now)
-    headers = {"Host": urlsplit(url).netloc, "x-amz-content-sha256": svc.EMPTY_SHA256,
-               "x-amz-date": "20240506T070809Z"}
-    theirs = sign_v4_s3(method=method, url=urlsplit(url), region="us-east-1", headers=headers,
-                        credentials=Credentials("AKID", "wJalr/SECRET"), content_sha256=svc.EMPTY_SHA256, date=now)
-    assert ours["Authorization"] == theirs["Authorization"]
-    assert svc.sigv4_headers(method, url, "AKID", "other", now)["Authorization"] != ours["Authorization"]
-
-
-def test_resp_command() -> None:
-    assert svc.resp_command("PING") == b"*1\r\n$4\r\nPING\r\n"
-    assert svc.resp_command("AUTH", "pé") == b"*2\r\n$4\r\nAUTH\r\n$3\r\np\xc3\xa9\r\n"
-
-
 class FakeClock:
     def __init__(self) -> None:
         self.now = 0.0
@@ -127,45 +102,6 @@ def test_wait_stops_when_the_watched_process_exits() -> None:
     alive = iter([True, False])
     assert svc.wait(lambda: False, 60, alive=lambda: next(alive), clock=fake.clock, sleep=fake.sleep) == "exited"
     assert fake.sleeps == 1
-
-
-@pytest.fixture
-def redis_like() -> Iterator[tuple[int, list[bytes], list[bytes]]]:
-    """A loopback server answering each connection with the next scripted reply; yields
-    (port, replies to serve, requests received)."""
-    replies: list[bytes] = []
-    received: list[bytes] = []
-    server = socket.create_server(("127.0.0.1", 0))
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            with conn:
-                received.append(conn.recv(4096))
-                conn.sendall(replies.pop(0))
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield server.getsockname()[1], replies, received
-    server.close()
-
-
-def test_redis_probe(redis_like: tuple[int, list[bytes], list[bytes]], monkeypatch: pytest.MonkeyPatch) -> None:
-    port, replies, received = redis_like
-    monkeypatch.delenv("REDISCLI_AUTH", raising=False)
-    replies += [b"+PONG\r\n", b"-NOAUTH Authentication required.\r\n"]
-    assert svc.probe_redis("127.0.0.1", str(port)) is True
-    assert received[-1] == svc.resp_command("PING")
-    assert svc.probe_redis("127.0.0.1", str(port)) is False
-    monkeypatch.setenv("REDISCLI_AUTH", "pw")
-    replies += [b"+OK\r\n+PONG\r\n", b"-WRONGPASS invalid\r\n-NOAUTH Authentication required.\r\n",
-                b"-ERR AUTH called without any password configured\r\n+PONG\r\n"]  # a Redis without password
-    assert svc.probe_redis("127.0.0.1", str(port)) is True
-    assert received[-1] == svc.resp_command("AUTH", "pw") + svc.resp_command("PING")
-    assert svc.probe_redis("127.0.0.1", str(port)) is False
-    assert svc.probe_redis("127.0.0.1", str(port)) is True
 
 
 def test_tcp_probe_and_closed_ports() -> None:
