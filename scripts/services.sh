@@ -101,29 +101,12 @@ apt_install() {
 
 pid_alive() { [[ -n "${1:-}" ]] && kill -0 "$1" 2>/dev/null; }
 
-# pid_cmdline_has PID WORD...: the process' command line contains every WORD.
-pid_cmdline_has() {
-    local pid=$1 cmd
-    shift
-    cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-    local w
-    for w in "$@"; do [[ "$cmd" == *"$w"* ]] || return 1; done
-}
+# ours PIDFILE WORD...: print the pid PIDFILE holds if that process runs with every WORD in its
+# command line (one this script started, not a reused pid); 1 otherwise.
+ours() { svc ours "$@"; }
 
 # stop_pid NAME PID: SIGTERM, wait (up to 30 s), then SIGKILL.
-stop_pid() {
-    local name=$1 pid=$2 deadline
-    kill -TERM "$pid" 2>/dev/null || return 0
-    deadline=$(($(date +%s) + 30))
-    while pid_alive "$pid"; do
-        if (($(date +%s) >= deadline)); then
-            warn "$name (pid $pid) ignored SIGTERM for 30s, sending SIGKILL"
-            kill -KILL "$pid" 2>/dev/null || true
-            break
-        fi
-        sleep 0.2
-    done
-}
+stop_pid() { svc stop "$1" "$2"; }
 
 # --- PostgreSQL + pgvector --------------------------------------------------------------------
 
@@ -464,12 +447,7 @@ REDIS_CONF="$REDIS_DIR/redis.conf"
 redis_ping() { REDISCLI_AUTH="$REDIS_PASS" svc probe redis 127.0.0.1 "$REDIS_PORT"; }
 redis_open() { REDISCLI_AUTH="" svc probe redis 127.0.0.1 "$REDIS_PORT"; } # no password
 
-redis_ours() { # pid of the Redis this script started, if it is still running
-    local pid
-    [[ -f "$REDIS_MARKER" && -f "$REDIS_DIR/redis.pid" ]] || return 1
-    pid=$(cat "$REDIS_DIR/redis.pid" 2>/dev/null) || return 1
-    pid_alive "$pid" && pid_cmdline_has "$pid" redis-server && echo "$pid"
-}
+redis_ours() { [[ -f "$REDIS_MARKER" ]] && ours "$REDIS_DIR/redis.pid" redis-server; } # the Redis this script started
 
 # A Redis this script starts always has a password: REDIS_URL's, else a generated one written
 # into REDIS_URL in .env (redis://:PASSWORD@host:port/db).
@@ -578,19 +556,8 @@ FWD_LOG="$WEED_DIR/s3-forward.log"
 s3_answers() { svc probe http "$S3_URL/"; }
 s3_auth_ok() { S3_ACCESS_KEY="$S3_ACCESS_KEY" S3_SECRET_KEY="$S3_SECRET_KEY" svc probe s3 "$S3_URL/"; }
 
-weed_ours() { # pid of the SeaweedFS this script started, if it is still running
-    local pid
-    [[ -f "$WEED_PID" ]] || return 1
-    pid=$(cat "$WEED_PID" 2>/dev/null) || return 1
-    pid_alive "$pid" && pid_cmdline_has "$pid" weed " mini " "-dir=$WEED_DIR " && echo "$pid"
-}
-
-fwd_ours() { # pid of the socat forwarding 127.0.0.1:$S3_PORT to the S3 socket, if running
-    local pid
-    [[ -f "$FWD_PID" ]] || return 1
-    pid=$(cat "$FWD_PID" 2>/dev/null) || return 1
-    pid_alive "$pid" && pid_cmdline_has "$pid" socat "$WEED_S3_SOCK" && echo "$pid"
-}
+weed_ours() { ours "$WEED_PID" weed " mini " "-dir=$WEED_DIR "; } # the SeaweedFS this script started
+fwd_ours() { ours "$FWD_PID" socat "$WEED_S3_SOCK"; } # its socat: 127.0.0.1:$S3_PORT -> the S3 socket
 
 s3_forward_start() { # the only host port of SeaweedFS: 127.0.0.1:$S3_PORT -> $WEED_S3_SOCK
     if ! command -v socat >/dev/null; then apt_install socat || return 1; fi

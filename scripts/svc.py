@@ -12,6 +12,9 @@ passwords in the environment (``S3_ACCESS_KEY``/``S3_SECRET_KEY``, ``SVC_USER``/
     svc.py url FIELD [DEFAULT] < URL      user, password, host, port or vhost of scheme://user:pass@host:port/path
     svc.py s3-identities FILE             write the identities JSON (mode 600) from S3_ACCESS_KEY/S3_SECRET_KEY
     svc.py probe PROBE...                 exit 0 if the probe succeeds now, else 1
+    svc.py ours PIDFILE WORD...           print the pid in PIDFILE if that process runs with every WORD in its
+                                          command line (one services.sh started, not a reused pid), else exit 1
+    svc.py stop NAME PID                  SIGTERM, then SIGKILL (with a warning) if still running after 30 s
     svc.py wait WHAT SECONDS [--while-pid PID] PROBE...
                                           poll PROBE every 0.2 s; exit 1 (with a message) after SECONDS,
                                           or at once when process PID has exited
@@ -29,6 +32,7 @@ PROBE is one of
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -223,13 +227,53 @@ def make_probe(argv: Sequence[str]) -> Callable[[], bool]:
 
 
 def pid_alive(pid: int) -> bool:
+    """``pid`` runs (a zombie, exited but not yet reaped, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def our_pid(pid_file: str, words: Sequence[str]) -> int | None:
+    """The pid ``pid_file`` holds, if that process is alive and its command line (arguments
+    joined by spaces, one after the last) contains every one of ``words``; else None."""
+    try:
+        with open(pid_file, encoding="utf-8") as f:
+            pid = int(f.read().strip())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, ValueError):
+        return None
+    return pid if pid_alive(pid) and all(w in command for w in words) else None
+
+
+def stop(name: str, pid: int, *, grace_s: float = 30.0, clock: Callable[[], float] = time.monotonic,
+         sleep: Callable[[float], None] = time.sleep) -> str:
+    """SIGTERM ``pid``, wait up to ``grace_s`` seconds, then SIGKILL: ``"gone"`` (not running),
+    ``"stopped"`` or ``"killed"``."""
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "gone"
+    deadline = clock() + grace_s
+    while pid_alive(pid):
+        if clock() >= deadline:
+            print(f"[services] WARNING: {name} (pid {pid}) ignored SIGTERM for {grace_s:g}s, sending SIGKILL",
+                  file=sys.stderr)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            return "killed"
+        sleep(POLL_S)
+    return "stopped"
 
 
 def wait(probe: Callable[[], bool], seconds: float, *, alive: Callable[[], bool] = lambda: True,
@@ -276,6 +320,14 @@ def main(argv: list[str]) -> int:
             return 0 if make_probe(args)() else 1
         if command == "wait":
             return _wait_command(args)
+        if command == "ours":
+            pid = our_pid(args[0], args[1:])
+            if pid is not None:
+                print(pid)
+            return 0 if pid is not None else 1
+        if command == "stop":
+            stop(args[0], int(args[1]))
+            return 0
     except (IndexError, KeyError, ValueError) as exc:
         print(f"svc.py: {type(exc).__name__}: {exc}", file=sys.stderr)
     print(__doc__, file=sys.stderr)

@@ -10,6 +10,8 @@ import io
 import json
 import socket
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -125,3 +127,39 @@ def test_command_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFix
     assert svc.main(["probe", "nope"]) == 64
     assert svc.main(["bogus"]) == 64
     assert svc.main([]) == 64
+
+
+def _python(code: str, *words: str) -> subprocess.Popen[str]:
+    """A Python child running ``code`` with ``words`` as extra arguments; it prints ``ready`` first."""
+    child = subprocess.Popen([sys.executable, "-c", f"import signal, sys, time\n{code}\nprint('ready', flush=True)\n"
+                              "time.sleep(300)", *words], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    return child
+
+
+def test_our_pid_is_the_pid_file_s_process_when_its_command_line_matches(tmp_path: Path) -> None:
+    child = _python("", "svc-test-marker", "-dir=/x ")
+    try:
+        pid_file = tmp_path / "p.pid"
+        pid_file.write_text(f"{child.pid}\n")
+        assert svc.our_pid(str(pid_file), ["svc-test-marker", "-dir=/x "]) == child.pid
+        assert svc.our_pid(str(pid_file), ["svc-test-marker", "other-word"]) is None  # a reused pid
+        assert svc.our_pid(str(tmp_path / "missing.pid"), []) is None
+        pid_file.write_text("not a pid")
+        assert svc.our_pid(str(pid_file), []) is None
+    finally:
+        child.kill()
+        child.wait()
+    pid_file.write_text(str(child.pid))
+    assert svc.our_pid(str(pid_file), []) is None  # exited
+
+
+def test_stop_terminates_then_kills_what_ignores_sigterm(capsys: pytest.CaptureFixture[str]) -> None:
+    polite = _python("")
+    assert svc.stop("polite", polite.pid, grace_s=30) == "stopped"
+    assert polite.wait(timeout=10) == -15
+    stubborn = _python("signal.signal(signal.SIGTERM, signal.SIG_IGN)")
+    assert svc.stop("stubborn", stubborn.pid, grace_s=0.3) == "killed"
+    assert stubborn.wait(timeout=10) == -9
+    assert "stubborn (pid" in capsys.readouterr().err
+    assert svc.stop("gone", stubborn.pid) == "gone"
