@@ -97,6 +97,9 @@ bench: migrate netns-tools
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.drain
 	$(BIN)/python -m bench.model_calls
+	$(BIN)/python -m bench.parts
+	$(BIN)/python -m bench.parts --mode real
+	$(BIN)/python -m bench.parts --mode small
 	# the tests CI runs at a smaller size, at full size: the partition suite with every cut point
 	# (CI: the commit cut only; issue 19) and the whole corpus with the whole novel (CI: its first 256 KB)
 	RAG_PARTITION_FULL=1 $(BIN)/python -m pytest tests/e2e/test_partitions.py -q -s -p no:cacheprovider
@@ -106,6 +109,7 @@ bench: migrate netns-tools
 	$(BIN)/python -m bench.peer
 	$(BIN)/python -m bench.search_layers
 	$(BIN)/python -m bench.edge
+	$(BIN)/python -m bench.swap
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

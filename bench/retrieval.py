@@ -168,14 +168,14 @@ async def load(conn: asyncpg.Connection, size: Size, rng: np.random.Generator) -
                                      columns=["id", "document_id", "chunk_index", "content", "token_count"])
     await conn.execute("DROP INDEX document_vector_embedding_hnsw")
     await conn.copy_records_to_table(
-        "document_vector", records=[(int(chunk_ids[i]), int(doc_of[i]), kb_ids[int(kb_of[i])], vecs[i])
+        "document_vector", records=[(int(chunk_ids[i]), int(doc_of[i]), kb_ids[int(kb_of[i])], vecs[i], True)
                                     for i in range(size.chunks)],
-        columns=["chunk_id", "document_id", "kb_id", "embedding"])
+        columns=["chunk_id", "document_id", "kb_id", "embedding", "ann"])  # as after the ANN job (sql/0017)
     await conn.execute("SELECT setval('document_info_id_seq', $1)", len(doc_rows))
     await conn.execute("SELECT setval('document_chunk_id_seq', $1)", size.chunks)
     await conn.execute("SET maintenance_work_mem = '1GB'")
     await conn.execute("CREATE INDEX document_vector_embedding_hnsw ON document_vector"
-                       " USING hnsw (embedding vector_cosine_ops)")
+                       " USING hnsw (embedding vector_cosine_ops) WHERE ann")
     await conn.execute("VACUUM ANALYZE document_chunk")
     await conn.execute("VACUUM ANALYZE document_vector")
     await conn.execute("VACUUM ANALYZE document_info")

@@ -20,8 +20,10 @@ or a boilerplate paragraph several documents share never show the same text twic
 ranked (the first) is kept.
 
 Vector search is exact (a scan of the KB's vectors) when the KB holds at most
-``exact_max_chunks`` vectors, and uses the HNSW index with pgvector's iterative scan above that;
-the threshold comes from ``bench/retrieval.py`` (see bench/RESULTS.md).
+``exact_max_chunks`` vectors, and uses the HNSW index with pgvector's iterative scan above that
+(over the vectors the ANN job has added to it, merged with an exact scan of those it has not:
+commits insert outside the index, issue 31); the threshold comes from ``bench/retrieval.py``
+(see bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -81,9 +83,14 @@ _EXACT = (
     "SELECT chunk_id, 1 - d AS score FROM (SELECT chunk_id, embedding <=> $1 AS d FROM document_vector"
     " WHERE kb_id = $2 OFFSET 0) s ORDER BY d, chunk_id LIMIT $3"
 )
+# Above the threshold: HNSW over the vectors the ANN job has indexed (``ann``, the partial index of
+# sql/0017) and an exact scan of the few it has not reached yet (``NOT ann``), merged by distance.
 _HNSW = (
-    "SELECT chunk_id, 1 - d AS score FROM (SELECT chunk_id, embedding <=> $1 AS d FROM document_vector"
-    " WHERE kb_id = $2 ORDER BY embedding <=> $1 LIMIT $3) s ORDER BY d, chunk_id"
+    "SELECT chunk_id, 1 - d AS score FROM ("
+    "(SELECT chunk_id, embedding <=> $1 AS d FROM document_vector"
+    " WHERE kb_id = $2 AND ann ORDER BY embedding <=> $1 LIMIT $3)"
+    " UNION ALL (SELECT chunk_id, embedding <=> $1 AS d FROM document_vector"
+    " WHERE kb_id = $2 AND NOT ann ORDER BY d LIMIT $3)) s ORDER BY d, chunk_id LIMIT $3"
 )
 
 # Keyword ranking in one statement. $1 query text (cleaned), $2 kb id, $3 limit, $4 candidate budget (chunks of

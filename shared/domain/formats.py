@@ -2,12 +2,14 @@
 
 Every layer derives from :data:`FORMATS`: the API's typing by name and by content
 (``knowledge_service/upload/sniff.py``, with the byte rules in ``shared.domain.containers``),
-the worker's dispatch (``task_service/pipeline/parse.py`` imports :attr:`Format.reader`), the
+the worker's dispatch (``task_service/pipeline/parse.py`` resolves :attr:`Format.reader`), the
 upload hint and 415 message, ``GET /api/v1/formats`` (the admin page's file picker), the CLI's
 folder walk and the README's format table (:func:`markdown_table`; a unit test keeps them equal).
 
-Adding a format = one reader module ``task_service/pipeline/readers/<name>.py`` exposing
-``read(data: bytes, limits: ParseLimits) -> ParsedDocument``, one entry here, and tests.
+Adding a format = one reader module in its family under ``task_service/pipeline/readers/``
+exposing ``read(data: bytes, limits: ParseLimits) -> ParsedDocument``, its short name in
+``readers.FAMILIES``, one entry here, and tests. The domain names a reader only by that short
+name (``"docx"``), never by a worker module path.
 
 How the bytes are recognised (:class:`Container`):
 
@@ -26,7 +28,8 @@ How the bytes are recognised (:class:`Container`):
 A ZIP-based format (:attr:`Format.zip_based`) is read only after the ZIP-bomb and nesting
 limits (``ZIP_MAX_*``) pass. A refused format (:attr:`Format.refusal`) is recognised so that
 the answer can say what to do ("save it as .docx") instead of "not allowed"; its reader
-(``readers/ole.py``) only raises that refusal, or ``encrypted`` for a password-protected file.
+(``ole``: ``readers/office/legacy.py``) only raises that refusal, or ``encrypted`` for a
+password-protected file.
 """
 
 from __future__ import annotations
@@ -57,9 +60,6 @@ __all__ = [
     "skip_reason",
 ]
 
-READERS = "task_service.pipeline.readers"
-
-
 class Container(StrEnum):
     """How a format's bytes are recognised (see the module docstring)."""
 
@@ -89,9 +89,9 @@ class Format:
     ``extensions``: lower case, no dot, the canonical one first. ``mime``: what is stored as
     the document's content type; ``mime_aliases`` are recognised too. ``marker``: the ZIP part,
     ODF/EPUB ``mimetype`` value or OLE stream-name prefix that identifies the container (see
-    :class:`Container`). ``reader``: dotted path of the module whose ``read(data, limits)``
-    parses it ("" for a refused format). ``refusal``: set for a format recognised only to be
-    refused, the client-facing reason.
+    :class:`Container`). ``reader``: the short name of its reader (``"docx"``), which the
+    worker's dispatch resolves to a module whose ``read(data, limits)`` parses it. ``refusal``:
+    set for a format recognised only to be refused, the client-facing reason.
     """
 
     kind: str
@@ -126,15 +126,11 @@ class Format:
         return (self.mime, *self.mime_aliases)
 
 
-def _reader(name: str) -> str:
-    return f"{READERS}.{name}"
-
-
 def _legacy(kind: str, label: str, plural: str, app: str, streams: tuple[str, ...], mime: str, save_as: str) -> Format:
     """A legacy Office binary format: recognised (OLE2 stream names), refused with what to do.
     Refused rather than converted: bench/RESULTS.md, "legacy" (LibreOffice headless: ~2 s and
     ~210 MB per file before our own parse)."""
-    return Format(kind, label, (kind,), mime, Container.OLE, _reader("ole"), marker=streams[0],
+    return Format(kind, label, (kind,), mime, Container.OLE, "ole", marker=streams[0],
                   alt_markers=streams[1:], refusal=f"{plural} (.{kind}) are not supported: open it in {app} or "
                                                    f"LibreOffice and save it as .{save_as}")
 
@@ -154,42 +150,42 @@ _IMAGE_MAGIC = (
 
 #: Every format, accepted ones first in the order of the README table; refused ones last.
 FORMATS: tuple[Format, ...] = (
-    Format("pdf", "PDF document", ("pdf",), "application/pdf", Container.PDF, _reader("pdf")),
+    Format("pdf", "PDF document", ("pdf",), "application/pdf", Container.PDF, "pdf"),
     Format("docx", "Word document", ("docx",), f"{_OOXML}.wordprocessingml.document", Container.ZIP,
-           _reader("docx"), marker="word/document.xml"),
+           "docx", marker="word/document.xml"),
     Format("pptx", "PowerPoint presentation", ("pptx", "pptm"), f"{_OOXML}.presentationml.presentation",
-           Container.ZIP, _reader("pptx"), mime_aliases=("application/vnd.ms-powerpoint.presentation.macroEnabled.12",),
+           Container.ZIP, "pptx", mime_aliases=("application/vnd.ms-powerpoint.presentation.macroEnabled.12",),
            marker="ppt/presentation.xml"),
     Format("xlsx", "Excel workbook", ("xlsx", "xlsm"), f"{_OOXML}.spreadsheetml.sheet", Container.ZIP,
-           _reader("xlsx"), mime_aliases=("application/vnd.ms-excel.sheet.macroEnabled.12",),
+           "xlsx", mime_aliases=("application/vnd.ms-excel.sheet.macroEnabled.12",),
            marker="xl/workbook.xml"),
-    Format("odt", "OpenDocument text", ("odt",), f"{_ODF}.text", Container.ZIP_MIMETYPE, _reader("odt"),
+    Format("odt", "OpenDocument text", ("odt",), f"{_ODF}.text", Container.ZIP_MIMETYPE, "odt",
            marker=f"{_ODF}.text"),
     Format("odp", "OpenDocument presentation", ("odp",), f"{_ODF}.presentation", Container.ZIP_MIMETYPE,
-           _reader("odp"), marker=f"{_ODF}.presentation"),
+           "odp", marker=f"{_ODF}.presentation"),
     Format("ods", "OpenDocument spreadsheet", ("ods",), f"{_ODF}.spreadsheet", Container.ZIP_MIMETYPE,
-           _reader("ods"), marker=f"{_ODF}.spreadsheet"),
-    Format("epub", "EPUB e-book", ("epub",), "application/epub+zip", Container.ZIP_MIMETYPE, _reader("epub"),
+           "ods", marker=f"{_ODF}.spreadsheet"),
+    Format("epub", "EPUB e-book", ("epub",), "application/epub+zip", Container.ZIP_MIMETYPE, "epub",
            marker="application/epub+zip"),
-    Format("html", "HTML page", ("html", "htm"), "text/html", Container.TEXT, _reader("html"),
+    Format("html", "HTML page", ("html", "htm"), "text/html", Container.TEXT, "html",
            mime_aliases=("application/xhtml+xml",), text_pattern=r"<!doctype html|<html"),
-    Format("md", "Markdown", ("md", "markdown"), "text/markdown", Container.TEXT, _reader("markdown"),
+    Format("md", "Markdown", ("md", "markdown"), "text/markdown", Container.TEXT, "markdown",
            mime_aliases=("text/x-markdown",)),
-    Format("txt", "Plain text", ("txt",), "text/plain", Container.TEXT, _reader("text")),
-    Format("csv", "CSV / TSV table", ("csv", "tsv"), "text/csv", Container.TEXT, _reader("csv"),
+    Format("txt", "Plain text", ("txt",), "text/plain", Container.TEXT, "text"),
+    Format("csv", "CSV / TSV table", ("csv", "tsv"), "text/csv", Container.TEXT, "csv",
            mime_aliases=("text/tab-separated-values",)),
     Format("json", "JSON / JSON Lines", ("json", "jsonl", "ndjson"), "application/json", Container.TEXT,
-           _reader("jsondoc"), mime_aliases=("application/x-ndjson", "application/jsonl")),
-    Format("xml", "XML", ("xml",), "application/xml", Container.TEXT, _reader("xml"),
+           "jsondoc", mime_aliases=("application/x-ndjson", "application/jsonl")),
+    Format("xml", "XML", ("xml",), "application/xml", Container.TEXT, "xml",
            mime_aliases=("text/xml",), text_pattern=r"<\?xml"),
-    Format("rtf", "Rich Text Format", ("rtf",), "application/rtf", Container.TEXT, _reader("rtf"),
+    Format("rtf", "Rich Text Format", ("rtf",), "application/rtf", Container.TEXT, "rtf",
            mime_aliases=("text/rtf",), text_pattern=r"\{\\rtf", pattern_required=True),
-    Format("eml", "E-mail message", ("eml",), "message/rfc822", Container.TEXT, _reader("eml"),
+    Format("eml", "E-mail message", ("eml",), "message/rfc822", Container.TEXT, "eml",
            text_pattern=_RFC822),
-    Format("msg", "Outlook message", ("msg",), "application/vnd.ms-outlook", Container.OLE, _reader("msg"),
+    Format("msg", "Outlook message", ("msg",), "application/vnd.ms-outlook", Container.OLE, "msg",
            marker="__substg1.0_", alt_markers=("__properties_version1.0",)),
     Format("image", "Image (OCR)", ("png", "jpg", "jpeg", "tif", "tiff", "webp", "bmp"), "image/png",
-           Container.IMAGE, _reader("image"), mime_aliases=("image/jpeg", "image/tiff", "image/webp", "image/bmp"),
+           Container.IMAGE, "image", mime_aliases=("image/jpeg", "image/tiff", "image/webp", "image/bmp"),
            magic=_IMAGE_MAGIC),
     _legacy("doc", "Word 97-2003 document", "Word 97-2003 documents", "Word", ("WordDocument",),
             "application/msword", "docx"),
@@ -285,7 +281,7 @@ def _cells(f: Format) -> Iterable[str]:
         Container.TEXT: _text_rule(f),
         Container.IMAGE: "PNG, JPEG, TIFF, WebP, BMP magic",
     }[f.container]
-    yield f.refusal or f"`{f.reader.rsplit('.', 1)[-1]}`"
+    yield f.refusal or f"`{f.reader}`"
 
 
 def _text_rule(f: Format) -> str:
@@ -296,8 +292,8 @@ def _text_rule(f: Format) -> str:
 
 
 def markdown_table() -> str:
-    """The README's format table (one row per format; the last column is the reader module in
-    ``task_service/pipeline/readers/``, or the refusal)."""
+    """The README's format table (one row per format; the last column is the reader's short name,
+    ``task_service.pipeline.readers.FAMILIES``, or the refusal)."""
     rows = ["| Format | Extensions | MIME type | Recognised by | Reader / answer |", "|---|---|---|---|---|"]
     rows += ["| " + " | ".join(cell.replace("|", "\\|") for cell in _cells(f)) + " |" for f in FORMATS]
     return "\n".join(rows)

@@ -21,7 +21,7 @@ from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.log import configure
 from shared.settings import WorkerSettings
 from task_service import APP_ID
-from task_service.jobs import cache_evictor, metrics_sampler, relay, scanner, sweep, term_stats
+from task_service.jobs import ann_indexer, cache_evictor, metrics_sampler, relay, scanner, sweep, term_stats
 from task_service.metrics import WorkerMetrics
 
 OneShot = tuple[WorkerSettings, asyncpg.Pool, AbstractConnection, AbstractChannel]
@@ -83,6 +83,14 @@ async def evict_now() -> Report:
         return {"evicted": await cache_evictor.once(pool, settings.embedding_cache_max_rows)}
 
 
+async def ann_now() -> Report:
+    """Add the vectors of knowledge bases above SEARCH_EXACT_MAX_CHUNKS to the HNSW index now:
+    {"added": rows}."""
+    async with with_pool("task_service.ann_indexer") as (settings, pool):
+        return {"added": await ann_indexer.once(pool, batch=settings.ann_index_batch,
+                                                exact_max_chunks=settings.search_exact_max_chunks)}
+
+
 async def fold_now() -> Report:
     """Fold every pending delta of the keyword statistics per KB now: {"folded": deltas,
     "dropped": terms no chunk holds any more, "pending": deltas left (appended meanwhile)}."""
@@ -118,6 +126,7 @@ OPS: dict[str, Callable[[], Coroutine[Any, Any, Report]]] = {
     "scanner": scan_now,
     "sweep": sweep_now,
     "cache-evictor": evict_now,
+    "ann-indexer": ann_now,
     "metrics-sampler": sample_now,
     "term-stats": fold_now,
 }

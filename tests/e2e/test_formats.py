@@ -13,9 +13,10 @@ from collections.abc import Callable
 
 from tests.e2e.conftest import WorkerFactory
 from tests.fidelity import Sample
-from tests.support import ROOT, Api
+from tests.support import CASES as SHARED_CASES
+from tests.support import Api
 
-CASES = ROOT.parent / "shared" / "cases" / "formats"
+CASES = SHARED_CASES / "formats"
 HANDED: dict[str, tuple[str, ...]] = {
     "speaker-notes-and-groups.pptx": ("Corvalline", "Duskmarrow", "Wistlecombe", "Ambergrove"),
     "two-sheets.xlsx": ("Hollowmere", "Pennywhistle"),

@@ -22,7 +22,8 @@ from shared.domain.scan_policy import ScanThresholds
 from shared.settings import CommonSettings, KnowledgeSettings, WorkerSettings
 from task_service.consumer import ConsumerConfig
 from task_service.dlq import DlqConfig
-from task_service.handler import HandlerConfig
+from task_service.indexing.config import HandlerConfig
+from task_service.jobs.ann_indexer import AnnConfig
 from task_service.jobs.cache_evictor import EvictConfig
 from task_service.jobs.relay import RelayConfig
 from task_service.jobs.scanner import ScanConfig, thresholds
@@ -80,6 +81,7 @@ def test_the_configs_are_built_from_the_settings() -> None:
     assert ScanConfig.from_settings(DEFAULTS).thresholds == thresholds(DEFAULTS)
     api = ApiConfig.from_settings(API_DEFAULTS.model_copy(update={"search_rrf_k": 7, "events_resync_s": 9.0}))
     assert (api.search.rrf_k, api.events.resync_s, api.embedding_dim) == (7, 9.0, API_DEFAULTS.embedding_dim)
+    assert AnnConfig.from_settings(DEFAULTS) == AnnConfig(30.0, 1000, 40_000)
     assert isinstance(DEFAULTS, CommonSettings)
     assert "secret" not in repr(StorageConfig.from_settings(DEFAULTS.model_copy(
         update={"s3_secret_key": DEFAULTS.s3_secret_key.__class__("secret")})))
@@ -91,3 +93,9 @@ def test_the_scanner_allows_a_claim_the_wait_for_prefetched_model_turns() -> Non
     assert thresholds(s).hard_limit.total_seconds() == 1700.0
     one = WorkerSettings.model_construct(prefetch=1, task_hard_limit_s=1500.0)
     assert thresholds(one).hard_limit.total_seconds() == 1500.0
+
+
+def test_the_scanner_allows_prefetch_times_the_largest_units_budget() -> None:
+    """PREFETCH x (TASK_BUDGET_BASE_S + max(SPLIT_MIN_CHUNKS - 1, PART_CHUNKS) x per chunk) (issue 31)."""
+    s = WorkerSettings.model_construct(prefetch=2, task_hard_limit_s=100.0)
+    assert thresholds(s).hard_limit.total_seconds() == 2 * (300 + 511 * 0.5)

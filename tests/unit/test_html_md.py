@@ -10,10 +10,10 @@ import re
 import pytest
 
 from shared.domain.errors import ParseLimitError
-from task_service.pipeline.html import MAX_DEPTH, extract_html, max_tree_work
-from task_service.pipeline.html_tree import tree_cost
-from task_service.pipeline.markdown import extract_markdown, split_front_matter
 from task_service.pipeline.parse import parse_document, parse_text
+from task_service.pipeline.readers.web.html import MAX_DEPTH, extract_html, max_tree_work
+from task_service.pipeline.readers.web.markdown import extract_markdown, split_front_matter
+from task_service.pipeline.readers.web.tree import tree_cost
 from tests.fidelity import Sample, html_corpus, md_corpus
 from tests.support import ROOT
 

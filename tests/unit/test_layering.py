@@ -6,14 +6,15 @@
   free of I/O libraries and importing only the domain); never an adapter;
 * ``knowledge_service`` and ``task_service`` never import each other; ``shared`` never imports a
   service;
-* the module import graph of ``shared``, ``knowledge_service`` and ``task_service`` (imports at
-  module level, ``TYPE_CHECKING`` blocks left out) has no cycle.
+* the module import graph of ``shared``, ``knowledge_service`` and ``task_service`` has no
+  cycle, neither at module level (``TYPE_CHECKING`` blocks left out) nor with every import
+  (inside functions too).
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -163,11 +164,32 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
     return []
 
 
+def _graph(which: Callable[[Path], set[str]]) -> dict[str, set[str]]:
+    return {module_name(p): {m for m in which(p) if _under(m, PACKAGES)} - {module_name(p)}
+            for pkg in PACKAGES for p in files(pkg)}
+
+
 def test_import_graph_is_acyclic() -> None:
-    graph = {module_name(p): {m for m in module_level_imports(p) if _under(m, PACKAGES)} - {module_name(p)}
-             for pkg in PACKAGES for p in files(pkg)}
+    """Module-level imports (what runs when a module is imported) form no cycle."""
+    graph = _graph(module_level_imports)
     assert len(graph) > 50
     assert _cycle(graph) == []
+
+
+def test_import_graph_with_imports_inside_functions_is_acyclic() -> None:
+    """Every import, those inside functions and ``TYPE_CHECKING`` blocks included: a deferred
+    import does not hide a circle (issue 27: ``eml`` ↔ ``mail`` ↔ ``msg`` was tied that way)."""
+    graph = _graph(imports)
+    assert len(graph) > 50
+    assert _cycle(graph) == []
+
+
+def test_imports_sees_an_import_inside_a_function(tmp_path: Path) -> None:
+    source = tmp_path / "late.py"
+    source.write_text("def f() -> None:\n    from task_service.pipeline import parse\n", encoding="utf-8")
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    found = {t for node in ast.walk(tree) for t in _targets(node, "late", False)}
+    assert found == {"task_service.pipeline.parse"}
 
 
 def test_cycle_finder_finds_a_cycle() -> None:

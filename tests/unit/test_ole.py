@@ -192,7 +192,7 @@ def test_writer_rejects_bad_names() -> None:
 
 def test_worker_reader_raises_the_refusal() -> None:
     from task_service.pipeline.limits import ParseLimits
-    from task_service.pipeline.readers import ole as reader
+    from task_service.pipeline.readers.office import legacy as reader
 
     with pytest.raises(EncryptedDocumentError, match="password-protected"):
         reader.read(write_cfb({"EncryptionInfo": b"\0" * 8, "EncryptedPackage": b"\0" * 8}), ParseLimits())

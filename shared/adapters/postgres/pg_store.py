@@ -17,6 +17,7 @@ from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
 from shared.adapters.postgres.repo import documents as documents_repo
 from shared.adapters.postgres.repo import knowledge_bases as kb_repo
 from shared.adapters.postgres.repo import outbox as outbox_repo
+from shared.adapters.postgres.repo import parts as parts_repo
 from shared.adapters.postgres.repo import runs as runs_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.adapters.postgres.repo import users as users_repo
@@ -24,7 +25,7 @@ from shared.adapters.s3 import ObjectStore
 from shared.domain.errors import EnqueueContention, KnowledgeBaseNotFound
 from shared.domain.fencing import EnqueueDecision, TaskSnapshot
 from shared.domain.messages import IndexMessage
-from shared.domain.records import Duplicate, NewContent, OutboxRow
+from shared.domain.records import Duplicate, NewContent, OutboxRow, SplitCommit
 from shared.ports import IssueRefused
 
 
@@ -109,8 +110,11 @@ class PgWorkerStore:
     """:class:`shared.ports.WorkerStore` over an asyncpg pool: the repository functions, each
     call on its own pooled connection (:class:`Pooled`)."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, dispatch_limit: int | None = None) -> None:
+        """``dispatch_limit``: K of fair dispatch (a split's first parts are released at once
+        into its user's free slots); None holds every part row for the relay."""
         self.pool = pool
+        self._dispatch_limit = dispatch_limit
 
     load_task_snapshot = Pooled(tasks_repo.load_task_snapshot)
     claim_task = Pooled(tasks_repo.claim_task)
@@ -125,3 +129,17 @@ class PgWorkerStore:
     record_skips = Pooled(runs_repo.record_skips)
     commit_chunks = Pooled(chunks_repo.commit_chunks)
     finish_unsuccessfully = Pooled(tasks_repo.finish_unsuccessfully)
+    mark_published = Pooled(outbox_repo.mark_published)
+
+    load_part_snapshot = Pooled(parts_repo.load_part_snapshot)
+    claim_part = Pooled(parts_repo.claim_part)
+    part_claim_is_current = Pooled(parts_repo.part_claim_is_current)
+    read_part_chunks = Pooled(parts_repo.read_part_chunks)
+    part_heartbeat = Pooled(parts_repo.part_heartbeat)
+    report_part_progress = Pooled(parts_repo.report_part_progress)
+    commit_part = Pooled(parts_repo.commit_part)
+    finish_part_unsuccessfully = Pooled(parts_repo.finish_part_unsuccessfully)
+
+    async def split_task(self, commit: SplitCommit) -> list[OutboxRow] | None:
+        async with connection(self.pool) as conn:
+            return await parts_repo.split_task(conn, commit, self._dispatch_limit)
