@@ -115,18 +115,7 @@ PG_PORT=$(url_part "$DB_URL" port 5432)
 PG_USER=$(url_part "$DB_URL" user postgres)
 PG_PASSWORD=$(url_part "$DB_URL" password "")
 
-pg_version() { # highest major version with a server binary, preferring ones with a cluster config
-    local d v best="" best_etc=""
-    for d in /usr/lib/postgresql/*/bin/postgres; do
-        [[ -x "$d" ]] || continue
-        v=${d#/usr/lib/postgresql/}
-        v=${v%%/*}
-        [[ "$v" =~ ^[0-9]+$ ]] || continue
-        if [[ -z "$best" ]] || ((v > best)); then best=$v; fi
-        if [[ -d "/etc/postgresql/$v" ]] && { [[ -z "$best_etc" ]] || ((v > best_etc)); }; then best_etc=$v; fi
-    done
-    printf '%s\n' "${best_etc:-$best}"
-}
+pg_version() { svc pg-version; } # highest major version with a server binary (one with a cluster config first)
 
 # "<version> <cluster> <status>" of the cluster listening on $PG_PORT
 pg_cluster() {
@@ -157,20 +146,8 @@ pgvector_version() {
     sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" "$("$1" --sharedir)/extension/vector.control" 2>/dev/null
 }
 
-# The host of the Debian mirror the machine already uses (so a proxy/mirror setup keeps working).
-debian_mirror() {
-    local f uri
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-        [[ -f "$f" ]] || continue
-        uri=$(grep -hoE '(^URIs:[[:space:]]*|^deb(-src)?[[:space:]]+(\[[^]]*\][[:space:]]+)?)https?://[^[:space:]]+' "$f" \
-            | grep -oE 'https?://[^[:space:]]+' | grep -E '/debian/?$' | head -1 || true)
-        if [[ -n "$uri" ]]; then
-            printf '%s\n' "${uri%/}"
-            return
-        fi
-    done
-    printf '%s\n' "http://deb.debian.org/debian"
-}
+# The Debian mirror the machine already uses (so a proxy/mirror setup keeps working).
+debian_mirror() { svc debian-mirror; }
 
 # Must not be called from an `if`/`||`/`&&` context, which would disable errexit inside it.
 build_pgvector() { # PG_CONFIG VERSION — runs in a subshell so its trap cleans its temp dir

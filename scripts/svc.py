@@ -15,6 +15,9 @@ passwords in the environment (``S3_ACCESS_KEY``/``S3_SECRET_KEY``, ``SVC_USER``/
     svc.py ours PIDFILE WORD...           print the pid in PIDFILE if that process runs with every WORD in its
                                           command line (one services.sh started, not a reused pid), else exit 1
     svc.py stop NAME PID                  SIGTERM, then SIGKILL (with a warning) if still running after 30 s
+    svc.py pg-version                     the highest PostgreSQL major version with a server binary (one with a
+                                          cluster config in /etc/postgresql first); empty when none
+    svc.py debian-mirror                  the Debian mirror apt already uses (else http://deb.debian.org/debian)
     svc.py wait WHAT SECONDS [--while-pid PID] PROBE...
                                           poll PROBE every 0.2 s; exit 1 (with a message) after SECONDS,
                                           or at once when process PID has exited
@@ -241,6 +244,49 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def pg_version(lib: str = "/usr/lib/postgresql", etc: str = "/etc/postgresql") -> str:
+    """The highest major version ``N`` with an executable ``lib/N/bin/postgres``, preferring the
+    versions that have a cluster config directory ``etc/N``; ``""`` when there is none."""
+    import glob
+
+    versions = []
+    for path in glob.glob(os.path.join(lib, "*", "bin", "postgres")):
+        version = os.path.basename(os.path.dirname(os.path.dirname(path)))
+        if version.isdigit() and os.access(path, os.X_OK):
+            versions.append(int(version))
+    configured = [v for v in versions if os.path.isdir(os.path.join(etc, str(v)))]
+    best = max(configured or versions, default=None)
+    return "" if best is None else str(best)
+
+
+DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"
+
+
+def debian_mirror(apt_dir: str = "/etc/apt") -> str:
+    """The first ``http(s)://.../debian`` URI of apt's sources (``sources.list``, then
+    ``sources.list.d/*.list`` and ``*.sources``: ``deb``/``deb-src`` lines with or without
+    ``[options]``, deb822 ``URIs:`` fields), without its trailing ``/``; else
+    :data:`DEFAULT_DEBIAN_MIRROR`."""
+    import glob
+    import re
+
+    line = re.compile(r"^(?:URIs:\s*|deb(?:-src)?\s+(?:\[[^]]*\]\s+)?)((?:https?://\S+\s*)+)", re.MULTILINE)
+    parts = os.path.join(apt_dir, "sources.list.d")
+    files = [os.path.join(apt_dir, "sources.list"), *sorted(glob.glob(os.path.join(parts, "*.list"))),
+             *sorted(glob.glob(os.path.join(parts, "*.sources")))]
+    for path in files:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        for match in line.finditer(text):
+            for uri in match.group(1).split():
+                if re.search(r"/debian/?$", uri):
+                    return uri.rstrip("/")
+    return DEFAULT_DEBIAN_MIRROR
+
+
 def our_pid(pid_file: str, words: Sequence[str]) -> int | None:
     """The pid ``pid_file`` holds, if that process is alive and its command line (arguments
     joined by spaces, one after the last) contains every one of ``words``; else None."""
@@ -306,28 +352,50 @@ def _wait_command(args: list[str]) -> int:
     return 0 if outcome is None else 1
 
 
+def _url(args: list[str]) -> int:
+    print(url_part(sys.stdin.read().strip(), args[0], args[1] if len(args) > 1 else ""))
+    return 0
+
+
+def _s3_identities(args: list[str]) -> int:
+    write_private(args[0], s3_identities(os.environ["S3_ACCESS_KEY"], os.environ["S3_SECRET_KEY"]))
+    return 0
+
+
+def _ours(args: list[str]) -> int:
+    pid = our_pid(args[0], args[1:])
+    if pid is not None:
+        print(pid)
+    return 0 if pid is not None else 1
+
+
+def _stop(args: list[str]) -> int:
+    stop(args[0], int(args[1]))
+    return 0
+
+
+def _printed(fn: Callable[[], str]) -> Callable[[list[str]], int]:
+    def command(args: list[str]) -> int:
+        print(fn())
+        return 0
+
+    return command
+
+
+#: command name → its function of the remaining arguments (exit status)
+COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "url": _url, "s3-identities": _s3_identities, "probe": lambda args: 0 if make_probe(args)() else 1,
+    "wait": _wait_command, "ours": _ours, "stop": _stop, "pg-version": _printed(pg_version),
+    "debian-mirror": _printed(debian_mirror),
+}
+
+
 def main(argv: list[str]) -> int:
     """Exit status: 0 done / probe ok, 1 probe failed or timed out, 64 usage."""
     try:
-        command, args = argv[0], argv[1:]
-        if command == "url":
-            print(url_part(sys.stdin.read().strip(), args[0], args[1] if len(args) > 1 else ""))
-            return 0
-        if command == "s3-identities":
-            write_private(args[0], s3_identities(os.environ["S3_ACCESS_KEY"], os.environ["S3_SECRET_KEY"]))
-            return 0
-        if command == "probe":
-            return 0 if make_probe(args)() else 1
-        if command == "wait":
-            return _wait_command(args)
-        if command == "ours":
-            pid = our_pid(args[0], args[1:])
-            if pid is not None:
-                print(pid)
-            return 0 if pid is not None else 1
-        if command == "stop":
-            stop(args[0], int(args[1]))
-            return 0
+        command = COMMANDS.get(argv[0]) if argv else None
+        if command is not None:
+            return command(argv[1:])
     except (IndexError, KeyError, ValueError) as exc:
         print(f"svc.py: {type(exc).__name__}: {exc}", file=sys.stderr)
     print(__doc__, file=sys.stderr)

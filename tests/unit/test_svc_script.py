@@ -163,3 +163,34 @@ def test_stop_terminates_then_kills_what_ignores_sigterm(capsys: pytest.CaptureF
     assert stubborn.wait(timeout=10) == -9
     assert "stubborn (pid" in capsys.readouterr().err
     assert svc.stop("gone", stubborn.pid) == "gone"
+
+
+def test_pg_version_prefers_a_configured_cluster(tmp_path: Path) -> None:
+    lib, etc = tmp_path / "lib", tmp_path / "etc"
+    assert svc.pg_version(str(lib), str(etc)) == ""
+    for version in ("13", "15", "17", "beta"):
+        binary = lib / version / "bin" / "postgres"
+        binary.parent.mkdir(parents=True)
+        binary.write_text("#!/bin/sh\n")
+        binary.chmod(0o755)
+    (lib / "16" / "bin").mkdir(parents=True)
+    (lib / "16" / "bin" / "postgres").write_text("not executable")
+    assert svc.pg_version(str(lib), str(etc)) == "17"  # the highest; 16 has no server binary, beta no number
+    (etc / "15").mkdir(parents=True)
+    assert svc.pg_version(str(lib), str(etc)) == "15"  # the one with a cluster config wins
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({}, "http://deb.debian.org/debian"),
+    ({"sources.list": "deb [signed-by=/k.gpg arch=amd64] http://mirror.local/debian/ trixie main\n"},
+     "http://mirror.local/debian"),
+    ({"sources.list": "deb http://security.debian.org/debian-security trixie-security main\n",
+      "sources.list.d/debian.sources": "Types: deb\n# http://ignored/debian\nURIs: https://proxy:3142/debian\n"
+                                       "Suites: trixie\n"}, "https://proxy:3142/debian"),
+    ({"sources.list.d/a.list": "deb-src http://src.example/debian trixie main\n"}, "http://src.example/debian"),
+])
+def test_debian_mirror_is_the_one_apt_uses(tmp_path: Path, files: dict[str, str], expected: str) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert svc.debian_mirror(str(tmp_path)) == expected
