@@ -434,10 +434,10 @@ redis_ensure_password() {
         log "redis: REDIS_URL has no password and there is no REDIS_URL line in $REPO/.env to write one into"
         return 1
     }
-    REDIS_PASS=$(python3 -c 'import secrets; print(secrets.token_hex(20))')
+    REDIS_PASS=$("$SVC_PYTHON" -c 'import secrets; print(secrets.token_hex(20))')
     local url=${REDIS_URL:-redis://127.0.0.1:$REDIS_PORT/0}
     REDIS_URL="redis://:$REDIS_PASS@${url#redis://}"
-    sed -i "s|^REDIS_URL=.*|REDIS_URL=$REDIS_URL|" "$REPO/.env"
+    printf '%s' "$REDIS_URL" | svc set-env "$REPO/.env" REDIS_URL
     log "redis: generated a password for the Redis started here and wrote it into REDIS_URL in .env"
 }
 
@@ -459,7 +459,7 @@ redis_up() {
                 # a generated password this Redis does not know would make every AUTH fail
                 REDIS_URL="redis://${REDIS_URL#redis://*@}"
                 REDIS_PASS=""
-                sed -i "s|^REDIS_URL=.*|REDIS_URL=$REDIS_URL|" "$REPO/.env"
+                printf '%s' "$REDIS_URL" | svc set-env "$REPO/.env" REDIS_URL
                 warn "redis: REDIS_URL's password removed from .env: this Redis has none"
             fi
         fi

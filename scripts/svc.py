@@ -11,6 +11,7 @@ passwords in the environment (``S3_ACCESS_KEY``/``S3_SECRET_KEY``, ``SVC_USER``/
 
     svc.py url FIELD [DEFAULT] < URL      user, password, host, port or vhost of scheme://user:pass@host:port/path
     svc.py s3-identities FILE             write the identities JSON (mode 600) from S3_ACCESS_KEY/S3_SECRET_KEY
+    svc.py set-env FILE KEY < VALUE       set KEY=VALUE in the env file FILE (its line replaced, else appended)
     svc.py probe PROBE...                 exit 0 if the probe succeeds now, else 1
     svc.py ours PIDFILE WORD...           print the pid in PIDFILE if that process runs with every WORD in its
                                           command line (one services.sh started, not a reused pid), else exit 1
@@ -81,6 +82,22 @@ def s3_identities(access_key: str, secret_key: str) -> str:
     identity = {"name": "rag", "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
                 "actions": ["Admin", "Read", "List", "Tagging", "Write"]}
     return json.dumps({"identities": [identity]}, indent=2) + "\n"
+
+
+def set_env_value(path: str, key: str, value: str) -> None:
+    """Set ``KEY=value`` in the env file ``path``: its ``KEY=`` line replaced (the first; the
+    value written as given, no ``sed`` escaping to get wrong), else one appended. The file behind
+    a symlink is written (a worktree's ``.env`` may link to another's), atomically, mode 600."""
+    target = os.path.realpath(path)
+    with open(target, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    prefix = f"{key}="
+    at = next((i for i, line in enumerate(lines) if line.startswith(prefix)), None)
+    if at is None:
+        lines.append(prefix + value)
+    else:
+        lines[at] = prefix + value
+    write_private(target, "\n".join(lines) + "\n")
 
 
 def write_private(path: str, text: str) -> None:
@@ -362,6 +379,11 @@ def _s3_identities(args: list[str]) -> int:
     return 0
 
 
+def _set_env(args: list[str]) -> int:
+    set_env_value(args[0], args[1], sys.stdin.read().strip())
+    return 0
+
+
 def _ours(args: list[str]) -> int:
     pid = our_pid(args[0], args[1:])
     if pid is not None:
@@ -385,7 +407,7 @@ def _printed(fn: Callable[[], str]) -> Callable[[list[str]], int]:
 #: command name → its function of the remaining arguments (exit status)
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "url": _url, "s3-identities": _s3_identities, "probe": lambda args: 0 if make_probe(args)() else 1,
-    "wait": _wait_command, "ours": _ours, "stop": _stop, "pg-version": _printed(pg_version),
+    "wait": _wait_command, "set-env": _set_env, "ours": _ours, "stop": _stop, "pg-version": _printed(pg_version),
     "debian-mirror": _printed(debian_mirror),
 }
 

@@ -194,3 +194,17 @@ def test_debian_mirror_is_the_one_apt_uses(tmp_path: Path, files: dict[str, str]
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert svc.debian_mirror(str(tmp_path)) == expected
+
+
+def test_set_env_replaces_the_line_or_appends_and_writes_through_a_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "main.env"
+    real.write_text("A=1\nREDIS_URL=redis://127.0.0.1:6379/0\n# REDIS_URL=comment\n")
+    link = tmp_path / ".env"
+    link.symlink_to(real)
+    value = "redis://:p|w&x\\1@127.0.0.1:6379/0"  # what sed's s||| would have mangled
+    svc.set_env_value(str(link), "REDIS_URL", value)
+    assert link.is_symlink()  # the worktree's link kept, the file behind it written
+    assert real.read_text() == f"A=1\nREDIS_URL={value}\n# REDIS_URL=comment\n"
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+    svc.set_env_value(str(link), "NEW", "v")
+    assert real.read_text().endswith("NEW=v\n")
