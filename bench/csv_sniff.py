@@ -6,9 +6,9 @@ the delimiter, integers, decimals with a decimal comma (semicolon files), dates 
 delimiter one of tab, semicolon, comma, pipe; a header row or none (a table of text columns gets
 a header more often, as exports do). For each it asks
 
-* the delimiter: ours (``readers.csv.sniff_delimiter``) against ``csv.Sniffer().sniff`` restricted
+* the delimiter: ours (``readers.plain.csv.sniff_delimiter``) against ``csv.Sniffer().sniff`` restricted
   to the same four delimiters, and unrestricted (the stdlib's default use);
-* the header row: ours (``readers.tables.find_header`` on the rows typed by ``readers.csv.classify``,
+* the header row: ours (``readers._shared.tables.find_header`` on the rows typed by ``readers.plain.csv.classify``,
   header = row 0) against ``csv.Sniffer().has_header``; a Sniffer that raises counts as wrong
   (``csv.Error``: "Could not determine delimiter").
 
@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.report import write_section
-from task_service.pipeline.readers.csv import classify, sniff_delimiter
-from task_service.pipeline.readers.tables import Cell, find_header
+from task_service.pipeline.readers._shared.tables import Cell, find_header
+from task_service.pipeline.readers.plain.csv import classify, sniff_delimiter
 
 ROW_COUNTS = (1, 2, 3, 5, 10, 50)
 CASES = 300

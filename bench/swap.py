@@ -175,7 +175,8 @@ def report(out: dict[str, list[float]], n: int, runs: int) -> str:
         f"| ANN job: the same vectors added to the HNSW index afterwards | {_cell(out['ann'])} |",
         "",
         f"The commit with HNSW maintenance on its path took {ratio:.0f}x the commit without it; the serial part"
-        " a big document adds to its parallel embedding is the split and the swap.",
+        " a big document adds to its parallel embedding is the split and the swap."
+        f" Load average at the end of the run: {os.getloadavg()[0]:.1f}.",
     ])
 
 

@@ -6,7 +6,6 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Annotated
 
-import asyncpg
 import redis.asyncio as aioredis
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -19,6 +18,7 @@ from shared.adapters.postgres.reads import PgReads
 from shared.adapters.rabbitmq import FailoverPublisher
 from shared.adapters.s3 import ObjectStore
 from shared.domain.errors import UnauthorizedError
+from shared.ports import SearchReads
 
 
 @dataclass
@@ -27,15 +27,16 @@ class Resources:
 
     #: what the routes read of the settings, built once (``ApiConfig.from_settings``)
     config: ApiConfig
-    pool: asyncpg.Pool
     store: ObjectStore
     redis: aioredis.Redis
     embedder: Embedder
     publisher: FailoverPublisher | None
     #: the use cases' ports (PostgreSQL store, object store, publisher) and limits: every write
     deps: usecases.Deps
-    #: the read side of the routes (ownership checks, documents, tasks, chunks, tokens)
+    #: the read side of the routes (ownership checks, documents, tasks, chunks, tokens, streams, health)
     reads: PgReads
+    #: the search's reads (shared.adapters.postgres.reads.PgSearch over the pool)
+    search: SearchReads
     metrics: ApiMetrics = field(default_factory=ApiMetrics.unregistered)
 
 

@@ -21,16 +21,19 @@ from shared.domain.records import (
     CacheNamespace,
     Chunk,
     ChunkCommit,
+    ChunkDetails,
     Claim,
     DocumentSource,
     Duplicate,
     NewContent,
+    OpsSample,
     OutboxRow,
     PartClaim,
     PartCommit,
     PartCommitted,
     SkipRecord,
     SplitCommit,
+    TermFold,
 )
 from shared.domain.states import TaskStatus
 
@@ -39,12 +42,14 @@ __all__ = [
     "DocumentLock",
     "Embedder",
     "IssueRefused",
+    "MaintenanceStore",
     "ObjectReader",
     "ObjectRemover",
     "ObjectStream",
     "ObjectWriter",
     "Publisher",
     "ReleasedObjects",
+    "SearchReads",
     "TaskStore",
     "WorkerStore",
 ]
@@ -208,6 +213,68 @@ class DocumentLock(Protocol):
         ...
 
     async def release(self) -> None: ...
+
+
+class MaintenanceStore(Protocol):
+    """What the worker's single-statement jobs read and write (:class:`shared.adapters.postgres.
+    pg_store.PgMaintenance`): each call one statement (or one short transaction) on its own pooled
+    connection. Raises ``DatabaseUnavailableError``."""
+
+    async def cache_evict(self, max_rows: int, low_water: float) -> int | None:
+        """One LRU eviction pass of the embedding cache down to ``low_water`` x ``max_rows``: rows
+        deleted, None when another worker's pass holds the lock."""
+        ...
+
+    async def fold_term_stats(self, batch: int) -> TermFold | None:
+        """Fold up to ``batch`` pending deltas of the keyword statistics per KB; None when
+        another fold was running."""
+        ...
+
+    async def pending_term_deltas(self) -> int:
+        """Deltas of the keyword statistics not yet folded."""
+        ...
+
+    async def sample(self) -> OpsSample:
+        """The gauges of the worker's ``/metrics`` that PostgreSQL holds."""
+        ...
+
+    async def kbs_needing_ann(self, exact_max_chunks: int) -> list[int]:
+        """KBs above ``exact_max_chunks`` chunks with vectors not yet in the HNSW index."""
+        ...
+
+    async def add_to_ann(self, kb_id: int, batch: int) -> int:
+        """Add up to ``batch`` of the KB's vectors to the HNSW index (one transaction): how many."""
+        ...
+
+
+class SearchReads(Protocol):
+    """The search's reads (:class:`shared.adapters.postgres.reads.PgSearch`; the statements in
+    ``shared.adapters.postgres.repo.search``). Rankings are ``[(chunk id, score)]``, best first.
+    ``parallel``: two calls may run at once (each on its own connection). Raises
+    ``DatabaseUnavailableError``."""
+
+    @property
+    def parallel(self) -> bool: ...
+
+    async def vector(self, kb_id: int, embedding: npt.NDArray[np.float32], limit: int, *, exact_max_chunks: int,
+                     ef_search: int) -> list[tuple[int, float]]:
+        """Top ``limit`` chunks of the KB by cosine similarity to ``embedding`` (``(dim,) float32``):
+        exact up to ``exact_max_chunks`` vectors in the KB, HNSW at ``ef_search`` above."""
+        ...
+
+    async def keyword(self, kb_id: int, text: str, limit: int, *, budget: int,
+                      max_candidates: int) -> list[tuple[int, float]]:
+        """Top ``limit`` chunks of the KB by full-text match of ``text``, the KB's own term
+        statistics; about ``budget`` candidates, at most ``max_candidates``."""
+        ...
+
+    async def content_keys(self, ids: Sequence[int]) -> dict[int, str]:
+        """``{chunk id: MD5 of its text}`` (collapses copies of one text)."""
+        ...
+
+    async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
+        """The chunks still there among ``ids``."""
+        ...
 
 
 class ReleasedObjects(Protocol):

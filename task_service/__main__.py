@@ -34,7 +34,7 @@ from shared.adapters import rabbitmq
 from shared.adapters.embedding import Embedder
 from shared.adapters.embedding.configured import EmbedderConfig, build_configured
 from shared.adapters.postgres.migrate import migrate
-from shared.adapters.postgres.pg_store import PgReleasedObjects, PgWorkerStore
+from shared.adapters.postgres.pg_store import PgMaintenance, PgReleasedObjects, PgWorkerStore
 from shared.adapters.postgres.pool import PoolConfig, create_pool
 from shared.adapters.redis_lock import DocumentLock, RedisConfig
 from shared.adapters.redis_lock import connect as redis_connect
@@ -190,19 +190,20 @@ def _start_lifelong(pool: asyncpg.Pool, store: ObjectStore, jobs: _Jobs,
     one period; interval 0 disables it), the embedding-cache evictor (not when the cache is
     disabled: max rows 0), the fold of the keyword statistics per KB and the ANN job (interval 0
     disables it)."""
-    tasks = [asyncio.create_task(every(
-        "term statistics fold", partial(term_stats.once, pool), jobs.fold.interval_s, stop, again=term_stats.full))]
+    maintenance = PgMaintenance(pool)
+    tasks = [asyncio.create_task(every("term statistics fold", partial(term_stats.once, maintenance),
+                                       jobs.fold.interval_s, stop, again=term_stats.full))]
     if jobs.sweep.interval_s > 0:
         tasks.append(asyncio.create_task(every(
             "orphan sweep", partial(sweep.once, pool, store, grace_s=jobs.sweep.grace_s),
             jobs.sweep.interval_s, stop, delay_first=True)))
     if jobs.evict.max_rows > 0:
         tasks.append(asyncio.create_task(every(
-            "embedding cache eviction", partial(cache_evictor.once, pool, jobs.evict.max_rows),
+            "embedding cache eviction", partial(cache_evictor.once, maintenance, jobs.evict.max_rows),
             jobs.evict.interval_s, stop)))
     if jobs.ann.interval_s > 0:
         tasks.append(asyncio.create_task(every(
-            "ANN index pass", partial(ann_indexer.once, pool, batch=jobs.ann.batch,
+            "ANN index pass", partial(ann_indexer.once, maintenance, batch=jobs.ann.batch,
                                       exact_max_chunks=jobs.ann.exact_max_chunks),
             jobs.ann.interval_s, stop)))
     return tasks
@@ -224,7 +225,7 @@ async def _start_background(conn: AbstractConnection, pool: asyncpg.Pool, jobs: 
             jobs.scan.interval_s, stop)))
     if jobs.sample:
         tasks.append(asyncio.create_task(every(
-            "metrics sampling", partial(metrics_sampler.once, metrics, pool, await conn.channel()),
+            "metrics sampling", partial(metrics_sampler.once, metrics, PgMaintenance(pool), await conn.channel()),
             jobs.sample_s, stop, errors=metrics_sampler.ERRORS)))
     return tasks
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -13,8 +13,9 @@ import numpy.typing as npt
 from shared.domain.messages import GENERATION_HEADER
 
 __all__ = [
-    "CacheNamespace", "Chunk", "ChunkCommit", "Claim", "DocumentSource", "Duplicate", "NewContent", "OutboxRow",
-    "PartClaim", "PartCommit", "PartCommitted", "PartRange", "SkipRecord", "SplitCommit",
+    "CacheNamespace", "Chunk", "ChunkCommit", "ChunkDetails", "Claim", "DocumentSource", "Duplicate", "NewContent",
+    "OpsSample", "OutboxRow", "PartClaim", "PartCommit", "PartCommitted", "PartRange", "SkipRecord", "SplitCommit",
+    "TermFold",
 ]
 
 
@@ -52,6 +53,38 @@ class Chunk:
     token_count: int
     page: int | None = None
     section: str | None = None
+
+
+@dataclass(frozen=True)
+class OpsSample:
+    """Gauges read in one pass: unpublished outbox rows, pending dead letters, and per active
+    status ``(count, seconds since the least recently updated one was touched)``."""
+
+    outbox_backlog: int
+    dead_letters_pending: int
+    active: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TermFold:
+    """One fold of the keyword statistics per KB: ``moved`` deltas folded, ``dropped`` terms that
+    no chunk holds any more (removed from ``kb_term``)."""
+
+    moved: int
+    dropped: int
+
+
+@dataclass(frozen=True)
+class ChunkDetails:
+    """A search hit's chunk as the API shows it: its document, filename, place and text."""
+
+    chunk_id: int
+    document_id: int
+    filename: str
+    chunk_index: int
+    content: str
+    page: int | None
+    section: str | None
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import asyncpg
-
-from shared.adapters.postgres.pool import connection
-from shared.adapters.postgres.repo import ann as ann_repo
+from shared.ports import MaintenanceStore
 from shared.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -39,16 +36,14 @@ class AnnConfig:
                    exact_max_chunks=s.search_exact_max_chunks)
 
 
-async def once(pool: asyncpg.Pool, *, batch: int, exact_max_chunks: int) -> int:
+async def once(store: MaintenanceStore, *, batch: int, exact_max_chunks: int) -> int:
     """One pass: every vector of the KBs above ``exact_max_chunks`` added to the HNSW index,
     ``batch`` rows per transaction; how many were added. Raises ``DatabaseUnavailableError``."""
-    async with connection(pool) as conn:
-        kbs = await ann_repo.kbs_needing_ann(conn, exact_max_chunks)
+    kbs = await store.kbs_needing_ann(exact_max_chunks)
     added = 0
     for kb_id in kbs:
         while True:
-            async with connection(pool) as conn:
-                n = await ann_repo.add_to_ann(conn, kb_id, batch)
+            n = await store.add_to_ann(kb_id, batch)
             added += n
             if n < batch:
                 break

@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from knowledge_service.search.retrieval import _HNSW, SearchParams, vector_ranking
+from knowledge_service.search.retrieval import SearchParams, vector_ranking
+from shared.adapters.postgres.pg_store import PgMaintenance
+from shared.adapters.postgres.reads import PgSearch
+from shared.adapters.postgres.repo.search import _HNSW
 from task_service.jobs import ann_indexer
 from tests.integration.test_retrieval import _doc, _kb, _unit
 
@@ -27,9 +30,9 @@ async def test_search_over_ann_and_not_yet_indexed_rows_equals_exact(db: asyncpg
     for seed in range(5):
         q = vecs[seed * 7] + 0.2 * _unit(1, 100 + seed)[0]
         async with db.transaction():
-            exact = await vector_ranking(db, kb, q, 10, SearchParams(exact_max_chunks=1000))
+            exact = await vector_ranking(PgSearch(db), kb, q, 10, SearchParams(exact_max_chunks=1000))
         async with db.transaction():
-            merged = await vector_ranking(db, kb, q, 10, SearchParams(exact_max_chunks=0, ef_search=400))
+            merged = await vector_ranking(PgSearch(db), kb, q, 10, SearchParams(exact_max_chunks=0, ef_search=400))
         assert [c for c, _ in merged] == [c for c, _ in exact]
         assert [s for _, s in merged] == pytest.approx([s for _, s in exact], abs=1e-5)
 
@@ -50,7 +53,7 @@ async def test_the_job_indexes_only_the_kbs_above_the_threshold(pool: asyncpg.Po
     await _doc(db, small, [f"s {i}" for i in range(5)], _unit(5, 13))
     await _doc(db, big, [f"b {i}" for i in range(25)], _unit(25, 14))
     assert await _ann(db, big) == (0, 25)  # a commit inserts outside the index
-    added = await ann_indexer.once(pool, batch=10, exact_max_chunks=10)  # three batches: 10 + 10 + 5
+    added = await ann_indexer.once(PgMaintenance(pool), batch=10, exact_max_chunks=10)  # three batches: 10 + 10 + 5
     assert added >= 25
     assert await _ann(db, big) == (25, 0)
     assert await _ann(db, small) == (0, 5)

@@ -11,15 +11,18 @@ import asyncpg
 
 from shared.adapters.object_removal import remove_released_quietly
 from shared.adapters.postgres.pool import Pooled, connection
+from shared.adapters.postgres.repo import ann as ann_repo
 from shared.adapters.postgres.repo import cache as cache_repo
 from shared.adapters.postgres.repo import chunks as chunks_repo
 from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
 from shared.adapters.postgres.repo import documents as documents_repo
 from shared.adapters.postgres.repo import knowledge_bases as kb_repo
+from shared.adapters.postgres.repo import ops as ops_repo
 from shared.adapters.postgres.repo import outbox as outbox_repo
 from shared.adapters.postgres.repo import parts as parts_repo
 from shared.adapters.postgres.repo import runs as runs_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
+from shared.adapters.postgres.repo import term_stats as term_stats_repo
 from shared.adapters.postgres.repo import users as users_repo
 from shared.adapters.s3 import ObjectStore
 from shared.domain.errors import EnqueueContention, KnowledgeBaseNotFound
@@ -143,3 +146,19 @@ class PgWorkerStore:
     async def split_task(self, commit: SplitCommit) -> list[OutboxRow] | None:
         async with connection(self.pool) as conn:
             return await parts_repo.split_task(conn, commit, self._dispatch_limit)
+
+
+class PgMaintenance:
+    """The ``MaintenanceStore`` port over ``pool``: the worker's single-statement jobs (cache
+    eviction, the fold of the keyword statistics, the gauge sample, the ANN job), each method the
+    repository function on its own pooled connection."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    cache_evict = Pooled(cache_repo.cache_evict)
+    fold_term_stats = Pooled(term_stats_repo.fold)
+    pending_term_deltas = Pooled(term_stats_repo.pending)
+    sample = Pooled(ops_repo.sample)
+    kbs_needing_ann = Pooled(ann_repo.kbs_needing_ann)
+    add_to_ann = Pooled(ann_repo.add_to_ann)
