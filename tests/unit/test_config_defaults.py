@@ -63,7 +63,7 @@ def test_the_configs_are_built_from_the_settings() -> None:
     assert ConsumerConfig.from_settings(DEFAULTS).delay_ms == DEFAULTS.delay_ms
     assert RelayConfig.from_settings(DEFAULTS).dispatch_limit == DEFAULTS.dispatch_limit
     assert ScanConfig.from_settings(DEFAULTS).thresholds == thresholds(DEFAULTS)
-    assert AnnConfig.from_settings(DEFAULTS) == AnnConfig(30.0, 1000, 40_000)
+    assert AnnConfig.from_settings(DEFAULTS) == AnnConfig(30.0, 250, 40_000)
     assert isinstance(DEFAULTS, CommonSettings)
     assert "secret" not in repr(StorageConfig.from_settings(DEFAULTS.model_copy(
         update={"s3_secret_key": DEFAULTS.s3_secret_key.__class__("secret")})))
