@@ -347,3 +347,28 @@ async def test_a_stale_generations_part_message_after_a_new_split_claims_nothing
     assert await parts_repo.claim_part(db, msg.task_id, 0, msg.generation) is None
     snap = await parts_repo.load_part_snapshot(db, msg.task_id, 0)
     assert snap is not None and snap.state is not None and snap.state.generation == new.generation
+
+
+async def test_progress_heartbeats_and_commits_of_parts_side_by_side_do_not_deadlock(connect: Connect) -> None:
+    """Every part write takes the task row before the part row (the lock order), so parts
+    reporting progress while others commit, and the last one swapping, never deadlock."""
+    setup = await connect()
+    msg, _, vecs = await _split(setup, dispatch_limit=None)
+    claims = [await _claim(setup, msg, p) for p in range(3)]
+    conns = [await connect() for _ in range(6)]
+
+    async def report(conn: asyncpg.Connection, claim: PartClaim) -> None:
+        for i in range(30):
+            await parts_repo.report_part_progress(conn, claim, i % claim.chunk_count)
+            await parts_repo.part_heartbeat(conn, claim)
+
+    async def commit(conn: asyncpg.Connection, claim: PartClaim) -> PartCommitted:
+        await asyncio.sleep(0)
+        return await parts_repo.commit_part(conn, _commit(msg, claim, vecs))
+
+    results = await asyncio.gather(
+        report(conns[0], claims[0]), report(conns[1], claims[1]), report(conns[2], claims[2]),
+        commit(conns[3], claims[0]), commit(conns[4], claims[1]), commit(conns[5], claims[2]),
+    )
+    assert sorted(str(r) for r in results[3:]) == sorted(["staged", "staged", "swapped"])
+    assert await _indexed(setup, msg.document_id) == [(i, f"new chunk {i}") for i in range(N)]
