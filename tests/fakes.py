@@ -461,7 +461,7 @@ class FakeStore:
         row = None if split is None else split.parts.get(part)
         if row is None or row.generation != generation or row.status not in PART_CLAIMABLE:
             return None
-        row.status, row.attempt = PartStatus.RUNNING, row.attempt + 1
+        row.status, row.attempt, row.embedded = PartStatus.RUNNING, row.attempt + 1, 0  # as the real claim
         return PartClaim(task_id, part, generation, row.attempt, row.first_chunk, row.chunk_count)
 
     async def part_claim_is_current(self, claim: PartClaim) -> bool:

@@ -81,7 +81,7 @@ def test_the_configs_are_built_from_the_settings() -> None:
     assert ScanConfig.from_settings(DEFAULTS).thresholds == thresholds(DEFAULTS)
     api = ApiConfig.from_settings(API_DEFAULTS.model_copy(update={"search_rrf_k": 7, "events_resync_s": 9.0}))
     assert (api.search.rrf_k, api.events.resync_s, api.embedding_dim) == (7, 9.0, API_DEFAULTS.embedding_dim)
-    assert AnnConfig.from_settings(DEFAULTS) == AnnConfig(30.0, 1000, 40_000)
+    assert AnnConfig.from_settings(DEFAULTS) == AnnConfig(30.0, 250, 40_000)
     assert isinstance(DEFAULTS, CommonSettings)
     assert "secret" not in repr(StorageConfig.from_settings(DEFAULTS.model_copy(
         update={"s3_secret_key": DEFAULTS.s3_secret_key.__class__("secret")})))
