@@ -104,6 +104,7 @@ bench: migrate netns-tools
 	$(BIN)/python -m bench.peer
 	$(BIN)/python -m bench.search_layers
 	$(BIN)/python -m bench.edge
+	$(BIN)/python -m bench.term_stats
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
