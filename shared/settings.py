@@ -217,10 +217,6 @@ class WorkerSettings(CommonSettings):
     lock_renew_s: float = Field(30.0, description="watchdog renewal period, seconds")
     lock_retry_max_attempts: int = Field(10, description="delay-queue round trips before giving up")
     heartbeat_s: float = Field(30.0, description="RUNNING task update_time bump period, seconds")
-    task_hard_limit_s: float = Field(
-        850.0, description="cancel a task running longer (a wait for the model turn not counted), seconds; PREFETCH x"
-        " this < CONSUMER_TIMEOUT_S (850 s: twice the largest document allowed on 2 cores with ONNX Runtime)"
-    )
     consumer_timeout_s: float = Field(1800.0, description="mirror of RabbitMQ consumer_timeout")
     ann_index_interval_s: float = Field(
         30.0, ge=0, description="ANN job period: vectors of KBs above SEARCH_EXACT_MAX_CHUNKS are added to the HNSW"
@@ -286,20 +282,15 @@ class WorkerSettings(CommonSettings):
 
     @model_validator(mode="after")
     def _check_consumer_timeout(self) -> WorkerSettings:
-        """Refuse settings under which RabbitMQ would close our channel mid-task.
+        """Refuse settings under which RabbitMQ would close our channel mid-unit (the start-up
+        guard, :func:`shared.domain.time_budget.consumer_timeout_problem`).
 
-        With prefetch N, the last prefetched delivery waits up to (N-1)·T unacked for the
-        model turn (the worker's pipeline: it is claimed and parsed at once, then waits while
-        the others embed; the wait is not counted in its own T) and T more to finish (RabbitMQ
-        docs, "Delivery Acknowledgement Timeout").
+        With prefetch N, the last prefetched delivery waits unacked for the N-1 before it (the
+        worker's pipeline: it is claimed and parsed at once, then waits for the model turn; the
+        wait is not counted in its own budget) and then runs its own budget, each at most the
+        budget of the largest unit (RabbitMQ docs, "Delivery Acknowledgement Timeout"). No fixed
+        clock bounds a document: a big one is split into parts, each its own delivery.
         """
-        if self.prefetch * self.task_hard_limit_s >= self.consumer_timeout_s:
-            raise ConfigurationError(
-                f"PREFETCH ({self.prefetch}) x TASK_HARD_LIMIT_S ({self.task_hard_limit_s:g}) must stay "
-                f"below CONSUMER_TIMEOUT_S ({self.consumer_timeout_s:g}, RabbitMQ's consumer_timeout): "
-                "lower PREFETCH or TASK_HARD_LIMIT_S, or raise consumer_timeout on the broker and "
-                "CONSUMER_TIMEOUT_S here"
-            )
         problem = consumer_timeout_problem(
             self.prefetch, self.task_budget_base_s, self.task_budget_per_chunk_s, self.split_min_chunks,
             self.part_chunks, self.consumer_timeout_s,
@@ -345,6 +336,8 @@ class WorkerSettings(CommonSettings):
     ocr_dpi: int = Field(200, ge=72, le=600, description="resolution at which PDF pages are rendered for OCR")
     ocr_max_pages: int = Field(100, ge=1, description="pages (PDF pages, image frames) OCRed per document")
     image_max_pixels: int = Field(50_000_000, ge=1_000_000, description="pixels of one image or rendered page")
+    ocr_max_pixels: int = Field(400_000_000, ge=1_000_000, description="pixels OCRed per document (all its scanned "
+                                "pages or image frames), decided before any is rendered")
     # tables (XLSX, ODS, CSV/TSV read as rows)
     table_max_cells: int = Field(5_000_000, ge=1, description="cells of a sheet's used range / a CSV")
     table_max_columns: int = Field(16_384, ge=1, description="columns of one sheet or CSV")

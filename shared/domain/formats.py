@@ -26,10 +26,9 @@ How the bytes are recognised (:class:`Container`):
 | ``image``      | one of :attr:`Format.magic` (offset, bytes, MIME)                                |
 
 A ZIP-based format (:attr:`Format.zip_based`) is read only after the ZIP-bomb and nesting
-limits (``ZIP_MAX_*``) pass. A refused format (:attr:`Format.refusal`) is recognised so that
-the answer can say what to do ("save it as .docx") instead of "not allowed"; its reader
-(``ole``: ``readers/office/legacy.py``) only raises that refusal, or ``encrypted`` for a
-password-protected file.
+limits (``ZIP_MAX_*``) pass. A refused format (:attr:`Format.refusal`) would be recognised so
+that the answer can say what to do instead of "not allowed" (none is, since the legacy Office
+binaries are read: ``readers/legacy/``, issue 29).
 """
 
 from __future__ import annotations
@@ -126,13 +125,9 @@ class Format:
         return (self.mime, *self.mime_aliases)
 
 
-def _legacy(kind: str, label: str, plural: str, app: str, streams: tuple[str, ...], mime: str, save_as: str) -> Format:
-    """A legacy Office binary format: recognised (OLE2 stream names), refused with what to do.
-    Refused rather than converted: bench/RESULTS.md, "legacy" (LibreOffice headless: ~2 s and
-    ~210 MB per file before our own parse)."""
-    return Format(kind, label, (kind,), mime, Container.OLE, "ole", marker=streams[0],
-                  alt_markers=streams[1:], refusal=f"{plural} (.{kind}) are not supported: open it in {app} or "
-                                                   f"LibreOffice and save it as .{save_as}")
+def _code(kind: str, label: str, extensions: tuple[str, ...], mime: str, *aliases: str) -> Format:
+    """Source code of one language: text, cut at its top-level definitions (``readers/markup/code.py``)."""
+    return Format(kind, label, extensions, mime, Container.TEXT, "code", mime_aliases=aliases)
 
 
 _OOXML = "application/vnd.openxmlformats-officedocument"
@@ -146,6 +141,9 @@ _IMAGE_MAGIC = (
     Magic("image/tiff", ((0, b"MM\x00*"),)),
     Magic("image/webp", ((0, b"RIFF"), (8, b"WEBP"))),
     Magic("image/bmp", ((0, b"BM"), (6, b"\x00\x00\x00\x00"))),  # "BM", file size, 4 reserved zero bytes
+    # HEIF (ISO/IEC 23008-12): an ``ftyp`` box first, its major brand says HEVC-coded (HEIC) or any
+    *(Magic("image/heic", ((4, b"ftyp" + brand),)) for brand in (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis")),
+    *(Magic("image/heif", ((4, b"ftyp" + brand),)) for brand in (b"mif1", b"msf1")),
 )
 
 #: Every format, accepted ones first in the order of the README table; refused ones last.
@@ -184,15 +182,47 @@ FORMATS: tuple[Format, ...] = (
            text_pattern=_RFC822),
     Format("msg", "Outlook message", ("msg",), "application/vnd.ms-outlook", Container.OLE, "msg",
            marker="__substg1.0_", alt_markers=("__properties_version1.0",)),
-    Format("image", "Image (OCR)", ("png", "jpg", "jpeg", "tif", "tiff", "webp", "bmp"), "image/png",
-           Container.IMAGE, "image", mime_aliases=("image/jpeg", "image/tiff", "image/webp", "image/bmp"),
+    Format("image", "Image (OCR)", ("png", "jpg", "jpeg", "tif", "tiff", "webp", "bmp", "heic", "heif"), "image/png",
+           Container.IMAGE, "image",
+           mime_aliases=("image/jpeg", "image/tiff", "image/webp", "image/bmp", "image/heic", "image/heif"),
            magic=_IMAGE_MAGIC),
-    _legacy("doc", "Word 97-2003 document", "Word 97-2003 documents", "Word", ("WordDocument",),
-            "application/msword", "docx"),
-    _legacy("xls", "Excel 97-2003 workbook", "Excel 97-2003 workbooks", "Excel", ("Workbook", "Book"),
-            "application/vnd.ms-excel", "xlsx"),
-    _legacy("ppt", "PowerPoint 97-2003 presentation", "PowerPoint 97-2003 presentations", "PowerPoint",
-            ("PowerPoint Document",), "application/vnd.ms-powerpoint", "pptx"),
+    Format("doc", "Word 97-2003 document", ("doc", "dot"), "application/msword", Container.OLE,
+           "doc", marker="WordDocument"),
+    Format("xls", "Excel 97-2003 workbook", ("xls", "xlt"), "application/vnd.ms-excel", Container.OLE,
+           "xls", marker="Workbook", alt_markers=("Book",)),
+    Format("ppt", "PowerPoint 97-2003 presentation", ("ppt", "pot", "pps"), "application/vnd.ms-powerpoint",
+           Container.OLE, "ppt", marker="PowerPoint Document"),
+    Format("rst", "reStructuredText", ("rst", "rest"), "text/x-rst", Container.TEXT, "rst"),
+    Format("org", "Org mode", ("org",), "text/org", Container.TEXT, "org"),
+    Format("adoc", "AsciiDoc", ("adoc", "asciidoc"), "text/asciidoc", Container.TEXT, "asciidoc"),
+    Format("tex", "LaTeX", ("tex", "latex"), "text/x-tex", Container.TEXT, "latex",
+           mime_aliases=("application/x-tex",)),
+    Format("yaml", "YAML", ("yaml", "yml"), "application/yaml", Container.TEXT, "config",
+           mime_aliases=("text/yaml", "application/x-yaml", "text/x-yaml")),
+    Format("toml", "TOML", ("toml",), "application/toml", Container.TEXT, "config"),
+    Format("ini", "INI / config file", ("ini", "cfg", "conf"), "text/x-ini", Container.TEXT, "config"),
+    Format("log", "Log file", ("log",), "text/x-log", Container.TEXT, "log"),
+    _code("python", "Python source", ("py", "pyi"), "text/x-python", "text/x-script.python"),
+    _code("go", "Go source", ("go",), "text/x-go"),
+    _code("javascript", "JavaScript source", ("js", "mjs", "cjs", "jsx"), "text/javascript",
+          "application/javascript"),
+    _code("typescript", "TypeScript source", ("ts", "tsx", "mts", "cts"), "text/x-typescript",
+          "application/typescript"),
+    _code("java", "Java source", ("java",), "text/x-java"),
+    _code("kotlin", "Kotlin source", ("kt", "kts"), "text/x-kotlin"),
+    _code("csharp", "C# source", ("cs",), "text/x-csharp"),
+    _code("c", "C source / header", ("c", "h"), "text/x-c", "text/x-csrc", "text/x-chdr"),
+    _code("cpp", "C++ source / header", ("cpp", "cc", "cxx", "hpp", "hh", "hxx"), "text/x-c++",
+          "text/x-c++src", "text/x-c++hdr"),
+    _code("rust", "Rust source", ("rs",), "text/rust", "text/x-rust"),
+    _code("ruby", "Ruby source", ("rb",), "text/x-ruby", "application/x-ruby"),
+    _code("php", "PHP source", ("php",), "application/x-httpd-php", "text/x-php"),
+    _code("shell", "Shell script", ("sh", "bash", "zsh"), "application/x-sh", "text/x-shellscript"),
+    _code("sql", "SQL script", ("sql",), "application/sql", "text/x-sql"),
+    _code("swift", "Swift source", ("swift",), "text/x-swift"),
+    _code("scala", "Scala source", ("scala",), "text/x-scala"),
+    _code("lua", "Lua source", ("lua",), "text/x-lua"),
+    _code("perl", "Perl source", ("pl", "pm"), "text/x-perl", "application/x-perl"),
 )
 ACCEPTED: tuple[Format, ...] = tuple(f for f in FORMATS if f.accepted)
 #: Streams of an OLE file that wraps a password-protected OOXML package (MS-OFFCRYPTO §2.3.4).
@@ -279,7 +309,7 @@ def _cells(f: Format) -> Iterable[str]:
         Container.ZIP_MIMETYPE: f"ZIP, `mimetype` = `{f.marker}`",
         Container.OLE: "OLE2 with a " + " or ".join(f"`{m}`" for m in f.markers) + " stream",
         Container.TEXT: _text_rule(f),
-        Container.IMAGE: "PNG, JPEG, TIFF, WebP, BMP magic",
+        Container.IMAGE: "PNG, JPEG, TIFF, WebP, BMP, HEIF magic",
     }[f.container]
     yield f.refusal or f"`{f.reader}`"
 

@@ -25,8 +25,8 @@ from shared.domain.states import QUEUED, TaskStatus
 class ScanThresholds:
     heartbeat_timeout: timedelta = timedelta(minutes=5)
     #: the oldest a live claim of an unsplit task can be: PREFETCH x the largest unit's budget
-    #: (shared.domain.time_budget.delivery_bound_s; 2 x 850 s while TASK_HARD_LIMIT_S is still read)
-    hard_limit: timedelta = timedelta(seconds=2 * 850)
+    #: (shared.domain.time_budget.delivery_bound_s: 2 x (300 + 511 x 0.5) s with the defaults)
+    hard_limit: timedelta = timedelta(seconds=2 * (300 + 511 * 0.5))
     requeue_after: timedelta = timedelta(minutes=10)
 
 

@@ -83,8 +83,7 @@ class IndexHandler:
 
     def __init__(
         self, *, config: HandlerConfig, db: WorkerStore, lock: Callable[[int, int | None], DocumentLock],
-        objects: ObjectReader,
-        released: ReleasedObjects, embedder: Embedder, parse: Extractor, worker_name: str,
+        objects: ObjectReader, released: ReleasedObjects, embedder: Embedder, parse: Extractor, worker_name: str,
         metrics: WorkerMetrics | None = None, on_delivery_done: Callable[[], None] | None = None,
     ) -> None:
         self.metrics = metrics or WorkerMetrics.unregistered()

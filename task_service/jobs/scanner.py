@@ -45,15 +45,14 @@ class ScanReport:
 
 
 def thresholds(s: WorkerSettings) -> ScanThresholds:
-    # A claim waits for at most PREFETCH - 1 other model turns (handler._model), each within its
-    # own unit's budget: PREFETCH x the largest unit's budget is the oldest a live claim of an
-    # unsplit task can be (time_budget.delivery_bound_s). While the handler still enforces
-    # TASK_HARD_LIMIT_S per run, PREFETCH x that is allowed too (the larger of the two).
+    # A claim waits for at most PREFETCH - 1 other model turns (indexing.model_turn), each within
+    # its own unit's budget: PREFETCH x the largest unit's budget is the oldest a live claim of an
+    # unsplit task can be (time_budget.delivery_bound_s).
     bound = delivery_bound_s(s.prefetch, s.task_budget_base_s, s.task_budget_per_chunk_s, s.split_min_chunks,
                              s.part_chunks)
     return ScanThresholds(
         heartbeat_timeout=timedelta(seconds=s.running_heartbeat_timeout_s),
-        hard_limit=timedelta(seconds=max(bound, s.prefetch * s.task_hard_limit_s)),
+        hard_limit=timedelta(seconds=bound),
         requeue_after=timedelta(seconds=s.requeue_after_s),
     )
 

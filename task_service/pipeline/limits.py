@@ -23,7 +23,9 @@ are still read):
 Why the declared sizes can be trusted: Python's ``zipfile.ZipExtFile`` (used by python-docx,
 hence by unstructured) never returns more than the entry's declared ``file_size`` (it truncates
 the inflated data to ``_left = zipinfo.file_size``), so an entry that lies about its size
-yields at most the declared bytes (then a CRC error), never a bomb. Overlapping entries (the
+yields at most the declared bytes (then a CRC error), never a bomb. One ``read()`` of it may
+still inflate far more before cutting (up to 1 GiB per call), so every part is read with
+``readers/_shared/xmlzip.read_entry``: at most the declared size + 1 byte inflated. Overlapping entries (the
 "non-recursive" zip bomb) are caught by the sum of declared sizes.
 """
 
@@ -73,6 +75,10 @@ class ParseLimits:
     ocr_dpi: int = 200
     ocr_max_pages: int = 100
     image_max_pixels: int = 50_000_000  # A4 at 600 dpi is 35 Mpx; 20,000 × 20,000 px (400 Mpx) is refused
+    # Pixels OCRed per document (OCR_MAX_PIXELS), summed over the pages or frames to OCR before the
+    # first is rendered: 100 A4 pages at 200 dpi are 387 Mpx; 100 pages of 50 Mpx would run to the
+    # CPU limit (Tesseract ≈0.15-0.25 s per Mpx here), so they are refused at once.
+    ocr_max_pixels: int = 400_000_000
     # Tables (XLSX/XLSM, ODS, CSV/TSV; readers/_shared/tables.py). Bounds time and memory of a sheet read
     # as rows: cells of the used range per document (TABLE_MAX_CELLS), columns of a sheet
     # (TABLE_MAX_COLUMNS; Excel's own limit is 16,384) and characters of one row / CSV line
@@ -101,6 +107,7 @@ class ParseLimits:
             ocr_dpi=s.ocr_dpi,
             ocr_max_pages=s.ocr_max_pages,
             image_max_pixels=s.image_max_pixels,
+            ocr_max_pixels=s.ocr_max_pixels,
             table_max_cells=s.table_max_cells,
             table_max_columns=s.table_max_columns,
             table_max_row_chars=s.table_max_row_chars,
@@ -155,3 +162,13 @@ def _check_ratio(size: int, compressed: int, limits: ParseLimits, what: str) -> 
 
 def _mib(n: int) -> str:
     return f"{n / MIB:,.1f} MiB"
+
+
+def check_ocr_pixels(pixels: float, pages: int, kind: str, limits: ParseLimits) -> None:
+    """Raise ``ParseLimitError`` when OCR of ``pages`` pages (or frames) of ``pixels`` pixels in all
+    would pass ``limits.ocr_max_pixels`` (``OCR_MAX_PIXELS``); called before any is rendered."""
+    if pixels > limits.ocr_max_pixels:
+        raise ParseLimitError(
+            f"{kind} has {pages:,} page(s) to OCR of {pixels / 1e6:,.0f} Mpx in all; the limit is "
+            f"{limits.ocr_max_pixels / 1e6:,.0f} Mpx per document (OCR_MAX_PIXELS)"
+        )

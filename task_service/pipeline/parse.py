@@ -4,11 +4,10 @@ The extension names a format of the registry (``shared.domain.formats``), whose 
 reader by a short name that ``readers.FAMILIES`` resolves to a module of a family package
 (``readers/office/docx.py``, exposing ``read(data, limits) -> ParsedDocument``). A format whose
 reader module does not exist (yet) and an unknown extension are ``UnsupportedTypeError``; a
-refused format's reader (``readers/office/legacy.py``) raises its refusal (``unsupported_type``
-naming the format to save as, or ``encrypted``). For every ZIP-based format the ZIP-bomb limits
-are checked before its reader opens the package; an OLE2 file where a ZIP package is expected
-is a password-protected Office file (``encrypted``), a legacy one (refused with the format to
-save as) or corrupt.
+refused format (none at present) answers its refusal (``unsupported_type``). For every ZIP-based
+format the ZIP-bomb limits are checked before its reader opens the package; an OLE2 file where a
+ZIP package is expected is a password-protected Office file (``encrypted``), a legacy one (it is
+read under its own extension: ``unsupported_type`` saying which) or corrupt.
 
 | extension        | reader (``readers/``)                                            |
 |------------------|------------------------------------------------------------------|

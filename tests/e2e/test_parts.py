@@ -1,7 +1,7 @@
 """A big document in parts (issue 31, ARCHITECTURE.md "Flow 3") through real processes: the API,
 workers with a small ``SPLIT_MIN_CHUNKS`` / ``PART_CHUNKS`` (set in their environment), real
-SIGSTOP / SIGKILL; assertions read the database (chunks, ``embedding_run`` rows per part, the
-split's staged rows).
+SIGSTOP / SIGKILL and a partition (the TCP proxies of ``test_partitions``); assertions read the
+database (chunks, ``embedding_run`` rows per part, the split's staged rows).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import WorkerFactory
-from tests.support import Api, Proc, assert_one_chunk_set, poll, sql, sql_value, wait_stopped
+from tests.e2e.test_partitions import RIVAL_BOUND_S, SHORT, Proxies, light, proxies  # noqa: F401 (its fixtures)
+from tests.support import Api, Proc, assert_one_chunk_set, poll, queue_depth, sql, sql_value, wait_stopped
 from tests.support.bigtext import big_line
 
 pytestmark = pytest.mark.e2e
@@ -146,3 +147,34 @@ def test_a_delete_or_replacement_while_parts_run_leaves_nothing_staged(
     assert not any(_staged(dsn, task_id).values()), _staged(dsn, task_id)
     assert sql_value(dsn, "SELECT count(*) FROM document_chunk WHERE document_id = $1", doc_id) == (
         0 if change == "delete" else 1)
+
+
+def test_a_worker_partitioned_inside_the_swap_loses_that_part_only(
+    api: Api, workers: WorkerFactory, services_env: dict[str, str],
+    light: dict[str, str], proxies: Proxies,  # noqa: F811 (the imported fixtures)
+) -> None:
+    """A does every part and stops inside the last one's commit (``in_swap``: its transaction
+    holds the document row and the part row), then is partitioned from all four services.
+    PostgreSQL ends its silent session (``DB_IDLE_IN_TRANSACTION_TIMEOUT_S``): the swap rolls
+    back, the served version stays; B redoes that part only and swaps. A's late commit, after the
+    heal, changes nothing."""
+    dsn = services_env["DATABASE_URL"]
+    a = workers(rag_fault_points="in_swap=stop", **proxies.env(services_env), **SHORT, **light, **PARTS)
+    kb = api.create_kb()
+    doc = api.upload(kb, name="cut-in-the-swap.txt", data=_text(5))
+    task_id = _task_id(dsn, doc["document_id"])
+    parts = _split_into(dsn, task_id)
+    wait_stopped(a)
+    proxies.freeze()
+    a.kill(signal.SIGCONT)
+    b = workers(**SHORT, **light, **PARTS)
+    poll(lambda: api.document(doc["document_id"])["status"] == "INDEXED", timeout=RIVAL_BOUND_S, interval=0.5,
+         what="the rival redoes the last part and swaps while A is cut off")
+    runs = _runs_per_part(dsn, doc["document_id"])
+    assert sum(runs.values()) == parts + 1 and max(runs.values()) == 2, runs  # only A's last part was redone
+    proxies.heal()
+    b.stop()
+    assert_one_chunk_set(api, dsn, doc["document_id"])
+    assert not any(_staged(dsn, task_id).values()), _staged(dsn, task_id)
+    poll(lambda: queue_depth("rag.index.queue") == 0, timeout=30, what="queue drained")
+    assert _runs_per_part(dsn, doc["document_id"]) == runs  # A's late run changed nothing

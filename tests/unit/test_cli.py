@@ -228,13 +228,12 @@ def test_upload_run_without_follow_stops_after_uploading(tmp_path: Path) -> None
 
 
 def test_folder_walk_skips_types_the_registry_does_not_accept(tmp_path: Path) -> None:
-    paths = [tmp_path / n for n in ["a.pptx", "b.CSV", "notes", "Dr. Smith", "c.exe", "old.doc", "x.png"]]
+    paths = [tmp_path / n for n in ["a.pptx", "b.CSV", "notes", "Dr. Smith", "c.exe", "old.wpd", "x.png"]]
     send, skipped = split_supported(paths)
     assert [p.name for p in send] == ["a.pptx", "b.CSV", "notes", "Dr. Smith", "x.png"]
     assert [(p.name, why) for p, why in skipped] == [
         ("c.exe", ".exe is not a supported type"),
-        ("old.doc", "Word 97-2003 documents (.doc) are not supported: open it in Word or LibreOffice and save it "
-                    "as .docx")]
+        ("old.wpd", ".wpd is not a supported type")]
 
 
 def test_upload_command_prints_a_table_and_exits_1_on_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

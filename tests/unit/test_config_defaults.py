@@ -70,14 +70,15 @@ def test_the_configs_are_built_from_the_settings() -> None:
 
 
 def test_the_scanner_allows_a_claim_the_wait_for_prefetched_model_turns() -> None:
-    """With PREFETCH 2 a claim may wait one other model turn: the scanner's hard limit is 2 x T."""
-    s = WorkerSettings.model_construct(prefetch=2, task_hard_limit_s=850.0)
-    assert thresholds(s).hard_limit.total_seconds() == 1700.0
-    one = WorkerSettings.model_construct(prefetch=1, task_hard_limit_s=1500.0)
-    assert thresholds(one).hard_limit.total_seconds() == 1500.0
+    """With PREFETCH 2 a claim may wait one other model turn: the scanner's hard limit is 2 x the
+    largest unit's budget, with PREFETCH 1 once that."""
+    s = WorkerSettings.model_construct(prefetch=2)
+    one = WorkerSettings.model_construct(prefetch=1)
+    assert thresholds(s).hard_limit.total_seconds() == 2 * thresholds(one).hard_limit.total_seconds()
 
 
 def test_the_scanner_allows_prefetch_times_the_largest_units_budget() -> None:
     """PREFETCH x (TASK_BUDGET_BASE_S + max(SPLIT_MIN_CHUNKS - 1, PART_CHUNKS) x per chunk) (issue 31)."""
-    s = WorkerSettings.model_construct(prefetch=2, task_hard_limit_s=100.0)
+    s = WorkerSettings.model_construct(prefetch=2)
     assert thresholds(s).hard_limit.total_seconds() == 2 * (300 + 511 * 0.5)
+    assert thresholds(s) == ScanThresholds()  # the policy's stated default is the settings' one

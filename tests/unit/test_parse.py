@@ -153,7 +153,7 @@ def test_corrupt_docx(data: bytes) -> None:
         parse_text(data, "broken.docx")
 
 
-@pytest.mark.parametrize("filename", ["virus.exe", "README", "old.doc", "archive.pdf.zip", "drawing.odg", ".txt.bak"])
+@pytest.mark.parametrize("filename", ["virus.exe", "README", "old.wpd", "archive.pdf.zip", "drawing.odg", ".txt.bak"])
 def test_unsupported_types(filename: str) -> None:
     with pytest.raises(UnsupportedTypeError) as info:
         parse_text(b"whatever", filename)

@@ -8,12 +8,13 @@ from shared.settings import WorkerSettings
 
 def test_defaults_pass_the_consumer_timeout_guard() -> None:
     s = WorkerSettings(_env_file=None)  # type: ignore[call-arg]
-    assert s.prefetch * s.task_hard_limit_s < s.consumer_timeout_s
+    assert s.prefetch * (s.task_budget_base_s + (s.split_min_chunks - 1) * s.task_budget_per_chunk_s) \
+        < s.consumer_timeout_s
 
 
-def test_prefetch_times_hard_limit_over_consumer_timeout_refuses_to_start() -> None:
-    with pytest.raises(ConfigurationError, match="PREFETCH"):
-        WorkerSettings(_env_file=None, prefetch=2, task_hard_limit_s=1500)  # type: ignore[call-arg]
+def test_the_hard_limit_is_gone() -> None:
+    """A document is no longer bounded by one wall clock (issue 31): the setting is not read."""
+    assert "task_hard_limit_s" not in WorkerSettings.model_fields
 
 
 def test_renew_must_be_below_ttl() -> None:

@@ -158,7 +158,7 @@ def test_judge_accepts(name: str, head: bytes, kind: str | None) -> None:
     ("page.html", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "an image (image/png)"),
     ("tool.exe", b"MZ\x90\x00", ".exe is not allowed"),
     ("archive.zip", DOCX, ".zip is not allowed"),
-    ("sheet.xls", DOCX, "Excel 97-2003 workbooks (.xls) are not supported"),
+    ("sheet.xls", DOCX, "(Excel 97-2003 workbook) but the content is a ZIP archive, not an OLE2 compound file"),
     ("no-extension", b"\x7fELF\x02\x01\x01\x00", "binary data"),
 ])
 def test_judge_refuses(name: str, head: bytes, reason: str) -> None:

@@ -4,14 +4,20 @@
 | family      | readers: short name (→ module)            | beside them                              |
 |-------------|-------------------------------------------|------------------------------------------|
 | ``pdf/``    | ``pdf`` (→ ``reader``)                    | ``layout``, ``annotations``, ``hyphens`` |
-| ``office/`` | ``docx``, ``pptx``, ``xlsx``,             | ``numbering``, ``equations`` (OMML),     |
-|             | ``ole`` (→ ``legacy``: refusals)          | ``ooxml`` (parts they share)             |
+| ``office/`` | ``docx``, ``pptx``, ``xlsx``              | ``numbering``, ``equations`` (OMML),     |
+|             |                                           | ``ooxml`` (parts they share)             |
+| ``legacy/`` | ``doc``, ``xls``, ``ppt`` (Office         | ``_ole`` (open, kind check),             |
+|             | 97-2003 compound files)                   | ``_wordstyles`` (Word heading styles)    |
 | ``odf/``    | ``odt``, ``odp``, ``ods``                 | ``common`` (namespaces, text, tables)    |
 | ``web/``    | ``html``, ``markdown``, ``epub``          | ``tree`` (the HTML nesting pre-check)    |
 | ``plain/``  | ``text``, ``csv``, ``jsondoc``, ``xml``,  |                                          |
 |             | ``rtf``                                   |                                          |
 | ``mail/``   | ``eml``, ``msg``                          | ``common`` (header, body, attachments)   |
 | ``image/``  | ``image`` (→ ``reader``: OCR)             |                                          |
+| ``markup/`` | ``rst``, ``org``, ``asciidoc``, ``latex``,| ``_outline`` (headings → sections)       |
+|             | ``code``, ``config``, ``log``             |                                          |
+| ``archive/``| none yet: ``plan`` decides an archive's   |                                          |
+|             | members before inflating (issue 29)       |                                          |
 | ``_shared/``| private helpers of several families       | ``xmlzip``, ``tables``, ``slides``,      |
 |             |                                           | ``pictures``                             |
 
@@ -35,7 +41,9 @@ FAMILIES: dict[str, str] = {
     "docx": "office.docx",
     "pptx": "office.pptx",
     "xlsx": "office.xlsx",
-    "ole": "office.legacy",
+    "doc": "legacy.doc",
+    "xls": "legacy.xls",
+    "ppt": "legacy.ppt",
     "odt": "odf.odt",
     "odp": "odf.odp",
     "ods": "odf.ods",
@@ -50,6 +58,13 @@ FAMILIES: dict[str, str] = {
     "eml": "mail.eml",
     "msg": "mail.msg",
     "image": "image.reader",
+    "rst": "markup.rst",
+    "org": "markup.org",
+    "asciidoc": "markup.asciidoc",
+    "latex": "markup.latex",
+    "config": "markup.config",
+    "log": "markup.log",
+    "code": "markup.code",
 }
 
 

@@ -12,12 +12,13 @@ import asyncpg
 
 
 async def kbs_needing_ann(conn: asyncpg.Connection, exact_max_chunks: int) -> list[int]:
-    """Knowledge bases with vectors outside the HNSW index that hold more than
-    ``exact_max_chunks`` vectors (searched through HNSW), by id."""
+    """Knowledge bases holding more than ``exact_max_chunks`` chunks (searched through HNSW)
+    with vectors outside the HNSW index, by id. The size is read from ``document_info.chunk_count``
+    (one row per document, written by every commit), not by counting vectors: a pass costs the
+    documents plus one index probe per large KB, however many vectors the small KBs hold."""
     rows = await conn.fetch(
-        "SELECT k.kb_id FROM (SELECT DISTINCT kb_id FROM document_vector WHERE NOT ann) k"
-        " WHERE (SELECT count(*) FROM (SELECT 1 FROM document_vector v WHERE v.kb_id = k.kb_id LIMIT $1 + 1) s) > $1"
-        " ORDER BY k.kb_id",
+        "SELECT k.kb_id FROM (SELECT kb_id FROM document_info GROUP BY kb_id HAVING sum(chunk_count) > $1) k"
+        " WHERE EXISTS (SELECT 1 FROM document_vector v WHERE v.kb_id = k.kb_id AND NOT v.ann) ORDER BY k.kb_id",
         exact_max_chunks,
     )
     return [int(r["kb_id"]) for r in rows]

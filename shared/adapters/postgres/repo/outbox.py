@@ -141,8 +141,15 @@ async def insert_part_row(conn: asyncpg.Connection, msg: IndexMessage, *, releas
 
 
 async def delete_part_outbox(conn: asyncpg.Connection, task_id: int) -> None:
-    """Inside a transaction that fences a split out: its part rows not yet published go."""
-    await conn.execute("DELETE FROM outbox WHERE task_id = $1 AND part IS NOT NULL AND published_at IS NULL", task_id)
+    """Inside a transaction that ends a split (swap, failure, new generation): its part rows not
+    yet published go. A row a relay is publishing right now is skipped (SKIP LOCKED: the caller
+    holds the document row and must not wait on a publish); that message is skipped by the
+    worker like any late part message."""
+    await conn.execute(
+        "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE task_id = $1 AND part IS NOT NULL"
+        " AND published_at IS NULL FOR UPDATE SKIP LOCKED)",
+        task_id,
+    )
 
 
 # ------------------------------------------------------------------ outbox

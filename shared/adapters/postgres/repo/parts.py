@@ -288,7 +288,8 @@ async def _swap(
 ) -> None:
     """Inside the last part's commit (document row locked): task SUCCESS under the split's
     claim, the document's chunks and vectors replaced server-side from the staged rows (counts
-    checked against the split), the document promoted, the split deleted."""
+    checked against the split), the document promoted, the split and its unpublished part rows
+    deleted."""
     ok = await conn.fetchval(
         "UPDATE index_task SET status = 'SUCCESS', end_time = now(), update_time = now(), stage = 'WRITING',"
         " progress = 1, error_code = NULL, error_message = NULL"
@@ -317,7 +318,7 @@ async def _swap(
     await promote(conn, document_id, chunks, int(ok), json.loads(split["warnings"]))
     if doc["pending_object_key"] is not None:  # the swap released the served object
         await queue_object_removal(conn, doc["object_key"])
-    await conn.execute("DELETE FROM index_split WHERE task_id = $1", task_id)
+    await drop_split(conn, task_id)  # staged rows, and part messages not yet published (duplicates now)
 
 
 def _count(status: str) -> int:

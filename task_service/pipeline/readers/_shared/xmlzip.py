@@ -3,7 +3,9 @@
 - ``ZipPackage``: a ZIP package opened safely (``ZipPackage.open`` runs the ZIP-bomb pre-check
   ``limits.check_zip_limits`` first), its entries looked up by exact name, else case-insensitively
   (OPC part names are case-insensitive; a differently cased href of an EPUB still finds its file),
-  read errors translated;
+  read errors translated; a part is read with :func:`read_entry`, which never inflates more
+  than the part's declared size + 1 byte (``ZipFile.read`` lets zlib inflate up to 1 GiB per call
+  before the size or CRC check fails on a part that lies about its size);
 - ``parse_xml`` / ``xml_errors`` / ``SECURE_XML``: the locked-down lxml parser. It loads no DTD,
   fetches nothing from the network and keeps libxml2's default depth (256 levels) and text-node
   (10,000,000 bytes) limits (no ``XML_PARSE_HUGE``). ``internal_entities=True`` expands entities
@@ -86,8 +88,7 @@ class ZipPackage:
         name = self.entry(part)
         if name is None:
             return None
-        with xml_errors(self.kind, name):
-            return self.archive.read(name)
+        return read_entry(self.archive, name, self.kind)
 
     def head(self, part: str, size: int) -> bytes:
         """The first ``size`` bytes of an existing part (b"" when absent or unreadable)."""
@@ -113,6 +114,20 @@ class ZipPackage:
         """The root element of ``part`` (None when ``part`` is None or absent); errors as ``parse_xml``."""
         data = None if part is None else self.read(part)
         return None if data is None or part is None else parse_xml(data, self.kind, part, doctype=doctype)
+
+
+def read_entry(archive: zipfile.ZipFile, name: str, kind: str) -> bytes:
+    """The bytes of ZIP entry ``name``, inflating at most its declared size + 1 byte.
+
+    Raises ``CorruptDocumentError`` when the entry is unreadable, fails its CRC, or inflates to
+    more than it declares (the bound stops zlib there, the size check refuses it)."""
+    with xml_errors(kind, name):
+        info = archive.getinfo(name)
+        with archive.open(info) as stream:
+            data = stream.read(info.file_size + 1)
+    if len(data) > info.file_size:
+        raise CorruptDocumentError(f"{kind} part {name!r} inflates to more than its declared {info.file_size:,} bytes")
+    return data
 
 
 def parser(*, internal_entities: bool = False) -> etree.XMLParser:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
-from task_service.pipeline.readers.office.ooxml import MC, choose, drawing_text
+from task_service.pipeline.readers.office.ooxml import MC, R, choose, drawing_text
 from task_service.pipeline.readers.office.ooxml import A as _A
 
 Position = tuple[int, int]  # (y, x) in EMU
@@ -103,3 +103,9 @@ def alt_text(shape: etree._Element) -> list[str]:
     props = shape.find(f"./*/{P}cNvPr")
     alt = "" if props is None else (props.get("descr") or props.get("title") or "").strip()
     return [alt] if alt else []
+
+
+def slide_ids(presentation: etree._Element) -> list[str]:
+    """The relationship ids of ``p:sldIdLst``, in order (a slide may be named more than once)."""
+    found = presentation.find(P + "sldIdLst")
+    return [] if found is None else [s.get(R + "id", "") for s in found.iterchildren(P + "sldId")]

@@ -12,7 +12,8 @@ SmartArt, layout text), 0.37 MB/s; unstructured's ``partition_pptx`` not measure
 ``pptx`` extra is not installed; it reads through python-pptx as well).
 
 What is read (ECMA-376 Part 1, §19 PresentationML, §20 DrawingML), slide by slide in the order of
-``p:sldIdLst`` (hidden slides included, their section marked "(hidden slide)", no warning):
+``p:sldIdLst`` (hidden slides included, their section marked "(hidden slide)", no warning; a slide
+named again is read once, with a warning):
 
 - every shape of the slide's tree: text of shapes and placeholders (one block per paragraph;
   ``a:br`` → newline, fields, Office math), group shapes (recursively), tables (a row is one
@@ -63,6 +64,7 @@ from task_service.pipeline.readers.office.drawing import (
     shape_offset,
     shape_tree,
     shapes,
+    slide_ids,
     table_rows,
 )
 from task_service.pipeline.readers.office.ooxml import A as _A
@@ -103,15 +105,16 @@ def read_with_images(data: bytes, limits: ParseLimits) -> tuple[ParsedDocument, 
     if presentation.tag != P + "presentation":
         raise CorruptDocumentError(f"PPTX main part {main!r} is not a PresentationML presentation")
     deck = _Deck(package)
-    for number, rid in enumerate(_slide_ids(presentation), 1):
-        deck.slide(number, package.target(main, rid))
+    read_once: set[str] = set()
+    for number, rid in enumerate(slide_ids(presentation), 1):
+        part = package.target(main, rid)
+        if part is not None and part.lower() in read_once:
+            deck.counts["repeated"] += 1  # slide ids naming one slide again and again: read once
+            continue
+        read_once.add("" if part is None else part.lower())
+        deck.slide(number, part)
     deck.furniture()
     return ParsedDocument(tuple(deck.blocks), deck.warnings()), tuple(deck.images)
-
-
-def _slide_ids(presentation: etree._Element) -> list[str]:
-    found = presentation.find(P + "sldIdLst")
-    return [] if found is None else [s.get(R + "id", "") for s in found.iterchildren(P + "sldId")]
 
 
 class _Deck:
@@ -288,4 +291,8 @@ class _Deck:
         return count_warnings(self.counts, _WARNINGS)
 
 
-_WARNINGS = SLIDE_WARNINGS | {"missing": ("slide missing from the package", "slides missing from the package")}
+_WARNINGS = SLIDE_WARNINGS | {
+    "missing": ("slide missing from the package", "slides missing from the package"),
+    "repeated": ("slide id naming a slide already read (read once)",
+                 "slide ids naming a slide already read (each read once)"),
+}

@@ -41,7 +41,7 @@ import pypdfium2.raw as pdfium_c
 from shared.domain.errors import CorruptDocumentError, ParseLimitError, PdfEncryptedError
 from task_service.pipeline import ocr
 from task_service.pipeline.document import Block, ParsedDocument
-from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
+from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_ocr_pixels
 from task_service.pipeline.readers.pdf import annotations as pdf_annotations
 from task_service.pipeline.readers.pdf import layout as pdf_layout
 from task_service.pipeline.readers.pdf.hyphens import load_word_list, resolve_line_hyphens
@@ -136,12 +136,14 @@ def _assemble(texts: list[str], read: dict[int, ocr.OcrResult], notes: list[list
 
 def _ocr_pages(pdf: pdfium.PdfDocument, indexes: list[int], limits: ParseLimits) -> dict[int, ocr.OcrResult]:
     """OCR the pages ``indexes`` (0-based), reporting progress; ``ParseLimitError`` up front when they
-    are more than ``OCR_MAX_PAGES``."""
+    are more than ``OCR_MAX_PAGES`` or would render to more than ``OCR_MAX_PIXELS``."""
     budget = ocr.PageBudget(limits.ocr_max_pages, "PDF")
     if len(indexes) > limits.ocr_max_pages:
         raise ParseLimitError(
             f"PDF has {len(indexes):,} scanned pages; the limit for OCR is {limits.ocr_max_pages:,} (OCR_MAX_PAGES)"
         )
+    pixels = sum(_render_pixels(pdf.get_page_size(index), limits)[1] for index in indexes)
+    check_ocr_pixels(pixels, len(indexes), "PDF", limits)  # before any page is rendered
     ocr.ensure_ocr_ready(limits)
     results: dict[int, ocr.OcrResult] = {}
     ocr.report_progress(0, len(indexes))
@@ -156,11 +158,7 @@ def _render(pdf: pdfium.PdfDocument, index: int, limits: ParseLimits) -> Any:
     """Page ``index`` as a greyscale PIL image at ``OCR_DPI``, scaled down to fit ``IMAGE_MAX_PIXELS``."""
     page = pdf[index]
     try:
-        width, height = page.get_size()  # points
-        scale = limits.ocr_dpi / 72
-        pixels = width * scale * height * scale
-        if pixels > limits.image_max_pixels:
-            scale *= math.sqrt(limits.image_max_pixels / pixels)
+        scale, _ = _render_pixels(page.get_size(), limits)
         bitmap = page.render(scale=scale, grayscale=True, may_draw_forms=False)
         try:
             return bitmap.to_pil().copy()
@@ -168,6 +166,18 @@ def _render(pdf: pdfium.PdfDocument, index: int, limits: ParseLimits) -> Any:
             bitmap.close()
     finally:
         page.close()
+
+
+def _render_pixels(size: tuple[float, float], limits: ParseLimits) -> tuple[float, float]:
+    """The scale a page of ``size`` (width, height in points) is rendered at for OCR (``OCR_DPI``,
+    scaled down to fit ``IMAGE_MAX_PIXELS``) and the pixels that gives."""
+    width, height = size
+    scale = limits.ocr_dpi / 72
+    pixels = width * scale * height * scale
+    if pixels > limits.image_max_pixels:
+        scale *= math.sqrt(limits.image_max_pixels / pixels)
+        pixels = float(limits.image_max_pixels)
+    return scale, pixels
 
 
 def _page_text(

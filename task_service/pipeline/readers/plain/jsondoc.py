@@ -16,13 +16,14 @@ Named ``jsondoc`` so that it can never shadow the standard library's ``json``.
 
 Limits (``ParseLimits``): nesting deeper than ``structured_max_depth`` or more leaf values than
 ``structured_max_values`` → ``ParseLimitError`` (the stdlib parser's own recursion limit,
-≈1,000 levels, is caught the same way).
+≈1,000 levels, and Python's int-digit limit, 4,300 digits, are caught the same way).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -83,10 +84,20 @@ def _lines(text: str, walker: _Walker, warnings: tuple[str, ...]) -> ParsedDocum
 
 
 def _loads(text: str, what: str) -> object:
+    """``json.loads``; ``JSONDecodeError`` for text that is not JSON, ``ParseLimitError`` for JSON
+    Python will not hold (nesting past its recursion limit; an integer past its int-digit limit,
+    which ``json`` raises as a plain ``ValueError``)."""
     try:
         return json.loads(text)
     except RecursionError as exc:
         raise ParseLimitError(f"{what} nests arrays/objects too deeply to be read") from exc
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:
+        raise ParseLimitError(
+            f"{what} holds an integer of more than {sys.get_int_max_str_digits():,} digits, "
+            f"which cannot be read as a number: {exc}"
+        ) from exc
 
 
 @dataclass

@@ -58,7 +58,9 @@ MAX_DEPTH = 10_000
 (``ParseLimitError``)."""
 TREE_WORK_BASE = 200_000_000
 TREE_WORK_PER_CHAR = 20
-_FEW_TAGS = 14_000  # 14,000² = 1.96e8 < TREE_WORK_BASE: such a document cannot exceed the work bound
+# A document of n tags costs at most n² × (1 + RECONSTRUCT_WORK) (each tag walks ≤ n open elements,
+# each text run re-opens ≤ n formatting elements): 1,000² × 101 ≈ 1.0e8, half TREE_WORK_BASE.
+_FEW_TAGS = 1_000
 
 
 def extract_html(text: str, *, link_targets: bool = False) -> ParsedDocument:
@@ -66,17 +68,23 @@ def extract_html(text: str, *, link_targets: bool = False) -> ParsedDocument:
 
     Blocks are not yet normalized (``parse.py`` does that). ``link_targets`` appends each
     link's target to its text. Raises ``ParseLimitError`` when the element nesting exceeds
-    ``MAX_DEPTH`` or the tree builder's work ``max_tree_work``; ``DependencyMissingError``
-    when selectolax is not installed.
+    ``MAX_DEPTH`` or the tree builder's work ``max_tree_work``, or when lexbor fails to allocate
+    the tree; ``DependencyMissingError`` when selectolax is not installed.
     """
     _check_depth(text)
     try:
-        from selectolax.lexbor import LexborHTMLParser
+        from selectolax.lexbor import LexborHTMLParser, SelectolaxError
     except ImportError as exc:  # pragma: no cover - declared dependency
         raise DependencyMissingError(f"selectolax is not installed: install 'selectolax>=1,<2' ({exc})") from exc
-    tree = LexborHTMLParser(text)
+    try:
+        tree = LexborHTMLParser(text)
+        title = tree.css_first("head > title")
+    except (SelectolaxError, RuntimeError) as exc:  # lexbor's status when it cannot allocate its tree
+        raise ParseLimitError(
+            f"the HTML parser could not build this document's tree ({exc}): it needs more memory than "
+            "the parser may use (PARSE_MEMORY_LIMIT_MB)"
+        ) from exc
     walker = Walker(link_targets)
-    title = tree.css_first("head > title")
     if title is not None:  # the page's name (browser tab, search results): content, before the body
         walker.walk(title)
     if tree.root is not None:
@@ -100,8 +108,8 @@ def _check_depth(text: str) -> None:
         )
     if not cost.complete:
         raise ParseLimitError(
-            f"elements nested so deep, so often (over {cost.work:,} open elements re-checked by the HTML "
-            f"tree builder) that parsing would take minutes"
+            f"elements nested so deep, so often (over {cost.work:,} steps of the HTML tree builder: open elements "
+            f"re-checked, {cost.reopened:,} formatting elements re-opened) that parsing would take minutes"
         )
 
 

@@ -65,7 +65,8 @@ class Stack:
     scope check is one comparison and a pop needs no bookkeeping.
     """
 
-    __slots__ = ("active", "by_key", "by_name", "entries", "foreign", "level", "names", "peak", "positions", "tops")
+    __slots__ = ("active", "by_key", "by_name", "entries", "foreign", "level", "names", "peak", "positions",
+                 "reconstructed", "tops")
 
     def __init__(self) -> None:
         self.names: list[str] = []
@@ -78,6 +79,7 @@ class Stack:
         self.by_key: dict[str, list[Entry]] = {}
         self.level = 0  # markers in ``active``
         self.peak = 0
+        self.reconstructed = 0  # elements re-opened so far (each one a new element for the tree builder)
 
     def in_foreign(self) -> bool:
         """Whether the current node is an SVG/MathML element whose children are not HTML."""
@@ -173,6 +175,7 @@ class Stack:
         start = len(active)
         while start > 0 and (entry := active[start - 1]) is not None and not entry.open:
             start -= 1
+        self.reconstructed += len(active) - start
         for entry in active[start:]:
             assert entry is not None
             entry.open = True
