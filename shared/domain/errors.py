@@ -28,6 +28,7 @@ never here). ``error_code`` is a class attribute, stored in ``index_task.error_c
     │   │   ├── NoTextError                 no_text               zero chunks after parsing
     │   │   ├── UndecodableTextError        undecodable_text
     │   │   ├── ParseLimitError             parse_limit           sandbox limit hit (memory, CPU, time, bomb)
+    │   │   │   └── TextBudgetError         parse_limit           the file's text passes PARSE_MAX_TEXT_CHARS
     │   │   ├── ObjectMissingError          object_missing        the stored object is gone
     │   │   ├── EmbeddingRejectedError      embedding_rejected    endpoint answered 4xx (model, auth, input)
     │   │   └── EmbeddingDimensionError     embedding_dim_mismatch vectors of another dimension
@@ -106,6 +107,7 @@ __all__ = [
     "StorageUnavailableError",
     "TaskNotFound",
     "TaskTimeoutError",
+    "TextBudgetError",
     "TransientError",
     "UndecodableTextError",
     "UnsupportedContentError",
@@ -231,6 +233,11 @@ class UndecodableTextError(PermanentError):
 
 class ParseLimitError(PermanentError):
     error_code = "parse_limit"
+
+
+class TextBudgetError(ParseLimitError):
+    """The whole file gives more text than ``PARSE_MAX_TEXT_CHARS``: refused as a whole, also when
+    an attachment or embedded part passes the budget (never only that part skipped)."""
 
 
 class ObjectMissingError(PermanentError):

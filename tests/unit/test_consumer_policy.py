@@ -22,6 +22,7 @@ from task_service.consumer import (
     ConsumerConfig,
     delay_attempts,
     failed_deliveries,
+    log_fields,
 )
 from task_service.indexing.delivery import IndexHandler, Outcome
 from task_service.metrics import WorkerMetrics
@@ -156,3 +157,11 @@ async def test_dead_lettering_with_the_broker_down_rejects_to_the_brokers_dlx() 
     headers = {CARRIED_HEADER: messages.DELIVERY_LIMIT + 3}
     delivery, _, _ = await process(Outcome.ACK, headers, FakePublisher(fail=True))
     assert delivery.settled == [("reject", False)]
+
+
+def test_the_log_fields_are_the_messages_ids_and_its_part() -> None:
+    """Bound once per delivery by the consumer: a part message's lines also carry its part."""
+    msg = IndexMessage(task_id=1, document_id=2, kb_id=3, user_id=4, generation=5)
+    assert log_fields(msg) == {"task_id": 1, "document_id": 2, "generation": 5}
+    assert log_fields(msg.for_part(7)) == {"task_id": 1, "document_id": 2, "generation": 5, "part": 7}
+    assert log_fields(InvalidMessageError("not a message")) == {}
