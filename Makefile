@@ -88,6 +88,8 @@ bench: migrate netns-tools
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench.parsers
 	$(BIN)/python -m bench.chunking
+	$(BIN)/python -m bench.pdf_columns
+	$(BIN)/python -m bench.csv_sniff
 	$(BIN)/python -m bench.retrieval
 	$(BIN)/python -m bench.pipeline
 	$(BIN)/python -m bench.upload
