@@ -35,6 +35,7 @@ class StubDelivery:
     def __init__(self, headers: dict[str, Any] | None = None, body: bytes = b"{}") -> None:
         self.headers = headers or {}
         self.body = body
+        self.correlation_id = "7"
         self.settled: list[tuple[str, bool | None]] = []
 
     async def ack(self) -> None:
@@ -125,6 +126,7 @@ async def test_delay_republishes_with_counts_then_acks() -> None:
     [(_, exchange, routing_key, sent)] = pub.sent
     assert (exchange, routing_key) == ("", messages.delay_queue_name(2000))
     assert sent == {DELAY_HEADER: 3, DELAY_BASE_HEADER: 1, CARRIED_HEADER: 1, "other": "kept"}
+    assert pub.correlation_ids == [delivery.correlation_id]  # the delivery's own, not re-derived from the body
 
 
 async def test_delay_carries_the_brokers_delivery_count_across_the_republish() -> None:

@@ -30,7 +30,7 @@ from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.readers._shared.tables import Budget, letter_name, table_blocks
 from task_service.pipeline.readers.legacy._ole import check_kind, open_compound, read_stream
-from task_service.pipeline.readers.office.xlsx import _sheet_rows
+from task_service.pipeline.readers.office.xlsx import sheet_rows
 
 __all__ = ["read"]
 
@@ -52,7 +52,7 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
             if sheet.height * sheet.width > limits.table_max_cells:
                 raise ParseLimitError(f"XLS sheet {meta.name!r} spans {sheet.height * sheet.width:,} cells (its used "
                                       f"range); the limit is {limits.table_max_cells:,} (TABLE_MAX_CELLS)")
-            blocks.extend(table_blocks(_sheet_rows(sheet, budget), meta.name, letter_name))
+            blocks.extend(table_blocks(sheet_rows(sheet, budget), meta.name, letter_name))
     except python_calamine.CalamineError as exc:
         raise CorruptDocumentError(f"XLS cannot be read: {exc}") from exc
     except BaseException as exc:  # pyo3's PanicException (a Rust panic) derives from BaseException
