@@ -671,6 +671,7 @@ class FakeLocks:
         self.down = down
         self.lost: set[int | tuple[int, int]] = set()  # renewals of these locks raise LockLostError
         self.taken: list[int | tuple[int, int]] = []  # every acquire that succeeded, in order
+        self.renewals = 0  # renew() calls, of every lock
 
     def __call__(self, document_id: int, part: int | None = None) -> FakeLock:
         return FakeLock(self, document_id if part is None else (document_id, part))
@@ -695,6 +696,7 @@ class FakeLock:
     async def renew(self) -> None:
         from shared.domain.errors import LockLostError
 
+        self._locks.renewals += 1
         if self._id in self._locks.lost:
             raise LockLostError(f"lock of document {self._id} lost (fake)")
 
