@@ -105,3 +105,18 @@ def test_not_an_archive_is_corrupt() -> None:
                                             ("a\\b.txt", "a/b.txt"), ("a/../b.txt", None), ("", None)])
 def test_safe_path(name: str, path: str | None) -> None:
     assert safe_path(name) == path
+
+
+def test_a_path_held_twice_is_one_member_the_first_entry() -> None:
+    """A tar appends a newer copy under the same name (``tar -r``); a ZIP may list a name twice."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for body in (b"first copy", b"second, longer copy"):
+            info = tarfile.TarInfo("notes/a.txt")
+            info.size = len(body)
+            t.addfile(info, io.BytesIO(body))
+    data = buf.getvalue()
+    chosen = plan(data, LIMITS)
+    assert [m.path for m in chosen.accepted] == ["notes/a.txt"]
+    assert chosen.warnings() == ("notes/a.txt: not indexed (the archive holds this path twice; the first is indexed)",)
+    assert [body for _, body in members(data, chosen, LIMITS)] == [b"first copy"]

@@ -131,12 +131,27 @@ def _classify(name: str, size: int, limits: ArchiveLimits) -> Member | Skipped:
 
 
 def _finish(container: str, entries: list[Member | Skipped], limits: ArchiveLimits) -> Plan:
+    entries = _first_of_each_path(entries)
     accepted = tuple(e for e in entries if isinstance(e, Member))
     total = sum(m.size for m in accepted)
     if total > limits.max_total_bytes:
         raise ParseLimitError(f"archive members declare {total:,} bytes together; the limit is "
                               f"{limits.max_total_bytes:,} (ARCHIVE_MAX_TOTAL_BYTES)")
     return Plan(container, accepted, tuple(e for e in entries if isinstance(e, Skipped)))
+
+
+def _first_of_each_path(entries: list[Member | Skipped]) -> list[Member | Skipped]:
+    """A path accepted twice (a ZIP may list a name twice, a tar append a newer copy) is one
+    document: the first entry; the later ones are skipped."""
+    seen: set[str] = set()
+    out: list[Member | Skipped] = []
+    for e in entries:
+        if isinstance(e, Member) and e.path in seen:
+            out.append(Skipped(e.path, "the archive holds this path twice; the first is indexed"))
+            continue
+        seen.add(e.path)
+        out.append(e)
+    return out
 
 
 def _count(n: int, limits: ArchiveLimits) -> None:
@@ -170,7 +185,7 @@ def _zip_members(data: bytes, chosen: Plan) -> Iterator[tuple[Member, bytes]]:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             for info in archive.infolist():
-                member = wanted.get(safe_path(info.filename) or "")
+                member = wanted.pop(safe_path(info.filename) or "", None)  # pop: a path's first entry only
                 if member is None or info.is_dir():
                     continue
                 with archive.open(info) as stream:
@@ -223,7 +238,7 @@ def _tar_members(data: bytes, chosen: Plan) -> Iterator[tuple[Member, bytes]]:
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
             for info in archive:
-                member = wanted.get(safe_path(info.name) or "")
+                member = wanted.pop(safe_path(info.name) or "", None) if info.isreg() else None
                 stream = archive.extractfile(info) if member is not None and info.isreg() else None
                 if member is None or stream is None:
                     continue
