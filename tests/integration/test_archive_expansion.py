@@ -125,3 +125,19 @@ async def test_deleting_the_archive_keeps_its_members(db: asyncpg.Connection) ->
     row = await db.fetchrow("SELECT origin_document_id, origin_member, status FROM document_info WHERE id = $1",
                             member_id)
     assert (row["origin_document_id"], row["origin_member"], row["status"]) == (None, "a.txt", "INDEXING")
+
+
+async def test_document_reads_carry_the_origin_and_the_member_count(db: asyncpg.Connection) -> None:
+    msg, _ = await new_document(db)
+    attempt = await claim_attempt(db, msg.task_id, 1)
+    assert attempt is not None
+    assert await archives_repo.expand_archive(db, _commit(msg, 1, attempt, _members(msg.kb_id, ["a.txt", "b.txt"])))
+
+    archive = await documents_repo.get_document(db, msg.user_id, msg.document_id)
+    assert archive is not None and (archive["member_count"], archive["origin_document_id"]) == (2, None)
+    rows, total = await documents_repo.page_documents(db, msg.user_id, msg.kb_id, 0, 10, origin=msg.document_id)
+    assert total == 2 and [r["filename"] for r in rows] == ["a.txt", "b.txt"]
+    assert {(r["origin_document_id"], r["origin_filename"], r["member_count"]) for r in rows} == {
+        (msg.document_id, "doc.txt", 0)}
+    _, everything = await documents_repo.page_documents(db, msg.user_id, msg.kb_id, 0, 10)
+    assert everything == 3
