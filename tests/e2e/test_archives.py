@@ -83,7 +83,7 @@ def test_a_zip_bomb_is_refused_whole_and_creates_nothing(api: Api, workers: Work
     doc = api.wait_terminal(archive_id)
     assert doc["status"] == "FAILED", doc
     assert doc["task"]["error_code"] == "parse_limit", doc
-    assert "huge.txt" in doc["error_message"] and "ZIP_MAX_RATIO" in doc["error_message"], doc
+    assert "huge.txt" in doc["error_message"] and "ZIP_MAX_INFLATE_RATIO" in doc["error_message"], doc
     assert doc["members"] == 0 and _members(api, kb, archive_id) == []
     listed = api.http.get(f"/api/v1/knowledge-bases/{kb}/documents").json()
     assert [d["document_id"] for d in listed["items"]] == [archive_id]

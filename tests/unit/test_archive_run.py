@@ -68,7 +68,7 @@ async def test_a_zip_bomb_is_refused_whole_before_inflating() -> None:
 
     task = w.store.tasks[w.msg.task_id]
     assert (task.status, task.error_code) == (TaskStatus.FAILED, "parse_limit")
-    assert "ZIP_MAX_RATIO" in (task.error_message or "") and "big.txt" in (task.error_message or "")
+    assert "ZIP_MAX_INFLATE_RATIO" in (task.error_message or "") and "big.txt" in (task.error_message or "")
     assert _members(w) == [] and set(w.objects.objects) == {"arc"}  # nothing stored, nothing created
 
 
