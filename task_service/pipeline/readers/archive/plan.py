@@ -172,7 +172,8 @@ def _plan_zip(data: bytes, limits: ArchiveLimits) -> Plan:
             continue
         if info.file_size > RATIO_GRACE_BYTES and info.file_size > limits.max_ratio * max(info.compress_size, 1):
             raise ParseLimitError(f"archive member {info.filename!r} would inflate {info.compress_size:,} → "
-                                  f"{info.file_size:,} bytes, over the ratio {limits.max_ratio:g} (ZIP_MAX_INFLATE_RATIO)")
+                                  f"{info.file_size:,} bytes, over the ratio {limits.max_ratio:g} "
+                                  "(ZIP_MAX_INFLATE_RATIO)")
         if info.flag_bits & 0x1:
             entries.append(Skipped(safe_path(info.filename) or info.filename, "encrypted ZIP entry"))
             continue
