@@ -7,13 +7,14 @@ with a clear error, and nothing of it is created."""
 from __future__ import annotations
 
 import io
+import signal
 import tarfile
 import zipfile
 from typing import Any
 
 from tests.e2e.conftest import WorkerFactory
 from tests.fidelity.mail_corpus import docx_bytes
-from tests.support import Api, poll
+from tests.support import FAST, Api, poll, skips, sql, wait_stopped
 from tests.support.pdfgen import pdf_pages, text_page
 
 
@@ -87,3 +88,50 @@ def test_a_zip_bomb_is_refused_whole_and_creates_nothing(api: Api, workers: Work
     assert doc["members"] == 0 and _members(api, kb, archive_id) == []
     listed = api.http.get(f"/api/v1/knowledge-bases/{kb}/documents").json()
     assert [d["document_id"] for d in listed["items"]] == [archive_id]
+
+
+def _origin_rows(dsn: str, archive_id: int) -> list[dict[str, Any]]:
+    return sql(dsn, "SELECT d.origin_member, count(t.id) AS tasks FROM document_info d"
+                    " JOIN index_task t ON t.document_id = d.id WHERE d.origin_document_id = $1"
+                    " GROUP BY d.origin_member ORDER BY d.origin_member", archive_id)
+
+
+def test_sigkill_after_the_expansion_commit_creates_no_member_twice(
+    api: Api, workers: WorkerFactory, services_env: dict[str, str],
+) -> None:
+    """The worker dies after the expansion committed, before the ack: the redelivery goes to
+    another worker, which skips it (the task is SUCCESS); each member exists once and is indexed."""
+    dsn = services_env["DATABASE_URL"]
+    a = workers(rag_fault_points="after_commit=stop", **FAST)
+    kb = api.create_kb("crash-after")
+    archive_id = api.upload(kb, name="after.zip", data=_zip(_files("aftc")))["document_id"]
+    wait_stopped(a)
+    expected = [{"origin_member": p, "tasks": 1} for p in ("notes/readme.txt", "reports/memo.docx", "reports/q3.pdf")]
+    assert _origin_rows(dsn, archive_id) == expected
+    a.kill(signal.SIGKILL)
+    workers(**FAST)
+    poll(lambda: "not_runnable" in skips(dsn, archive_id), timeout=90, what="archive redelivery skipped")
+    for m in _members(api, kb, archive_id):
+        assert api.wait_terminal(m["document_id"])["status"] == "INDEXED"
+    assert _origin_rows(dsn, archive_id) == expected
+    assert api.document(archive_id)["members"] == 3
+
+
+def test_sigkill_inside_the_expansion_leaves_nothing_and_the_redelivery_creates_all(
+    api: Api, workers: WorkerFactory, services_env: dict[str, str],
+) -> None:
+    """The worker dies inside the expansion's transaction (after its first member's rows): nothing
+    of it is committed; the redelivery plans again and creates every member once."""
+    dsn = services_env["DATABASE_URL"]
+    a = workers(rag_fault_points="in_expand=stop", **FAST)
+    kb = api.create_kb("crash-inside")
+    archive_id = api.upload(kb, name="inside.tar.gz", data=_tar_gz(_files("insd")))["document_id"]
+    wait_stopped(a)
+    assert _origin_rows(dsn, archive_id) == []  # the transaction is open, nothing visible
+    a.kill(signal.SIGKILL)
+    workers(**FAST)
+    archive = api.wait_terminal(archive_id)
+    assert archive["status"] == "INDEXED" and archive["members"] == 3, archive
+    assert [r["tasks"] for r in _origin_rows(dsn, archive_id)] == [1, 1, 1]
+    for m in _members(api, kb, archive_id):
+        assert api.wait_terminal(m["document_id"])["status"] == "INDEXED"
