@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import tarfile
 import zipfile
@@ -120,3 +121,8 @@ def test_a_path_held_twice_is_one_member_the_first_entry() -> None:
     assert [m.path for m in chosen.accepted] == ["notes/a.txt"]
     assert chosen.warnings() == ("notes/a.txt: not indexed (the archive holds this path twice; the first is indexed)",)
     assert [body for _, body in members(data, chosen, LIMITS)] == [b"first copy"]
+
+
+def test_a_gzip_of_one_file_is_named_for_what_it_is() -> None:
+    with pytest.raises(CorruptDocumentError, match="gzip stream holds no tar archive"):
+        plan(gzip.compress(b"a plain log line\n" * 50), LIMITS)

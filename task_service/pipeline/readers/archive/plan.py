@@ -89,7 +89,14 @@ def plan(data: bytes, limits: ArchiveLimits) -> Plan:
     """
     if data.startswith(b"PK"):
         return _plan_zip(data, limits)
-    return _plan_tar(_tar_bytes(data, limits), limits)
+    tar = _tar_bytes(data, limits)
+    try:
+        return _plan_tar(tar, limits)
+    except CorruptDocumentError:
+        if tar is data:
+            raise
+        raise CorruptDocumentError("the gzip stream holds no tar archive (one compressed file is not read: "
+                                   "decompress it and upload the file itself)") from None
 
 
 def members(data: bytes, chosen: Plan, limits: ArchiveLimits) -> Iterator[tuple[Member, bytes]]:
