@@ -27,6 +27,7 @@ from shared.domain.states import DocumentStatus, TaskStatus
 from task_service.indexing.config import HandlerConfig
 from task_service.indexing.delivery import IndexHandler, Outcome, decode
 from task_service.indexing.retrying import Retry, RetryingEmbedder, RetryingWorkerStore
+from task_service.pipeline.readers.archive.plan import ArchiveLimits
 from tests.fakes import FakeEmbedder, FakeExtractor, FakeLocks, FakeObjectStore, FakeReleasedObjects, FakeStore
 
 TEXT = b"first paragraph\n\nsecond paragraph\n\nthird"
@@ -40,6 +41,7 @@ def config(**kw: float) -> HandlerConfig:
                                         embedding_provider="sentence-transformers", embedding_model_revision="",
                                         cache_touch_interval_s=3600.0, embed_chunks=16)
     base.update(kw)
+    base.setdefault("archive_limits", ArchiveLimits())  # type: ignore[arg-type]
     return HandlerConfig(**base)  # type: ignore[arg-type]
 
 
