@@ -5,7 +5,7 @@ VENV  ?= .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install test-deps peer-fastembed env services services-down migrate run-api run-worker lint unit integration e2e bench clean browser ocr netns-tools
+.PHONY: demo test install test-deps peer-fastembed env services services-down migrate run-api run-worker lint unit integration e2e bench bench-legacy clean browser ocr netns-tools
 
 # The runtime venv (the services, the demo, the CLI): ONNX Runtime, no torch (issue 30).
 $(STAMP): pyproject.toml
@@ -124,6 +124,8 @@ bench: migrate netns-tools test-deps
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench.parsers
 	$(BIN)/python -m bench.chunking
+	$(BIN)/python -m bench.pdf_columns
+	$(BIN)/python -m bench.csv_sniff
 	$(BIN)/python -m bench.retrieval
 	$(BIN)/python -m bench.pipeline
 	$(BIN)/python -m bench.upload
@@ -131,6 +133,9 @@ bench: migrate netns-tools test-deps
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.drain
 	$(BIN)/python -m bench.model_calls
+	$(BIN)/python -m bench.parts
+	$(BIN)/python -m bench.parts --mode real
+	$(BIN)/python -m bench.parts --mode small
 	# the tests CI runs at a smaller size, at full size: the partition suite with every cut point
 	# (CI: the commit cut only; issue 19) and the whole corpus with the whole novel (CI: its first 256 KB)
 	RAG_PARTITION_FULL=1 $(BIN)/python -m pytest tests/e2e/test_partitions.py -q -s -p no:cacheprovider
@@ -141,6 +146,19 @@ bench: migrate netns-tools test-deps
 	$(BIN)/python -m bench.embed_threads
 	$(BIN)/python -m bench.precision
 	$(BIN)/python -m bench.search_layers
+	$(BIN)/python -m bench.kept_text
+	$(BIN)/python -m bench.edge
+	$(BIN)/python -m bench.term_stats
+	$(BIN)/python -m bench.swap
+
+# The legacy Office readers against their candidates (bench/legacy_readers.py): LibreOffice writes the
+# generated .doc/.xls/.ppt and is a candidate; antiword and catdoc (catppt, xls2csv) are candidates.
+# Bench only: the readers chosen need no system package. REAL=dir adds a folder of real files.
+LEGACY_BENCH_PACKAGES := libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui antiword catdoc
+bench-legacy:
+	dpkg -s $(LEGACY_BENCH_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(LEGACY_BENCH_PACKAGES); }
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m bench.legacy_readers $(if $(REAL),--real $(REAL))
 
 clean:
 	rm -rf $(VENV) $(BUILD_VENV) $(FASTEMBED_VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from knowledge_service.search.modes import DEFAULT_MODE, SearchMode
 from shared.domain.normalize import has_model_token, normalize_text
 
 
@@ -35,6 +37,15 @@ class KnowledgeBaseList(BaseModel):
     items: list[KnowledgeBaseOut]
 
 
+class TaskParts(BaseModel):
+    """The parts of a split task (``SPLIT_MIN_CHUNKS`` chunks or more), by status."""
+
+    total: int = Field(ge=1)
+    done: int = Field(ge=0)
+    running: int = Field(ge=0)
+    waiting: int = Field(ge=0)
+
+
 class TaskOut(BaseModel):
     task_id: int
     document_id: int
@@ -50,14 +61,25 @@ class TaskOut(BaseModel):
     end_time: datetime | None
     create_time: datetime
     update_time: datetime
-    stage: Literal["DOWNLOADING", "PARSING", "OCR", "CHUNKING", "EMBEDDING", "WRITING"] | None = Field(
-        None, description="where the current run is (FAILED/TIMEOUT: where it stopped); null before the first claim")
+    stage: Literal["DOWNLOADING", "PARSING", "OCR", "CHUNKING", "MODEL_WAIT", "EMBEDDING", "WRITING"] | None = Field(
+        None, description="where the current run is (FAILED/TIMEOUT: where it stopped; MODEL_WAIT: chunked, waiting"
+                          " for its worker's model turn); null before the first claim")
     progress: float | None = Field(
         None, ge=0, le=1, description="stage OCR: share of the scanned pages OCRed; otherwise share of the run's "
                                       "chunks embedded (0 before EMBEDDING, 1 from WRITING on); "
                                       "written at most about once per second")
     queue_position: int | None = Field(
         None, description="WAITING/RETRYING: approximate 1-based place among all waiting tasks; null otherwise")
+    parts: TaskParts | None = Field(
+        None, description="a big document embedded in parts by any worker (issue 31): how many parts in all, done,"
+                          " running and waiting; null when the task is not split (its progress is over all parts)")
+
+    @field_validator("parts", mode="before")
+    @classmethod
+    def _parts_json(cls, v: Any) -> Any:
+        """A row read directly carries ``parts`` as JSON text (jsonb); nested in a document's
+        task JSON it is already an object."""
+        return json.loads(v) if isinstance(v, str) else v
 
 
 class PendingVersionOut(BaseModel):
@@ -74,6 +96,13 @@ class PendingVersionOut(BaseModel):
     size_bytes: int
     sha256: str
     create_time: datetime
+
+
+class OriginOut(BaseModel):
+    """The archive a document came from (issue 29: one document per member of a ``.zip``/``.tar``)."""
+
+    document_id: int
+    filename: str
 
 
 class DocumentOut(BaseModel):
@@ -98,6 +127,12 @@ class DocumentOut(BaseModel):
     update_time: datetime
     task: TaskOut | None
     pending: PendingVersionOut | None = None
+    origin: OriginOut | None = Field(
+        None, description="a member of an archive: the archive's document (its id and file name); null for an "
+                          "upload, and once the archive is deleted (its members stay)")
+    members: int = Field(
+        0, description="an archive: how many documents its members became (list them with "
+                       "GET /knowledge-bases/{kb_id}/documents?origin={document_id}); 0 otherwise")
 
 
 class DocumentList(BaseModel):
@@ -147,14 +182,11 @@ class ChunkPage(BaseModel):
     total: int
 
 
-SearchMode = Literal["vector", "keyword", "hybrid"]
-
-
 class SearchRequest(_Strict):
     query: str = Field(min_length=1, max_length=10_000,
                        description="cleaned like document text (control characters, lone surrogates, NFC)")
     top_k: int = Field(5, ge=1, description="at most the search_max_top_k setting (422 above)")
-    mode: SearchMode = "hybrid"
+    mode: SearchMode = DEFAULT_MODE
 
     @field_validator("query", mode="before")
     @classmethod

@@ -1,15 +1,17 @@
 """Search over one knowledge base: vector, keyword (full text) and hybrid (RRF of the two).
 
-The SQL the API runs (and ``bench/retrieval.py`` measures). Scores, per mode:
+The ranking only: the statements live in :mod:`shared.adapters.postgres.repo.search` (what
+``bench/retrieval.py`` measures), read through the ``SearchReads`` port
+(:class:`shared.ports.SearchReads`). Scores, per mode:
 
 * ``vector``: cosine similarity of query and chunk embeddings, -1..1.
 * ``keyword``: the share of the query's term weight the chunk holds, 0..1, plus 1 when the chunk
   holds the whole query as a phrase: 0..2. Only terms some chunk holds count (a word found nowhere,
   a typo, would weigh most and shrink every share; issue 20). A term weighs ``idf²`` with ``idf = ln(1 + 1/df)``
   (squared as in Lucene's ClassicSimilarity, query weight x document weight: one unique
-  identifier outweighs two uncommon words of a sentence around it); ``df`` (share of chunks) comes
-  from PostgreSQL's statistics of ``content_tsv`` (cached: :mod:`knowledge_service.search.term_stats`),
-  or is counted for a term they do not list. Candidates are the KB's chunks holding the rarest
+  identifier outweighs two uncommon words of a sentence around it); ``df`` is the share of the
+  KB's chunks holding the term, counted inside the KB searched and nowhere else (exact, sql/0018:
+  another tenant's documents change no score). Candidates are the KB's chunks holding the rarest
   terms, straight from the ``(kb_id, content_tsv)`` GIN index.
 * ``hybrid``: reciprocal rank fusion of the two lists, 0..2/(k+1), plus 1 for a decisive exact keyword hit
   (:func:`knowledge_service.search.ranking.fuse_hybrid`).
@@ -20,8 +22,10 @@ or a boilerplate paragraph several documents share never show the same text twic
 ranked (the first) is kept.
 
 Vector search is exact (a scan of the KB's vectors) when the KB holds at most
-``exact_max_chunks`` vectors, and uses the HNSW index with pgvector's iterative scan above that;
-the threshold comes from ``bench/retrieval.py`` (see bench/RESULTS.md).
+``exact_max_chunks`` vectors, and uses the HNSW index with pgvector's iterative scan above that
+(over the vectors the ANN job has added to it, merged with an exact scan of those it has not:
+commits insert outside the index, issue 31); the threshold comes from ``bench/retrieval.py``
+(see bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -29,26 +33,26 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TypeAlias
+from typing import TYPE_CHECKING
 
-import asyncpg
 import numpy as np
 
+from knowledge_service.search.modes import SearchMode as Mode
 from knowledge_service.search.ranking import RRF_K, canonicalize, collapse, fuse_hybrid
-from knowledge_service.search.term_stats import TermStats, TermStatsCache, read_term_stats
-from shared.adapters.postgres.pool import connection
+from shared.domain.records import ChunkDetails
+from shared.ports import SearchReads
 
+if TYPE_CHECKING:
+    from shared.settings import KnowledgeSettings
 
-class Mode(StrEnum):
-    VECTOR = "vector"
-    KEYWORD = "keyword"
-    HYBRID = "hybrid"
+__all__ = ["Hit", "Mode", "SearchParams", "search"]
 
 
 @dataclass(frozen=True)
 class SearchParams:
-    """Tuning of one search; the API fills it from settings (``search_*``)."""
+    """Tuning of one search; the API builds it from the settings (``SEARCH_*``, :meth:`from_settings`).
+    The defaults are the settings' defaults, for tests and library callers (a unit test holds
+    them equal)."""
 
     candidate_depth: int = 50  #: items taken from each list before fusing (hybrid)
     rrf_k: int = RRF_K
@@ -56,7 +60,12 @@ class SearchParams:
     ef_search: int = 400  #: HNSW ef_search above the threshold (pgvector: 1..1000)
     keyword_budget: int = 2000  #: candidates are chunks holding the rarest query terms, up to this many (estimated)
     keyword_max_candidates: int = 5000  #: hard cap on the chunks scored per keyword query
-    keyword_count_cap: int = 500  #: a term missing from the statistics is counted up to this many chunks
+
+    @classmethod
+    def from_settings(cls, s: KnowledgeSettings) -> SearchParams:
+        return cls(candidate_depth=s.search_candidate_depth, rrf_k=s.search_rrf_k,
+                   exact_max_chunks=s.search_exact_max_chunks, ef_search=s.search_ef_search,
+                   keyword_budget=s.search_keyword_budget, keyword_max_candidates=s.search_keyword_max_candidates)
 
 
 @dataclass(frozen=True)
@@ -73,146 +82,44 @@ class Hit:
 
 
 Ranked = list[tuple[int, float]]  # (chunk id, score), best first
-
-_EXACT = (
-    "SELECT chunk_id, 1 - d AS score FROM (SELECT chunk_id, embedding <=> $1 AS d FROM document_vector"
-    " WHERE kb_id = $2 OFFSET 0) s ORDER BY d, chunk_id LIMIT $3"
-)
-_HNSW = (
-    "SELECT chunk_id, 1 - d AS score FROM (SELECT chunk_id, embedding <=> $1 AS d FROM document_vector"
-    " WHERE kb_id = $2 ORDER BY embedding <=> $1 LIMIT $3) s ORDER BY d, chunk_id"
-)
-
-# Keyword ranking in one statement. $1 query text (cleaned), $2 kb id, $3 limit, $4 candidate budget (rows of
-# the table the selecting terms may hold, estimated), $5 hard cap on the KB's candidates, $6 count cap of a term
-# missing from the statistics, $7/$8/$9 the term statistics (knowledge_service.search.term_stats: lexemes, their
-# share of rows, rows). A term not listed is rarer than the rarest listed one; without statistics (a new table)
-# every term weighs the same. Candidates come from the (kb_id, content_tsv) GIN index (sql/0015).
-_KEYWORD = r"""
-WITH stats AS (
-    SELECT e.elem, e.freq FROM unnest($7::text[], $8::float8[]) AS e(elem, freq)
-), rare AS (
-    SELECT coalesce(min(freq), 1) AS f FROM stats
-), n AS (
-    SELECT $9::float8 AS rows
-), lexemes AS (
-    SELECT t.lexeme, '''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || '''' AS lit
-      FROM unnest(to_tsvector('rag_simple', rag_search_text($1))) t
-), terms AS MATERIALIZED (  -- once: inlined, each count below ran once per reference of freq
-    -- a term missing from the statistics is counted, up to $6 chunks: its real rarity matters
-    -- (a unique identifier must outweigh a word just under the statistics' cut-off)
-    SELECT x.lexeme, x.lit, coalesce(s.freq, least((SELECT f FROM rare), (
-               SELECT count(*) FROM (SELECT 1 FROM document_chunk c WHERE c.content_tsv @@ x.lit::tsquery LIMIT $6) k
-           ) / (SELECT rows FROM n))) AS freq
-      FROM lexemes x LEFT JOIN stats s ON s.elem = x.lexeme
-), weighted AS (
-    SELECT lit, lit::tsquery AS q, power(ln(1 + 1 / greatest(freq, 1e-7)), 2) AS w, freq,
-           sum(freq) OVER (ORDER BY freq, lit) - freq AS rarer  -- share of rows held by the rarer terms
-      FROM terms
-), sel AS (  -- OR of the rarest term and of the next rarest while all their rows fit in the budget
-    SELECT string_agg(lit, ' | ')::tsquery AS q
-      FROM weighted, n
-     WHERE rarer = 0 OR (rarer + freq) * n.rows <= $4
-), cand AS MATERIALIZED (
-    SELECT c.id, c.content_tsv
-      FROM document_chunk c
-     WHERE c.kb_id = $2 AND c.content_tsv @@ (SELECT q FROM sel)
-     LIMIT $5
-), copied AS MATERIALIZED (  -- the KB's candidates detoasted once each, not at every @@ below
-    SELECT id, content_tsv || ''::tsvector AS tsv FROM cand
-)
-SELECT c.id AS chunk_id,
-       (SELECT sum(t.w) FROM weighted t WHERE c.tsv @@ t.q) / (SELECT nullif(sum(w), 0) FROM weighted WHERE freq > 0)
-       + CASE WHEN c.tsv @@ phraseto_tsquery('rag_simple', rag_search_text($1)) THEN 1 ELSE 0 END AS score
-  FROM copied c
- ORDER BY score DESC, c.id
- LIMIT $3
-"""
-
-_DETAILS = (
-    "SELECT c.id AS chunk_id, d.id AS document_id, d.filename, c.chunk_index, c.content, c.page, c.section"
-    " FROM document_chunk c JOIN document_info d ON d.id = c.document_id WHERE c.id = ANY($1::bigint[])"
-)
-
-
-async def kb_vector_count_at_most(conn: asyncpg.Connection, kb_id: int, n: int) -> bool:
-    """True if the KB holds at most ``n`` vectors (reads at most n + 1 index entries)."""
-    got = await conn.fetchval(
-        "SELECT count(*) FROM (SELECT 1 FROM document_vector WHERE kb_id = $1 LIMIT $2) s", kb_id, n + 1
-    )
-    return int(got) <= n
-
-
-async def vector_ranking(
-    conn: asyncpg.Connection, kb_id: int, embedding: np.ndarray, limit: int, params: SearchParams
-) -> Ranked:
-    """Top ``limit`` chunks of the KB by cosine similarity; ``embedding`` is ``(dim,) float32``.
-
-    Must run inside a transaction (SET LOCAL). Exact below ``params.exact_max_chunks`` vectors;
-    above, HNSW with iterative scan (pgvector 0.8 README, "Iterative Index Scans") at
-    ``params.ef_search``, re-sorted by distance.
-    """
-    if await kb_vector_count_at_most(conn, kb_id, params.exact_max_chunks):
-        rows = await conn.fetch(_EXACT, embedding, kb_id, limit)
-    else:
-        ef = max(1, min(int(params.ef_search), 1000))
-        await conn.execute(f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef}")
-        rows = await conn.fetch(_HNSW, embedding, kb_id, limit)
-    return [(r["chunk_id"], float(r["score"])) for r in rows]
-
-
-async def keyword_ranking(conn: asyncpg.Connection, kb_id: int, text: str, limit: int, params: SearchParams,
-                          stats: TermStats | None = None) -> Ranked:
-    """Top ``limit`` chunks of the KB by full-text match of ``text`` (score: see module doc).
-
-    ``stats``: the term statistics (:mod:`knowledge_service.search.term_stats`), read now if None."""
-    if stats is None:
-        stats = await read_term_stats(conn)
-    rows = await conn.fetch(_KEYWORD, text, kb_id, limit, params.keyword_budget, params.keyword_max_candidates,
-                            params.keyword_count_cap, stats.elems, stats.freqs, stats.rows)
-    return [(r["chunk_id"], float(r["score"])) for r in rows]
-
-
-async def _details(conn: asyncpg.Connection, ids: Sequence[int]) -> dict[int, asyncpg.Record]:
-    return {r["chunk_id"]: r for r in await conn.fetch(_DETAILS, list(ids))}
-
-
-def _hit(r: asyncpg.Record, score: float, sources: dict[str, int]) -> Hit:
-    return Hit(r["chunk_id"], r["document_id"], r["filename"], r["chunk_index"], r["content"], r["page"],
-               r["section"], score, sources)
-
-
-Db: TypeAlias = "asyncpg.Connection | asyncpg.Pool"
-
-
-_CONTENT_KEYS = "SELECT c.id, md5(c.content) AS text_md5 FROM document_chunk c WHERE c.id = ANY($1::bigint[])"
 ContentOf = dict[int, str]  # chunk id → MD5 of the chunk text (hex)
 _REFILL_ROUNDS = 4  # a list short of results after collapsing copies is fetched again, twice as deep
 
 
-async def _content_keys(conn: asyncpg.Connection, ids: Sequence[int]) -> ContentOf:
-    return {r["id"]: r["text_md5"] for r in await conn.fetch(_CONTENT_KEYS, list(ids))}
+def _hit(d: ChunkDetails, score: float, sources: dict[str, int]) -> Hit:
+    return Hit(d.chunk_id, d.document_id, d.filename, d.chunk_index, d.content, d.page, d.section, score, sources)
 
 
-async def _one_list(db: Db, name: str, kb_id: int, text: str, embedding: np.ndarray | None, depth: int,
-                    params: SearchParams, stats: TermStatsCache | None = None) -> tuple[Ranked, ContentOf]:
+async def vector_ranking(reads: SearchReads, kb_id: int, embedding: np.ndarray, limit: int,
+                         params: SearchParams) -> Ranked:
+    """Top ``limit`` chunks of the KB by cosine similarity to ``embedding`` (``(dim,) float32``):
+    exact up to ``params.exact_max_chunks`` vectors, HNSW at ``params.ef_search`` above."""
+    return await reads.vector(kb_id, embedding, limit, exact_max_chunks=params.exact_max_chunks,
+                              ef_search=params.ef_search)
+
+
+async def keyword_ranking(reads: SearchReads, kb_id: int, text: str, limit: int, params: SearchParams) -> Ranked:
+    """Top ``limit`` chunks of the KB by full-text match of ``text`` (score: see the module doc)."""
+    return await reads.keyword(kb_id, text, limit, budget=params.keyword_budget,
+                               max_candidates=params.keyword_max_candidates)
+
+
+async def _ranking(reads: SearchReads, name: str, kb_id: int, text: str, embedding: np.ndarray | None, limit: int,
+                   params: SearchParams) -> Ranked:
+    if name == "vector":
+        assert embedding is not None
+        return await vector_ranking(reads, kb_id, embedding, limit, params)
+    return await keyword_ranking(reads, kb_id, text, limit, params)
+
+
+async def _one_list(reads: SearchReads, name: str, kb_id: int, text: str, embedding: np.ndarray | None, depth: int,
+                    params: SearchParams) -> tuple[Ranked, ContentOf]:
     """The top ``depth`` of list ``name`` with one chunk per chunk text: copies of a document
     (uploaded with ``allow_duplicate``) and repeated paragraphs hold the same text and would fill the list."""
-    if isinstance(db, asyncpg.Pool):
-        async with connection(db) as conn:
-            return await _one_list(conn, name, kb_id, text, embedding, depth, params, stats)
     limit = depth
-    term_stats = await stats.get(db) if stats is not None and name == "keyword" else None
     for round_ in range(_REFILL_ROUNDS):
-        async with db.transaction():
-            # JIT compiles for 10s of ms (these queries are short); a generic plan ignores the KB and the terms
-            await db.execute("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
-            if name == "vector":
-                assert embedding is not None
-                raw = await vector_ranking(db, kb_id, embedding, limit, params)
-            else:
-                raw = await keyword_ranking(db, kb_id, text, limit, params, term_stats)
-        content_of = await _content_keys(db, [cid for cid, _ in raw])
+        raw = await _ranking(reads, name, kb_id, text, embedding, limit, params)
+        content_of = await reads.content_keys([cid for cid, _ in raw])
         kept = collapse(raw, content_of)
         if len(kept) >= depth or len(raw) < limit or round_ == _REFILL_ROUNDS - 1:
             return kept[:depth], content_of
@@ -221,24 +128,23 @@ async def _one_list(db: Db, name: str, kb_id: int, text: str, embedding: np.ndar
 
 
 async def rank(
-    db: Db, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int, params: SearchParams,
-    stats: TermStatsCache | None = None,
+    reads: SearchReads, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int,
+    params: SearchParams,
 ) -> list[tuple[int, float, dict[str, int]]]:
     """``[(chunk id, score, {list: rank})]`` best first, at most ``top_k``, never two chunks with
     the same text.
 
-    Given a pool, hybrid mode runs its two lists at once on two connections; given a connection,
-    one after the other. ``embedding`` is required unless ``mode`` is keyword (ValueError otherwise).
-    ``stats`` caches the keyword ranking's term statistics (read at every query without it).
+    Hybrid mode runs its two lists at once when ``reads.parallel``, else one after the other.
+    ``embedding`` is required unless ``mode`` is keyword (ValueError otherwise).
     """
     names = {Mode.VECTOR: ["vector"], Mode.KEYWORD: ["keyword"], Mode.HYBRID: ["vector", "keyword"]}[mode]
     if embedding is None and "vector" in names:
         raise ValueError("vector and hybrid search need the query embedding")
     depth = max(top_k, params.candidate_depth) if mode is Mode.HYBRID else top_k
-    if isinstance(db, asyncpg.Pool):
-        got = await asyncio.gather(*(_one_list(db, n, kb_id, text, embedding, depth, params, stats) for n in names))
+    if reads.parallel:
+        got = await asyncio.gather(*(_one_list(reads, n, kb_id, text, embedding, depth, params) for n in names))
     else:
-        got = [await _one_list(db, n, kb_id, text, embedding, depth, params, stats) for n in names]
+        got = [await _one_list(reads, n, kb_id, text, embedding, depth, params) for n in names]
     content_of: ContentOf = {}
     for _, keys in got:
         content_of |= keys
@@ -251,19 +157,15 @@ async def rank(
 
 
 async def search(
-    db: Db, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int, params: SearchParams,
-    stats: TermStatsCache | None = None,
+    reads: SearchReads, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int,
+    params: SearchParams,
 ) -> list[Hit]:
-    """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section
-    (``stats``: see :func:`rank`).
+    """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section.
+    Raises what ``reads`` raises (``DatabaseUnavailableError`` from the pooled adapter)."""
+    ranked = await rank(reads, kb_id, mode, text, embedding, top_k, params)
+    details = await reads.details(_ids(ranked))
+    return [_hit(details[cid], score, sources) for cid, score, sources in ranked if cid in details]
 
-    Given a pool, a connection-level failure raises ``DatabaseUnavailableError``
-    (:func:`shared.adapters.postgres.pool.connection`); given a connection, the caller translates."""
-    ranked = await rank(db, kb_id, mode, text, embedding, top_k, params, stats)
-    ids = [cid for cid, _, _ in ranked]
-    if isinstance(db, asyncpg.Pool):
-        async with connection(db) as conn:
-            rows = await _details(conn, ids)
-    else:
-        rows = await _details(db, ids)
-    return [_hit(rows[cid], score, sources) for cid, score, sources in ranked if cid in rows]
+
+def _ids(ranked: Sequence[tuple[int, float, dict[str, int]]]) -> list[int]:
+    return [cid for cid, _, _ in ranked]

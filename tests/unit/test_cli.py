@@ -12,7 +12,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from rag_cli import app
+from rag_cli import app, file_label
 from rag_cli.client import (
     DEFAULT_RETRY_AFTER_S,
     MAX_RETRY_AFTER_S,
@@ -30,7 +30,7 @@ runner = CliRunner()
 COMMANDS = [
     ["create-user"], ["create-token"], ["list-tokens"], ["revoke-token"], ["create-kb"], ["upload"], ["status"],
     ["retry"], ["reindex"], ["requeue-stuck"], ["dlq"], ["dlq", "list"], ["dlq", "replay"], ["worker"], ["api"],
-    ["ops"], *(["ops", job] for job in OPS),
+    ["ops"], *(["ops", job] for job in OPS), ["migrate"], ["build-model"],
 ]
 
 
@@ -228,13 +228,12 @@ def test_upload_run_without_follow_stops_after_uploading(tmp_path: Path) -> None
 
 
 def test_folder_walk_skips_types_the_registry_does_not_accept(tmp_path: Path) -> None:
-    paths = [tmp_path / n for n in ["a.pptx", "b.CSV", "notes", "Dr. Smith", "c.exe", "old.doc", "x.png"]]
+    paths = [tmp_path / n for n in ["a.pptx", "b.CSV", "notes", "Dr. Smith", "c.exe", "old.wpd", "x.png"]]
     send, skipped = split_supported(paths)
     assert [p.name for p in send] == ["a.pptx", "b.CSV", "notes", "Dr. Smith", "x.png"]
     assert [(p.name, why) for p, why in skipped] == [
         ("c.exe", ".exe is not a supported type"),
-        ("old.doc", "Word 97-2003 documents (.doc) are not supported: open it in Word or LibreOffice and save it "
-                    "as .docx")]
+        ("old.wpd", ".wpd is not a supported type")]
 
 
 def test_upload_command_prints_a_table_and_exits_1_on_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -255,3 +254,49 @@ def test_upload_command_prints_a_table_and_exits_1_on_failure(tmp_path: Path, mo
     assert f"skipped {tmp_path / 'tool.exe'}: .exe is not a supported type" in r.output
     assert "tool.exe" not in [t["name"] for t in fake.tasks.values()]
 
+
+
+def test_status_names_an_archive_member_s_origin_and_an_archive_s_members() -> None:
+    assert file_label({"filename": "a/b.txt", "origin": {"document_id": 7, "filename": "pack.zip"}, "members": 0}) == (
+        "a/b.txt (from pack.zip, document 7)")
+    archive = {"filename": "pack.zip", "origin": None, "members": 3}
+    assert file_label(archive) == "pack.zip (archive: 3 member documents)"
+    assert file_label({"filename": "plain.txt"}) == "plain.txt"
+
+
+def test_migrate_refuses_an_edited_migration_with_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.adapters.postgres import migrate
+
+    def edited(target: int | None) -> list[int]:
+        raise migrate.MigrationChangedError("applied migration(s) edited since they were applied: 0003_outbox.sql")
+
+    monkeypatch.setattr(migrate, "run", edited)
+    r = runner.invoke(app, ["migrate"])
+    assert r.exit_code == 1
+    assert "0003_outbox.sql" in r.output
+
+
+def test_migrate_passes_the_target_and_prints_what_it_applied(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.adapters.postgres import migrate
+
+    asked: list[int | None] = []
+    monkeypatch.setattr(migrate, "run", lambda target: asked.append(target) or [4, 5])
+    r = runner.invoke(app, ["migrate", "--target", "5"])
+    assert (r.exit_code, asked) == (0, [5]), r.output
+    assert "migrations applied: [4, 5]" in r.output
+
+
+def test_build_model_hands_its_options_to_the_builder(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.adapters.embedding import onnx_graph
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(onnx_graph, "main", lambda argv: seen.append(argv) or 0)
+    assert runner.invoke(app, ["build-model", "--force"]).exit_code == 0
+    assert seen == [["--force"]]
+
+
+@pytest.mark.parametrize("module", ["shared.adapters.postgres.migrate"])
+def test_the_python_m_alias_is_the_rag_command(module: str) -> None:
+    r = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "--target" in r.stdout and "checksums" in r.stdout

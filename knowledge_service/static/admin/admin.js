@@ -225,7 +225,11 @@ function stageText(d) {
   if (t.status === "WAITING" || t.status === "RETRYING") {
     return t.queue_position ? `${t.status.toLowerCase()} (#${t.queue_position} in queue)` : t.status.toLowerCase();
   }
-  if (t.status === "RUNNING") return (t.stage || "claimed").toLowerCase();
+  if (t.status === "RUNNING") {
+    const stage = (t.stage || "claimed").toLowerCase().replace("_", " ");
+    // a big document embedded in parts by any worker (issue 31): "embedding · 40/79 parts"
+    return t.parts ? `${stage} · ${t.parts.done}/${t.parts.total} parts` : stage;
+  }
   if (t.status === "SUCCESS") return "done";
   return `${t.status.toLowerCase()}${t.stage ? ` in ${t.stage.toLowerCase()}` : ""}`;
 }
@@ -268,7 +272,9 @@ function upsertDoc(d) {
   for (const w of d.warnings || []) warnCell.append(el("div", {}, w));
   row.replaceChildren(
     el("td", {}, d.document_id),
-    el("td", { class: "file" }, d.filename),
+    el("td", { class: "file" }, d.filename,
+      d.origin ? el("div", { class: "origin" }, `from ${d.origin.filename} (#${d.origin.document_id})`) : null,
+      d.members ? el("div", { class: "members" }, `archive: ${d.members} member documents`) : null),
     el("td", { class: "status" }, el("span", { class: `badge ${d.status}` }, d.status)),
     el("td", { class: "stage" }, d.pending ? (d.status === "INDEXED" ? "served" : "") : stageText(d)),
     progressCell(p),
@@ -481,10 +487,23 @@ async function droppedFiles(dataTransfer) {
 
 // ------------------------------------------------------------------ search
 
+// The search modes and the default one, from the API's own schema (SearchMode; stated once, in
+// knowledge_service/search/modes.py). Without them the select stays empty and the server's
+// default mode is used.
+async function loadModes() {
+  const r = await fetch("/openapi.json");
+  if (!r.ok) return;
+  const schemas = (await r.json()).components.schemas;
+  const modes = (schemas.SearchMode && schemas.SearchMode.enum) || [];
+  const fallback = schemas.SearchRequest.properties.mode.default;
+  $("#search-mode").replaceChildren(...modes.map((m) => el("option", m === fallback ? { selected: "" } : {}, m)));
+}
+
 async function search(query, mode) {
   $("#search-error").textContent = "";
   try {
-    const r = await api(`/knowledge-bases/${state.kb}/search`, { method: "POST", json: { query, mode, top_k: 10 } });
+    const json = mode ? { query, mode, top_k: 10 } : { query, top_k: 10 };
+    const r = await api(`/knowledge-bases/${state.kb}/search`, { method: "POST", json });
     $("#results").replaceChildren(...r.results.map((h) => el("li", { class: "hit" },
       el("div", { class: "meta" }, el("span", { class: "score" }, h.score.toFixed(4)),
         ` · ${h.filename} #${h.chunk_index} · `, provenance(h),
@@ -541,5 +560,6 @@ document.addEventListener("DOMContentLoaded", () => {
     e.preventDefault();
     search($("#search-q").value, $("#search-mode").value);
   });
+  loadModes().catch(() => {}); // the server's default mode then
   if (state.token) signIn(state.token).catch(() => signOut());
 });

@@ -7,13 +7,14 @@ their own transaction. Lock order is always ``document_info`` row, then ``index_
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import asyncpg
 
 from shared.adapters.postgres.repo.objects import queue_object_removal
 from shared.adapters.postgres.repo.sql import CLEAR_PENDING, Rollback
 from shared.domain.cache_policy import text_key
-from shared.domain.records import ChunkCommit
+from shared.domain.records import ChunkCommit, Claim
 from shared.faults import fault_point
 
 
@@ -48,7 +49,7 @@ async def commit_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> bool:
             doc = await _fence(conn, commit)
             await _replace_chunks(conn, commit)
             await fault_point("in_commit")
-            await _promote(conn, commit)
+            await promote(conn, commit.document_id, len(commit.chunks), commit.claim.generation, commit.warnings)
             if doc["pending_object_key"] is not None:  # the swap released the served object
                 await queue_object_removal(conn, doc["object_key"])
     except Rollback:
@@ -57,13 +58,17 @@ async def commit_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> bool:
 
 
 async def _fence(conn: asyncpg.Connection, commit: ChunkCommit) -> asyncpg.Record:
+    return await fence_claim(conn, commit.claim, commit.document_id)
+
+
+async def fence_claim(conn: asyncpg.Connection, claim: Claim, document_id: int) -> asyncpg.Record:
     """Lock the document row, re-check the generation and the claim, and mark the task SUCCESS;
-    raises :class:`Rollback` if either moved. The document's ``(object_key, pending_object_key)``."""
-    claim = commit.claim
+    raises :class:`Rollback` if either moved. The document's ``(object_key, pending_object_key)``.
+    Shared by ``commit_chunks`` and the archive's expansion (``repo.archives``)."""
     doc = await conn.fetchrow(
         "SELECT index_generation, object_key, pending_object_key FROM document_info"
         " WHERE id = $1 FOR UPDATE",
-        commit.document_id,
+        document_id,
     )
     if doc is None or doc["index_generation"] != claim.generation:
         raise Rollback
@@ -106,8 +111,13 @@ async def _replace_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> None
     )
 
 
-async def _promote(conn: asyncpg.Connection, commit: ChunkCommit) -> None:
-    """Document INDEXED with the run's warnings; a pending version becomes the served one."""
+async def promote(
+    conn: asyncpg.Connection, document_id: int, chunk_count: int, generation: int, warnings: Sequence[str]
+) -> None:
+    """Inside the commit's transaction (document row locked, generation checked): document
+    INDEXED with ``chunk_count`` chunks and the run's ``warnings``; a pending version becomes the
+    served one (the caller queues the object it replaces). Shared by ``commit_chunks`` and the
+    swap of a split (``repo.parts``)."""
     await conn.execute(
         "UPDATE document_info SET status = 'INDEXED', chunk_count = $2, error_message = NULL,"
         " warnings = $4::jsonb, update_time = now(),"
@@ -119,5 +129,5 @@ async def _promote(conn: asyncpg.Connection, commit: ChunkCommit) -> None:
         " dedup_slot = dedup_slot AND pending_sha256 IS NULL,"
         f" object_key = COALESCE(pending_object_key, object_key), {CLEAR_PENDING}"
         " WHERE id = $1 AND index_generation = $3",
-        commit.document_id, len(commit.chunks), commit.claim.generation, json.dumps(list(commit.warnings)),
+        document_id, chunk_count, generation, json.dumps(list(warnings)),
     )
