@@ -204,14 +204,17 @@ class CacheNamespace:
     dim: int
 
     @classmethod
-    def of(cls, model: str, dim: int, revision: str | None = None) -> CacheNamespace:
-        """The namespace of an embedder: ``revision`` if configured, else ``dim<dim>``. Raises
-        ValueError for an empty ``model`` or a ``dim`` below 1."""
+    def of(cls, model: str, dim: int, revision: str | None = None, variant: str = "") -> CacheNamespace:
+        """The namespace of an embedder: ``revision`` if configured, else ``dim<dim>``; a graph
+        ``variant`` (the local model's ``int8-dynamic`` graph; "" for fp32, whose vectors equal
+        torch's) is appended, ``dim384-int8-dynamic``, so vectors of one graph are never served to
+        another. Raises ValueError for an empty ``model`` or a ``dim`` below 1."""
         if not model:
             raise ValueError("model name must not be empty")
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
-        return cls(model, revision or f"dim{dim}", dim)
+        base = revision or f"dim{dim}"
+        return cls(model, f"{base}-{variant}" if variant else base, dim)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -60,11 +60,12 @@ def run_deps(*, config: HandlerConfig, db: WorkerStore, objects: ObjectReader, r
     """The units' dependencies over the composition root's adapters: the store, the object
     reader and the embedder retrying transient failures, one model turn, one embedding cache
     (its namespace: the provider is part of the name, since an endpoint serving
-    "all-MiniLM-L6-v2" is not our local copy), and the part publisher (not yet attached)."""
+    "all-MiniLM-L6-v2" is not our local copy; the local model's graph variant too, so int8
+    vectors are never served to an fp32 embedder), and the part publisher (not yet attached)."""
     retry = Retry(config.retry_attempts, config.retry_initial_s, config.retry_max_s)
     store = RetryingWorkerStore(db, retry)
     ns = CacheNamespace.of(f"{config.embedding_provider}/{embedder.model_name}", embedder.dim,
-                           config.embedding_model_revision or None)
+                           config.embedding_model_revision or None, str(getattr(embedder, "variant", "")))
     cache = EmbeddingCache(store, ns, enabled=config.cache_enabled, touch_interval_s=config.cache_touch_interval_s)
     publisher = PartPublisher(store)
     deps = RunDeps(config=config, store=store, objects=RetryingObjectReader(objects, retry), released=released,

@@ -37,11 +37,11 @@ def test_namespace_defaults_the_revision_to_the_dimension() -> None:
 def test_a_graph_variant_has_a_namespace_of_its_own_and_fp32_keeps_the_old_one() -> None:
     """int8 vectors are never served to an fp32 embedder nor the other way (issue 30); fp32 (either runtime:
     the same vectors) keeps the namespace existing caches were written under."""
-    fp32 = namespace("sentence-transformers/all-MiniLM-L6-v2", 384)
-    int8 = namespace("sentence-transformers/all-MiniLM-L6-v2", 384, variant="int8-dynamic")
+    fp32 = CacheNamespace.of("sentence-transformers/all-MiniLM-L6-v2", 384)
+    int8 = CacheNamespace.of("sentence-transformers/all-MiniLM-L6-v2", 384, variant="int8-dynamic")
     assert int8.revision == "dim384-int8-dynamic" and int8 != fp32
-    assert namespace("m", 384, "2024-05", "int8-dynamic").revision == "2024-05-int8-dynamic"
-    assert namespace("sentence-transformers/all-MiniLM-L6-v2", 384, variant="") == fp32
+    assert CacheNamespace.of("m", 384, "2024-05", "int8-dynamic").revision == "2024-05-int8-dynamic"
+    assert CacheNamespace.of("sentence-transformers/all-MiniLM-L6-v2", 384, variant="") == fp32
 
 
 def test_everything_cached_sends_nothing_to_the_model() -> None:

@@ -24,8 +24,8 @@ class EmbedderConfig:
     base_url: str
     api_key: str | None = field(repr=False)
     timeout_s: float
-    spinning: bool = False
-    precision: str = "fp32"
+    spinning: bool
+    precision: str
 
     @classmethod
     def from_settings(cls, s: CommonSettings, *, threads: int | None = None) -> EmbedderConfig:
