@@ -63,7 +63,7 @@ class ParseLimits:
     mail_max_header_chars: int = 100_000
     # OCR (issue 22; ocr.py, readers/image.py, pdf.py): settings OCR_LANGUAGES, OCR_TESSDATA_DIR, OCR_DPI,
     # OCR_MAX_PAGES, IMAGE_MAX_PIXELS. 100 pages at ≈0.5-1 s each fit PARSE_CPU_LIMIT_S (bench/ocr.py).
-    ocr_languages: str = "eng+deu+chi_sim"
+    ocr_languages: str = "eng+deu+chi_sim+kor+jpn"
     ocr_tessdata_dir: str = "/usr/share/tesseract-ocr/5/tessdata"
     ocr_dpi: int = 200
     ocr_max_pages: int = 100

@@ -85,6 +85,31 @@ def _scans() -> dict[str, tuple[str, bytes, tuple[str, ...], tuple[str, ...]]]:
         "scanned pdf": ("scan.pdf", ocrgen.scanned_pdf([page, quillmoor]), ("Rookhaven", "Quillmoor"), ()),
         "half-scanned pdf": ("half.pdf", ocrgen.scanned_pdf([text_page("The Gantrell ferry sails at noon"), quillmoor]),
                              ("Gantrell", "Quillmoor"), ()),
+        **_scans_issue_29(),
+    }
+
+
+def _scans_issue_29() -> dict[str, tuple[str, bytes, tuple[str, ...], tuple[str, ...]]]:
+    """Scanned tables with coloured cells, a ~100 dpi phone photo, Korean and Japanese pages, and
+    pictures of text as the only content of a PDF page (8 % of it), a slide and a sheet."""
+    import io
+
+    from tests.support import ocrgen
+
+    photo = io.BytesIO()
+    ocrgen.photo_page(100).save(photo, "JPEG", quality=90)
+    notice = ocrgen.text_picture(("The Tamberlyn depot closes at six.", "Ask for Mr Ostrowick at the gate."))
+    return {
+        "scanned table png": ("table.png", ocrgen.png_bytes(ocrgen.degrade_colour(ocrgen.table_page(200))),
+                              ("Brantwick", "Kasprzak"), ()),
+        "photo jpg": ("photo.jpg", photo.getvalue(), ("Rookhaven", "Ostrava"), ()),
+        "korean png": ("notice-ko.png", ocrgen.png_bytes(ocrgen.degrade(ocrgen.language_page("kor", 200))),
+                       ("도서관", "열람실"), ()),
+        "japanese png": ("notice-ja.png", ocrgen.png_bytes(ocrgen.degrade(ocrgen.language_page("jpn", 200))),
+                         ("図書館", "閲覧室"), ()),
+        "picture on 8 % of a pdf page": ("notice.pdf", ocrgen.pdf_with_picture(notice), ("Tamberlyn", "Ostrowick"), ()),
+        "picture-only slide pptx": ("notice.pptx", ocrgen.pptx_with_picture(notice), ("Tamberlyn", "Ostrowick"), ()),
+        "picture on a sheet xlsx": ("notice.xlsx", ocrgen.xlsx_with_picture(notice), ("Tamberlyn", "Ostrowick"), ()),
     }
 
 

@@ -119,7 +119,7 @@ def test_registry_holds_the_kinds_of_issue_22() -> None:
 
 
 #: Modules of ``readers/`` that are helpers of readers, not readers of a format.
-READER_HELPERS = {"__init__", "_xmlzip", "ooxml", "odf", "slides", "pictures", "mail", "tables"}
+READER_HELPERS = {"__init__", "_xmlzip", "ooxml", "odf", "slides", "pictures", "mail", "tables", "xlsx_pictures"}
 
 
 def test_every_reader_module_on_disk_is_named_by_the_registry() -> None:

@@ -31,8 +31,11 @@ What is read (ECMA-376 Part 1, §19 PresentationML, §20 DrawingML), slide by sl
 - the text of non-placeholder shapes on the layouts and masters the slides use (a logo caption, a
   "Confidential" banner): once each, after the last slide, without page or section (as DOCX
   headers and footers). Placeholder prompt text of layouts ("Click to add title") is not text;
-- counted in warnings, not read: pictures (their alt text is read; ``read_with_images`` lists
-  them for OCR: part name, bytes, pixel size), chart data, embedded OLE objects, comments.
+- pictures big enough to hold text (``ocr.MIN_EMBEDDED_SIZE``; a scanned page, a screenshot) are
+  OCRed (``ocr.EmbeddedOcr``) and their paragraphs take the picture's place in the slide's reading
+  order, before its alt text; a slide whose only content is a picture of text is read;
+- counted in warnings, not read: smaller pictures (their alt text is read; ``read_with_images``
+  lists them: part name, bytes, pixel size), chart data, embedded OLE objects, comments.
 
 Errors: ``CorruptDocumentError`` (not a ZIP, no presentation part, unreadable entry, malformed
 XML), ``UnsupportedTypeError`` (Strict Open XML), ``ParseLimitError`` (the ZIP-bomb pre-check
@@ -49,6 +52,7 @@ from dataclasses import dataclass, field
 from lxml import etree
 
 from shared.domain.errors import CorruptDocumentError, UnsupportedTypeError
+from task_service.pipeline import ocr
 from task_service.pipeline.document import Block, ParsedDocument, count_warnings
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.readers.ooxml import MC, Package, R, choose, drawing_text
@@ -88,7 +92,7 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
 
 
 def read_with_images(data: bytes, limits: ParseLimits) -> tuple[ParsedDocument, tuple[SkippedImage, ...]]:
-    """``read``, plus the pictures counted in the "images not read" warning (for an OCR stage)."""
+    """``read``, plus the pictures counted in the "images not read" warning (too small for OCR)."""
     package = Package.open(data, limits, "PPTX", ".ppt")
     main = package.related("", "officeDocument") or "ppt/presentation.xml"
     presentation = package.xml(main)
@@ -103,7 +107,7 @@ def read_with_images(data: bytes, limits: ParseLimits) -> tuple[ParsedDocument, 
         )
     if presentation.tag != _P + "presentation":
         raise CorruptDocumentError(f"PPTX main part {main!r} is not a PresentationML presentation")
-    deck = _Deck(package)
+    deck = _Deck(package, ocr.EmbeddedOcr(limits))
     for number, rid in enumerate(_slide_ids(presentation), 1):
         deck.slide(number, package.target(main, rid))
     deck.furniture()
@@ -129,8 +133,9 @@ class _Placeholders:
 class _Deck:
     """Walks slides into ``blocks``; ``counts`` of what was not read, ``images`` for OCR."""
 
-    def __init__(self, package: Package) -> None:
+    def __init__(self, package: Package, pictures: ocr.EmbeddedOcr) -> None:
         self.package = package
+        self.pictures = pictures
         self.blocks: list[Block] = []
         self.counts: Counter[str] = Counter()
         self.images: list[SkippedImage] = []
@@ -244,15 +249,19 @@ class _Deck:
         return kind, None
 
     def _picture(self, pic: etree._Element) -> _Item:
-        for blip in pic.iterfind(f"{_P}blipFill/{_A}blip"):
-            self._image(blip)
-        return _Item(_offset(pic.find(f"{_P}spPr/{_A}xfrm")) or (0, 0), _alt_text(pic))
+        texts = [text for blip in pic.iterfind(f"{_P}blipFill/{_A}blip") for text in self._image(blip)]
+        return _Item(_offset(pic.find(f"{_P}spPr/{_A}xfrm")) or (0, 0), texts + _alt_text(pic))
 
-    def _image(self, blip: etree._Element) -> None:
-        self.counts["image"] += 1
+    def _image(self, blip: etree._Element) -> tuple[str, ...]:
+        """The picture's OCR paragraphs when it is big enough for text (or of unknown size), else it
+        is counted and listed as not read."""
         image = skipped_image(self.package, self.package.target(self.part, blip.get(R + "embed", "")), self.page)
+        if image is not None and (image.pixels is None or ocr.big_enough(*image.pixels)):
+            return self.pictures.read(self.package.read(image.part) or b"")
+        self.counts["image"] += 1
         if image is not None:
             self.images.append(image)
+        return ()
 
     def _group(self, group: etree._Element) -> _Item:
         items = self._items(group)
@@ -297,7 +306,7 @@ class _Deck:
         return texts
 
     def warnings(self) -> tuple[str, ...]:
-        return count_warnings(self.counts, _WARNINGS)
+        return count_warnings(self.counts, _WARNINGS) + tuple(self.pictures.warnings())
 
 
 _WARNINGS = SLIDE_WARNINGS | {"missing": ("slide missing from the package", "slides missing from the package")}

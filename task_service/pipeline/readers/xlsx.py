@@ -13,7 +13,9 @@ format to tell a date from a number), date-times "2026-03-14 10:30:00", duration
 booleans TRUE/FALSE as Excel shows them. Not rendered: other number formats (a percentage comes out
 as its value, 0.25 for 25 %; currency symbols and thousands separators are lost) — calamine does not
 expose the format string. A merged cell's value comes once (calamine leaves the covered cells
-empty). Rows become blocks through ``tables.table_blocks``.
+empty). Rows become blocks through ``tables.table_blocks``. Pictures placed on a sheet
+(``xlsx_pictures``) that are big enough to hold text are OCRed (``ocr.EmbeddedOcr``, as DOCX
+images): their paragraphs follow the sheet's rows, ``section`` = the sheet name.
 
 Bounds: ``check_zip_limits`` (ZIP bomb) first; then, because calamine allocates the used range of a
 sheet densely (one cell at A1 and one at XFD1048576 is 17 billion cells: measured, the process
@@ -35,10 +37,13 @@ from typing import Any
 
 from shared.domain.errors import CorruptDocumentError, ParseLimitError
 from shared.domain.ole import OLE_MAGIC
+from task_service.pipeline import ocr
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits, check_zip_limits
 from task_service.pipeline.readers._xmlzip import ZIP_ERRORS
+from task_service.pipeline.readers.ooxml import Package
 from task_service.pipeline.readers.tables import Budget, Cell, Row, letter_name, table_blocks
+from task_service.pipeline.readers.xlsx_pictures import sheet_pictures
 
 # A cell with content: ``<c r="B7" ...>`` (self-closing ``<c .../>`` cells are styled but empty).
 _CELL_REF = re.compile(rb'<(?:\w+:)?c\s[^>]*?\br="([A-Z]{1,3})([0-9]{1,7})"[^>]*(?<!/)>')
@@ -60,6 +65,8 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
     import python_calamine
 
     budget = Budget(limits, "XLSX")
+    package = Package.load(data, "XLSX", ".xls")
+    pictures, reader = sheet_pictures(package), ocr.EmbeddedOcr(limits)
     blocks: list[Block] = []
     try:
         workbook = python_calamine.CalamineWorkbook.from_filelike(io.BytesIO(data))
@@ -68,9 +75,11 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
                 continue
             sheet = workbook.get_sheet_by_name(meta.name)
             blocks.extend(table_blocks(_sheet_rows(sheet, budget), meta.name, letter_name))
+            for part in pictures.get(meta.name, ()):
+                blocks.extend(Block(text, meta.name) for text in reader.read(package.read(part) or b""))
     except python_calamine.CalamineError as exc:
         raise CorruptDocumentError(f"XLSX cannot be read: {exc}") from exc
-    return ParsedDocument(tuple(blocks))
+    return ParsedDocument(tuple(blocks), tuple(reader.warnings()))
 
 
 def _sheet_rows(sheet: Any, budget: Budget) -> Iterator[Row]:
