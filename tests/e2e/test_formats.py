@@ -110,7 +110,14 @@ def _scans_issue_29() -> dict[str, tuple[str, bytes, tuple[str, ...], tuple[str,
         "picture on 8 % of a pdf page": ("notice.pdf", ocrgen.pdf_with_picture(notice), ("Tamberlyn", "Ostrowick"), ()),
         "picture-only slide pptx": ("notice.pptx", ocrgen.pptx_with_picture(notice), ("Tamberlyn", "Ostrowick"), ()),
         "picture on a sheet xlsx": ("notice.xlsx", ocrgen.xlsx_with_picture(notice), ("Tamberlyn", "Ostrowick"), ()),
+        "text with stray nul bytes txt": ("build.log.txt", _stray_nuls(), ("Varnholt", "Quenbury"), ()),
     }
+
+
+def _stray_nuls() -> bytes:
+    """A log with a NUL per line and a zeroed 4 KiB block (a crash): text, its NULs removed (issue 29)."""
+    lines = b"".join(b"Release %03d of the Varnholt build passed its checks.\x00\n" % i for i in range(60))
+    return lines + b"\x00" * 4096 + b"The Quenbury mirror took over after the crash.\n"
 
 
 def _uploads() -> dict[str, tuple[str, bytes, tuple[str, ...], tuple[str, ...]]]:

@@ -213,6 +213,8 @@ def test_judge_recognizes_bom_less_utf16_html() -> None:
     "人人生而自由\x00，在尊严和权利上一律平等。".encode("gbk"),
     b"abc\x00def",
     (b"a line of a log file\n" * 400)[:8000] + b"\x00" * 16,
+    b"header line\n" * 10 + b"\x00" * 200,  # a log cut short, padded with zeros (issue 29)
+    b"".join(b"line %d of an export\x00\n" % i for i in range(300)),  # a NUL per line
 ])
 def test_judge_accepts_text_with_stray_nul_bytes(data: bytes) -> None:
     verdict = sniff.judge("txt", data)
@@ -235,7 +237,7 @@ def _png() -> bytes:
     ("random", random.Random(5).randbytes(sniff.HEAD_BYTES)),
     ("random-few-nuls", random.Random(6).randbytes(sniff.HEAD_BYTES).replace(b"\x00", b"")[:-8] + b"\x00" * 3),
     ("int16-array", b"".join(i.to_bytes(2, "little") for i in range(4000))),
-    ("text-then-nul-run", b"header line\n" * 10 + b"\x00" * 200),
+    ("text-then-mostly-nuls", b"header line\n" * 10 + b"\x00" * 2000),
     ("zip", DOCX),
     ("pdf", PDF),
 ])
@@ -391,16 +393,17 @@ async def test_fake_pdf_is_refused_without_touching_storage() -> None:
 
 async def test_binary_after_the_head_refuses_text_and_removes_the_object() -> None:
     store = MemoryStore()
-    data = b"a" * (sniff.HEAD_BYTES * 3) + b"\x00\x01\x02\x00" * 100 + b"b" * 100
-    with pytest.raises(UnsupportedUploadError, match=r"binary \(\d+ NUL bytes in its first \d+ bytes\)"):
+    data = b"a" * (sniff.HEAD_BYTES * 3) + bytes(range(256)) * 200 + b"b" * 100  # then mostly binary
+    with pytest.raises(UnsupportedUploadError, match=r"binary \(\d+ NUL bytes and \d+ other control bytes in its "
+                                                     r"first \d+ bytes\)"):
         await _receive(store, _multipart([("file", "late-binary.txt", data)]), chunk=4096)
     assert store.objects == {}
 
 
-async def test_nuls_in_a_long_first_chunk_past_the_judged_head_are_counted() -> None:
+async def test_binary_in_a_long_first_chunk_past_the_judged_head_is_counted() -> None:
     store = MemoryStore()
-    data = b"a" * (sniff.HEAD_BYTES + 800) + b"\x00" * 100  # one 64 KiB chunk, the whole file
-    with pytest.raises(UnsupportedUploadError, match=r"binary \(100 NUL bytes"):
+    data = b"a" * (sniff.HEAD_BYTES + 800) + b"\x00\x01" * 100  # one 64 KiB chunk, the whole file
+    with pytest.raises(UnsupportedUploadError, match=r"binary \(100 NUL bytes and 100 other control bytes"):
         await _receive(store, _multipart([("file", "tail-binary.txt", data)]), chunk=65536)
     assert store.objects == {} and (store.puts, store.streams) == (0, 0)
 
@@ -409,6 +412,13 @@ async def test_a_stray_nul_after_the_head_is_accepted() -> None:
     store = MemoryStore()
     data = b"a" * (sniff.HEAD_BYTES * 3) + b"\x00" + b"b" * 100
     got = await _receive(store, _multipart([("file", "late-nul.txt", data)]), chunk=4096)
+    assert store.objects[got.object_key] == data and got.content_type == "text/plain"
+
+
+async def test_a_text_with_a_run_of_nul_padding_after_the_head_is_accepted() -> None:
+    store = MemoryStore()
+    data = b"a log line\n" * 2000 + b"\x00" * 4096 + b"the log goes on\n"  # a crash left a zeroed block
+    got = await _receive(store, _multipart([("file", "app.txt", data)]), chunk=4096)
     assert store.objects[got.object_key] == data and got.content_type == "text/plain"
 
 
