@@ -103,6 +103,7 @@ bench: migrate netns-tools
 	$(BIN)/python -m bench.cluster
 	$(BIN)/python -m bench.peer
 	$(BIN)/python -m bench.search_layers
+	$(BIN)/python -m bench.edge
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -38,7 +38,6 @@ DOCS = 150
 
 async def run(rounds: int) -> str:
     from knowledge_service.search import retrieval
-    from knowledge_service.search.term_stats import TermStatsCache
     from shared.adapters.embedding.configured import embedder_from_settings
     from shared.adapters.postgres.pool import PoolConfig, create_pool
     from shared.settings import KnowledgeSettings
@@ -52,7 +51,6 @@ async def run(rounds: int) -> str:
         settings = KnowledgeSettings()
         pool = await create_pool(PoolConfig.from_settings(settings), app_name="bench-layers")
         embedder = embedder_from_settings(settings, threads=settings.search_embed_threads)
-        stats = TermStatsCache(settings.search_term_stats_ttl_s)
         params = retrieval.SearchParams()
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
             kb = await stack.create_kb(http, "layers")
@@ -70,9 +68,8 @@ async def run(rounds: int) -> str:
 
             async def statement() -> object:
                 async with pool.acquire() as conn:
-                    term_stats = await stats.get(conn)
                     t0 = time.perf_counter()
-                    await retrieval.keyword_ranking(conn, kb, question, 5, params, term_stats)
+                    await retrieval.keyword_ranking(conn, kb, question, 5, params)
                     return time.perf_counter() - t0  # the statement's own time, not the pool's
 
             layers: dict[str, Callable[[], Awaitable[object]]] = {
@@ -82,9 +79,9 @@ async def run(rounds: int) -> str:
                 "HTTP `POST .../search`, keyword (the whole request)": post("keyword"),
                 "HTTP `POST .../search`, vector (the whole request)": post("vector"),
                 "HTTP `POST .../search`, hybrid (the whole request)": post("hybrid"),
-                "in-process `retrieval.search(pool, keyword)`, cached statistics": lambda: retrieval.search(
-                    pool, kb, retrieval.Mode.KEYWORD, question, None, 5, params, stats),
-                "the keyword statement alone, cached statistics": statement,
+                "in-process `retrieval.search(pool, keyword)` (the KB's own statistics)": lambda: retrieval.search(
+                    pool, kb, retrieval.Mode.KEYWORD, question, None, 5, params),
+                "the keyword statement alone": statement,
                 "in-process query embedding (the API's embedder)": lambda: embedder.embed([question]),
             }
             times: dict[str, list[float]] = {name: [] for name in layers}

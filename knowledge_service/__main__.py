@@ -13,6 +13,7 @@ import typer
 import uvicorn
 
 from knowledge_service.app import create_app
+from knowledge_service.edge import server_config
 from shared.adapters.embedding.models import minilm_model_dir
 from shared.adapters.embedding.onnx_graph import fused_graph
 from shared.domain.errors import DependencyMissingError
@@ -36,8 +37,7 @@ def serve() -> None:
     except DependencyMissingError as exc:
         print(f"knowledge_service: refusing to start: {exc}", file=sys.stderr)
         sys.exit(2)
-    uvicorn.run(create_app(settings), host=settings.ks_host, port=settings.ks_port, log_config=None,
-                timeout_graceful_shutdown=10)
+    uvicorn.Server(server_config(create_app(settings), settings)).run()
 
 
 def api(

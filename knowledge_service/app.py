@@ -17,7 +17,6 @@ from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
 from knowledge_service.metrics import router as metrics_router
 from knowledge_service.routes import health, router
-from knowledge_service.search.term_stats import TermStatsCache
 from knowledge_service.security_headers import SecurityHeadersMiddleware
 from shared import usecases
 from shared.adapters import rabbitmq
@@ -67,8 +66,7 @@ async def _open(settings: KnowledgeSettings, metrics: ApiMetrics) -> Resources:
         set_torch_threads(settings.search_embed_threads)  # a query's encode() beside a busy worker
     publisher = await _open_publisher(settings, metrics)
     return Resources(settings, pool, store, redis, embedder, publisher,
-                     usecase_deps(settings, pool, store, publisher), PgReads(pool), metrics,
-                     TermStatsCache(settings.search_term_stats_ttl_s))
+                     usecase_deps(settings, pool, store, publisher), PgReads(pool), metrics)
 
 
 async def _close(res: Resources) -> None:

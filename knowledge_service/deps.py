@@ -12,7 +12,6 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from knowledge_service.metrics import ApiMetrics
-from knowledge_service.search.term_stats import TermStatsCache
 from shared import usecases
 from shared.adapters.embedding import Embedder
 from shared.adapters.postgres.reads import PgReads
@@ -36,8 +35,6 @@ class Resources:
     #: the read side of the routes (ownership checks, documents, tasks, chunks, tokens)
     reads: PgReads
     metrics: ApiMetrics = field(default_factory=ApiMetrics.unregistered)
-    #: the keyword ranking's term statistics, cached (knowledge_service.search.term_stats)
-    term_stats: TermStatsCache = field(default_factory=TermStatsCache)
 
 
 def get_resources(request: Request) -> Resources:

@@ -330,7 +330,7 @@ async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: User
         ef_search=s.search_ef_search, keyword_budget=s.search_keyword_budget,
         keyword_max_candidates=s.search_keyword_max_candidates,
     )
-    hits = await retrieval.search(res.pool, kb_id, mode, body.query, vector, body.top_k, params, res.term_stats)
+    hits = await retrieval.search(res.pool, kb_id, mode, body.query, vector, body.top_k, params)
     return schemas.SearchResponse(mode=body.mode, results=[
         schemas.SearchHit(document_id=h.document_id, filename=h.filename, chunk_index=h.chunk_index,
                           content=h.content, page=h.page, section=h.section, score=h.score, sources=h.sources)

@@ -123,6 +123,32 @@ class KnowledgeSettings(CommonSettings):
 
     ks_host: str = "127.0.0.1"
     ks_port: int = 8000
+    # --- the edge (issue 28, item 2; knowledge_service/edge.py): limits decided as the bytes arrive
+    ks_max_url_bytes: int = Field(8 * 1024, ge=256, description="longest request target (URL), bytes; past it a 414")
+    ks_max_header_bytes: int = Field(
+        32 * 1024, ge=1024, description="request header fields in all (the head after the request line), bytes;"
+        " past it a 431 at once"
+    )
+    ks_header_timeout_s: float = Field(
+        10.0, gt=0, description="a request head must arrive within this many seconds (from the connection, or"
+        " from a later request's first byte); past it a 408"
+    )
+    ks_linger_s: float = Field(
+        1.0, gt=0, le=30, description="after a 408/414/431 the socket stays open (never read) this long so the"
+        " client reads the answer, then is reset, seconds"
+    )
+    ks_max_bodies_per_client: int = Field(
+        16, ge=1, description="requests with a body in progress at once per client address (per API process);"
+        " past it a 429"
+    )
+    ks_max_bodies: int = Field(
+        128, ge=1, description="requests with a body in progress at once in all (per API process); past it a 503"
+    )
+    ks_busy_retry_after_s: int = Field(2, ge=1, description="Retry-After of the edge's 429/503, seconds")
+    ks_forwarded_allow_ips: str = Field(
+        "", description="proxies trusted to name the client in X-Forwarded-For (comma-separated addresses or"
+        " networks, * any); empty: the peer address is the client (no proxy headers read)"
+    )
     max_upload_bytes: int = Field(100 * 1024 * 1024, description="bytes")
     upload_part_size: int = Field(8 * 1024 * 1024, description="S3 multipart part, bytes")
     search_max_top_k: int = Field(50, ge=1, le=1000, description="largest top_k a search may ask for")
@@ -140,9 +166,6 @@ class KnowledgeSettings(CommonSettings):
     search_embed_threads: int = Field(
         1, ge=1, le=64, description="threads of the API's query embedding (the local model embeds one short query at"
         " a time; more threads only fight a worker embedding on the same cores)"
-    )
-    search_term_stats_ttl_s: float = Field(
-        60.0, ge=0, description="keyword: seconds the term statistics (pg_stats of content_tsv) are cached"
     )
     events_poll_interval_s: float = Field(
         0.5, gt=0, le=10, description="Server-Sent Events (/events routes): database poll period, seconds"
@@ -214,6 +237,9 @@ class WorkerSettings(CommonSettings):
         1_000_000, ge=0, description="embedding cache bound, rows (≈1.6 kB each at 384-d); 0 disables the cache"
     )
     embedding_cache_evict_interval_s: float = Field(300.0, gt=0, description="LRU eviction pass period, seconds")
+    term_stats_fold_interval_s: float = Field(
+        10.0, gt=0, description="keyword statistics per KB: seconds between folds of the pending deltas (sql/0018)"
+    )
     embedding_cache_touch_interval_s: float = Field(
         3600.0, ge=0, description="a cache hit rewrites the entry's last_used at most this often, seconds"
     )

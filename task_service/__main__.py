@@ -45,11 +45,12 @@ from shared.settings import WorkerSettings
 from task_service import APP_ID
 from task_service.consumer import Consumer, ConsumerConfig
 from task_service.handler import HandlerConfig, IndexHandler
-from task_service.jobs import cache_evictor, every, metrics_sampler, relay, scanner, sweep
+from task_service.jobs import cache_evictor, every, metrics_sampler, relay, scanner, sweep, term_stats
 from task_service.jobs.cache_evictor import EvictConfig
 from task_service.jobs.relay import RelayConfig
 from task_service.jobs.scanner import ScanConfig
 from task_service.jobs.sweep import SweepConfig
+from task_service.jobs.term_stats import FoldConfig
 from task_service.metrics import WorkerMetrics, serve
 from task_service.pipeline.parse import ensure_parsers_ready
 from task_service.pipeline.sandbox import InProcessParser, SandboxedParser, parser_from_settings
@@ -166,6 +167,7 @@ class _Jobs:
     scan: ScanConfig
     sweep: SweepConfig
     evict: EvictConfig
+    fold: FoldConfig
     publish_timeout_s: float
     sample: bool
     sample_s: float
@@ -174,15 +176,17 @@ class _Jobs:
     def from_settings(cls, s: WorkerSettings, *, sample: bool) -> _Jobs:
         return cls(relay=RelayConfig.from_settings(s), scan=ScanConfig.from_settings(s),
                    sweep=SweepConfig.from_settings(s), evict=EvictConfig.from_settings(s),
+                   fold=FoldConfig.from_settings(s),
                    publish_timeout_s=s.amqp_publish_timeout_s, sample=sample, sample_s=s.worker_metrics_sample_s)
 
 
 def _start_lifelong(pool: asyncpg.Pool, store: ObjectStore, jobs: _Jobs,
                     stop: asyncio.Event) -> list[asyncio.Task[None]]:
     """The jobs that need no broker, for the worker's lifetime: the orphan sweep (first pass after
-    one period; interval 0 disables it) and the embedding-cache evictor (not when the cache is
-    disabled: max rows 0)."""
-    tasks = []
+    one period; interval 0 disables it), the embedding-cache evictor (not when the cache is
+    disabled: max rows 0) and the fold of the keyword statistics per KB."""
+    tasks = [asyncio.create_task(every(
+        "term statistics fold", partial(term_stats.once, pool), jobs.fold.interval_s, stop, again=term_stats.full))]
     if jobs.sweep.interval_s > 0:
         tasks.append(asyncio.create_task(every(
             "orphan sweep", partial(sweep.once, pool, store, grace_s=jobs.sweep.grace_s),

@@ -7,9 +7,9 @@ The SQL the API runs (and ``bench/retrieval.py`` measures). Scores, per mode:
   holds the whole query as a phrase: 0..2. Only terms some chunk holds count (a word found nowhere,
   a typo, would weigh most and shrink every share; issue 20). A term weighs ``idf²`` with ``idf = ln(1 + 1/df)``
   (squared as in Lucene's ClassicSimilarity, query weight x document weight: one unique
-  identifier outweighs two uncommon words of a sentence around it); ``df`` (share of chunks) comes
-  from PostgreSQL's statistics of ``content_tsv`` (cached: :mod:`knowledge_service.search.term_stats`),
-  or is counted for a term they do not list. Candidates are the KB's chunks holding the rarest
+  identifier outweighs two uncommon words of a sentence around it); ``df`` is the share of the
+  KB's chunks holding the term, counted inside the KB searched and nowhere else (exact, sql/0018:
+  another tenant's documents change no score). Candidates are the KB's chunks holding the rarest
   terms, straight from the ``(kb_id, content_tsv)`` GIN index.
 * ``hybrid``: reciprocal rank fusion of the two lists, 0..2/(k+1), plus 1 for a decisive exact keyword hit
   (:func:`knowledge_service.search.ranking.fuse_hybrid`).
@@ -36,7 +36,6 @@ import asyncpg
 import numpy as np
 
 from knowledge_service.search.ranking import RRF_K, canonicalize, collapse, fuse_hybrid
-from knowledge_service.search.term_stats import TermStats, TermStatsCache, read_term_stats
 from shared.adapters.postgres.pool import connection
 
 
@@ -56,7 +55,6 @@ class SearchParams:
     ef_search: int = 400  #: HNSW ef_search above the threshold (pgvector: 1..1000)
     keyword_budget: int = 2000  #: candidates are chunks holding the rarest query terms, up to this many (estimated)
     keyword_max_candidates: int = 5000  #: hard cap on the chunks scored per keyword query
-    keyword_count_cap: int = 500  #: a term missing from the statistics is counted up to this many chunks
 
 
 @dataclass(frozen=True)
@@ -83,33 +81,32 @@ _HNSW = (
     " WHERE kb_id = $2 ORDER BY embedding <=> $1 LIMIT $3) s ORDER BY d, chunk_id"
 )
 
-# Keyword ranking in one statement. $1 query text (cleaned), $2 kb id, $3 limit, $4 candidate budget (rows of
-# the table the selecting terms may hold, estimated), $5 hard cap on the KB's candidates, $6 count cap of a term
-# missing from the statistics, $7/$8/$9 the term statistics (knowledge_service.search.term_stats: lexemes, their
-# share of rows, rows). A term not listed is rarer than the rarest listed one; without statistics (a new table)
-# every term weighs the same. Candidates come from the (kb_id, content_tsv) GIN index (sql/0015).
+# Keyword ranking in one statement. $1 query text (cleaned), $2 kb id, $3 limit, $4 candidate budget (chunks of
+# the KB the selecting terms may hold), $5 hard cap on the KB's candidates. Every frequency is the KB's own, exact:
+# the folded counts of sql/0018 plus the deltas not yet folded, read in this statement's one snapshot (the term
+# '' is the KB's chunk count). Candidates come from the (kb_id, content_tsv) GIN index (sql/0015).
 _KEYWORD = r"""
-WITH stats AS (
-    SELECT e.elem, e.freq FROM unnest($7::text[], $8::float8[]) AS e(elem, freq)
-), rare AS (
-    SELECT coalesce(min(freq), 1) AS f FROM stats
-), n AS (
-    SELECT $9::float8 AS rows
-), lexemes AS (
+WITH lexemes AS (
     SELECT t.lexeme, '''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || '''' AS lit
       FROM unnest(to_tsvector('rag_simple', rag_search_text($1))) t
-), terms AS MATERIALIZED (  -- once: inlined, each count below ran once per reference of freq
-    -- a term missing from the statistics is counted, up to $6 chunks: its real rarity matters
-    -- (a unique identifier must outweigh a word just under the statistics' cut-off)
-    SELECT x.lexeme, x.lit, coalesce(s.freq, least((SELECT f FROM rare), (
-               SELECT count(*) FROM (SELECT 1 FROM document_chunk c WHERE c.content_tsv @@ x.lit::tsquery LIMIT $6) k
-           ) / (SELECT rows FROM n))) AS freq
-      FROM lexemes x LEFT JOIN stats s ON s.elem = x.lexeme
+), keys AS (
+    SELECT array_agg(lexeme) || ''::text AS terms FROM lexemes
+), counts AS MATERIALIZED (  -- this KB's document frequencies of the query's lexemes, never another KB's
+    SELECT s.term, sum(s.df)::float8 AS df FROM (
+        SELECT k.term, k.df FROM kb_term k WHERE k.kb_id = $2 AND k.term = ANY((SELECT terms FROM keys)::text[])
+        UNION ALL
+        SELECT k.term, k.d FROM kb_term_delta k WHERE k.kb_id = $2 AND k.term = ANY((SELECT terms FROM keys)::text[])
+    ) s GROUP BY s.term
+), n AS (
+    SELECT greatest(coalesce((SELECT df FROM counts WHERE term = ''), 0), 1) AS rows
+), terms AS MATERIALIZED (
+    SELECT x.lexeme, x.lit, greatest(coalesce(c.df, 0), 0) / (SELECT rows FROM n) AS freq
+      FROM lexemes x LEFT JOIN counts c ON c.term = x.lexeme
 ), weighted AS (
     SELECT lit, lit::tsquery AS q, power(ln(1 + 1 / greatest(freq, 1e-7)), 2) AS w, freq,
-           sum(freq) OVER (ORDER BY freq, lit) - freq AS rarer  -- share of rows held by the rarer terms
+           sum(freq) OVER (ORDER BY freq, lit) - freq AS rarer  -- share of the KB's chunks held by the rarer terms
       FROM terms
-), sel AS (  -- OR of the rarest term and of the next rarest while all their rows fit in the budget
+), sel AS (  -- OR of the rarest term and of the next rarest while all their chunks fit in the budget
     SELECT string_agg(lit, ' | ')::tsquery AS q
       FROM weighted, n
      WHERE rarer = 0 OR (rarer + freq) * n.rows <= $4
@@ -161,15 +158,10 @@ async def vector_ranking(
     return [(r["chunk_id"], float(r["score"])) for r in rows]
 
 
-async def keyword_ranking(conn: asyncpg.Connection, kb_id: int, text: str, limit: int, params: SearchParams,
-                          stats: TermStats | None = None) -> Ranked:
-    """Top ``limit`` chunks of the KB by full-text match of ``text`` (score: see module doc).
-
-    ``stats``: the term statistics (:mod:`knowledge_service.search.term_stats`), read now if None."""
-    if stats is None:
-        stats = await read_term_stats(conn)
-    rows = await conn.fetch(_KEYWORD, text, kb_id, limit, params.keyword_budget, params.keyword_max_candidates,
-                            params.keyword_count_cap, stats.elems, stats.freqs, stats.rows)
+async def keyword_ranking(conn: asyncpg.Connection, kb_id: int, text: str, limit: int,
+                          params: SearchParams) -> Ranked:
+    """Top ``limit`` chunks of the KB by full-text match of ``text`` (score: see module doc)."""
+    rows = await conn.fetch(_KEYWORD, text, kb_id, limit, params.keyword_budget, params.keyword_max_candidates)
     return [(r["chunk_id"], float(r["score"])) for r in rows]
 
 
@@ -195,14 +187,13 @@ async def _content_keys(conn: asyncpg.Connection, ids: Sequence[int]) -> Content
 
 
 async def _one_list(db: Db, name: str, kb_id: int, text: str, embedding: np.ndarray | None, depth: int,
-                    params: SearchParams, stats: TermStatsCache | None = None) -> tuple[Ranked, ContentOf]:
+                    params: SearchParams) -> tuple[Ranked, ContentOf]:
     """The top ``depth`` of list ``name`` with one chunk per chunk text: copies of a document
     (uploaded with ``allow_duplicate``) and repeated paragraphs hold the same text and would fill the list."""
     if isinstance(db, asyncpg.Pool):
         async with connection(db) as conn:
-            return await _one_list(conn, name, kb_id, text, embedding, depth, params, stats)
+            return await _one_list(conn, name, kb_id, text, embedding, depth, params)
     limit = depth
-    term_stats = await stats.get(db) if stats is not None and name == "keyword" else None
     for round_ in range(_REFILL_ROUNDS):
         async with db.transaction():
             # JIT compiles for 10s of ms (these queries are short); a generic plan ignores the KB and the terms
@@ -211,7 +202,7 @@ async def _one_list(db: Db, name: str, kb_id: int, text: str, embedding: np.ndar
                 assert embedding is not None
                 raw = await vector_ranking(db, kb_id, embedding, limit, params)
             else:
-                raw = await keyword_ranking(db, kb_id, text, limit, params, term_stats)
+                raw = await keyword_ranking(db, kb_id, text, limit, params)
         content_of = await _content_keys(db, [cid for cid, _ in raw])
         kept = collapse(raw, content_of)
         if len(kept) >= depth or len(raw) < limit or round_ == _REFILL_ROUNDS - 1:
@@ -222,23 +213,21 @@ async def _one_list(db: Db, name: str, kb_id: int, text: str, embedding: np.ndar
 
 async def rank(
     db: Db, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int, params: SearchParams,
-    stats: TermStatsCache | None = None,
 ) -> list[tuple[int, float, dict[str, int]]]:
     """``[(chunk id, score, {list: rank})]`` best first, at most ``top_k``, never two chunks with
     the same text.
 
     Given a pool, hybrid mode runs its two lists at once on two connections; given a connection,
     one after the other. ``embedding`` is required unless ``mode`` is keyword (ValueError otherwise).
-    ``stats`` caches the keyword ranking's term statistics (read at every query without it).
     """
     names = {Mode.VECTOR: ["vector"], Mode.KEYWORD: ["keyword"], Mode.HYBRID: ["vector", "keyword"]}[mode]
     if embedding is None and "vector" in names:
         raise ValueError("vector and hybrid search need the query embedding")
     depth = max(top_k, params.candidate_depth) if mode is Mode.HYBRID else top_k
     if isinstance(db, asyncpg.Pool):
-        got = await asyncio.gather(*(_one_list(db, n, kb_id, text, embedding, depth, params, stats) for n in names))
+        got = await asyncio.gather(*(_one_list(db, n, kb_id, text, embedding, depth, params) for n in names))
     else:
-        got = [await _one_list(db, n, kb_id, text, embedding, depth, params, stats) for n in names]
+        got = [await _one_list(db, n, kb_id, text, embedding, depth, params) for n in names]
     content_of: ContentOf = {}
     for _, keys in got:
         content_of |= keys
@@ -252,14 +241,12 @@ async def rank(
 
 async def search(
     db: Db, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int, params: SearchParams,
-    stats: TermStatsCache | None = None,
 ) -> list[Hit]:
-    """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section
-    (``stats``: see :func:`rank`).
+    """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section.
 
     Given a pool, a connection-level failure raises ``DatabaseUnavailableError``
     (:func:`shared.adapters.postgres.pool.connection`); given a connection, the caller translates."""
-    ranked = await rank(db, kb_id, mode, text, embedding, top_k, params, stats)
+    ranked = await rank(db, kb_id, mode, text, embedding, top_k, params)
     ids = [cid for cid, _, _ in ranked]
     if isinstance(db, asyncpg.Pool):
         async with connection(db) as conn:

@@ -7,6 +7,7 @@
 | ``sweep`` | remove released and orphaned objects | ``ORPHAN_SWEEP_INTERVAL_S`` |
 | ``cache_evictor`` | LRU eviction of the embedding cache | ``EMBEDDING_CACHE_EVICT_INTERVAL_S`` |
 | ``metrics_sampler`` | refresh the sampled gauges of ``/metrics`` | ``WORKER_METRICS_SAMPLE_S`` |
+| ``term_stats`` | fold the keyword statistics' pending deltas per KB | ``TERM_STATS_FOLD_INTERVAL_S`` |
 
 Each module exposes ``once(...)``: one pass over explicit dependencies (no settings object), what
 the tests and the operator command run. ``task_service/__main__.py`` (the composition root)

@@ -21,7 +21,7 @@ from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.log import configure
 from shared.settings import WorkerSettings
 from task_service import APP_ID
-from task_service.jobs import cache_evictor, metrics_sampler, relay, scanner, sweep
+from task_service.jobs import cache_evictor, metrics_sampler, relay, scanner, sweep, term_stats
 from task_service.metrics import WorkerMetrics
 
 OneShot = tuple[WorkerSettings, asyncpg.Pool, AbstractConnection, AbstractChannel]
@@ -83,6 +83,13 @@ async def evict_now() -> Report:
         return {"evicted": await cache_evictor.once(pool, settings.embedding_cache_max_rows)}
 
 
+async def fold_now() -> Report:
+    """Fold every pending delta of the keyword statistics per KB now: {"folded": deltas,
+    "dropped": terms no chunk holds any more, "pending": deltas left (appended meanwhile)}."""
+    async with with_pool("task_service.term_stats") as (_, pool):
+        return await term_stats.fold_all(pool)
+
+
 async def sample_now() -> Report:
     """One sample of the worker's sampled gauges: {gauge: value, or {label: value}}."""
     async with one_shot("task_service.metrics_sampler") as (_, pool, _conn, channel):
@@ -112,4 +119,5 @@ OPS: dict[str, Callable[[], Coroutine[Any, Any, Report]]] = {
     "sweep": sweep_now,
     "cache-evictor": evict_now,
     "metrics-sampler": sample_now,
+    "term-stats": fold_now,
 }

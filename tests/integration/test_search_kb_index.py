@@ -1,6 +1,6 @@
 """Issue 20: sql/0015 (document_chunk.kb_id, backfilled and filled by a trigger; the (kb_id, content_tsv)
-GIN index), keyword search served by that index with cached term statistics, and hybrid search keeping a
-decisive exact keyword hit on top among look-alike chunks."""
+GIN index), keyword search served by that index with the KB's own term statistics (sql/0018), and hybrid
+search keeping a decisive exact keyword hit on top among look-alike chunks."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from knowledge_service.search.retrieval import _KEYWORD, Mode, SearchParams, keyword_ranking, search
-from knowledge_service.search.term_stats import TermStatsCache, read_term_stats
 from shared.adapters.postgres.migrate import migrate
+from shared.adapters.postgres.repo import term_stats as term_stats_repo
 from shared.adapters.postgres.repo import users as users_repo
 
 ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -93,28 +93,23 @@ async def test_keyword_candidates_come_from_the_kb_index_and_stay_in_the_kb(db: 
     await _doc(db, other, ["the freight ledger QX-7731 copied elsewhere"], _unit(1, 2))
     got = await keyword_ranking(db, mine, "QX-7731 ledger", 5, SearchParams())
     assert [cid for cid, _ in got] == [ids[0]]
-    stats = await read_term_stats(db)
     async with db.transaction():
         await db.execute("SET LOCAL enable_seqscan = off")  # a tiny test table: the planner would scan
-        plan = "\n".join(r[0] for r in await db.fetch(
-            "EXPLAIN " + _KEYWORD, "QX-7731 ledger", mine, 5, 2000, 5000, 500, stats.elems, stats.freqs, stats.rows))
+        plan = "\n".join(r[0] for r in await db.fetch("EXPLAIN " + _KEYWORD, "QX-7731 ledger", mine, 5, 2000, 5000))
     assert "document_chunk_kb_tsv_idx" in plan
     assert "document_info" not in plan  # the KB filter is inside the index, no join per candidate
 
 
-async def test_cached_term_stats_rank_as_fresh_ones_and_are_read_once(db: asyncpg.Connection) -> None:
+async def test_folded_term_stats_rank_as_pending_ones(db: asyncpg.Connection) -> None:
     kb = await _kb(db)
     await _doc(db, kb, [f"harbour ferry timetable {i} ZQ-{i}9" for i in range(5)], _unit(5, 3))
-    now = [0.0]
-    cache = TermStatsCache(ttl_s=10, clock=lambda: now[0])
-    fresh = await search(db, kb, Mode.KEYWORD, "ferry ZQ-39", None, 3, SearchParams())
-    for _ in range(3):
-        cached = await search(db, kb, Mode.KEYWORD, "ferry ZQ-39", None, 3, SearchParams(), cache)
-        assert [(h.chunk_id, h.score) for h in cached] == [(h.chunk_id, h.score) for h in fresh]
-    assert cache.reads == 1
-    now[0] = 11.0
-    await search(db, kb, Mode.KEYWORD, "ferry", None, 3, SearchParams(), cache)
-    assert cache.reads == 2  # stale after ttl_s: read again
+    pending = await search(db, kb, Mode.KEYWORD, "ferry ZQ-39", None, 3, SearchParams())
+    assert pending and pending[0].content == "harbour ferry timetable 3 ZQ-39"
+    while (await term_stats_repo.fold(db, 1000) or term_stats_repo.Fold(1, 0)).moved:
+        pass
+    assert await db.fetchval("SELECT count(*) FROM kb_term_delta WHERE kb_id = $1", kb) == 0
+    folded = await search(db, kb, Mode.KEYWORD, "ferry ZQ-39", None, 3, SearchParams())
+    assert [(h.chunk_id, h.score) for h in folded] == [(h.chunk_id, h.score) for h in pending]
 
 
 async def test_hybrid_keeps_a_code_only_the_keyword_list_finds(db: asyncpg.Connection, pool: asyncpg.Pool) -> None:

@@ -20,6 +20,7 @@ from task_service.jobs.cache_evictor import EvictConfig
 from task_service.jobs.relay import RelayConfig
 from task_service.jobs.scanner import ScanConfig, thresholds
 from task_service.jobs.sweep import SweepConfig
+from task_service.jobs.term_stats import FoldConfig
 from task_service.pipeline.chunk import ChunkSettings
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.sandbox import SandboxLimits
@@ -50,7 +51,7 @@ def test_every_dataclass_default_is_the_settings_default(built: Any, cls: type[A
 
 
 @pytest.mark.parametrize("cls", [HandlerConfig, ConsumerConfig, PoolConfig, Keepalive, StorageConfig, RelayConfig,
-                                 ScanConfig, SweepConfig, EvictConfig])
+                                 ScanConfig, SweepConfig, EvictConfig, FoldConfig])
 def test_adapter_configs_state_no_defaults(cls: type[Any]) -> None:
     """Built only by ``from_settings`` in a composition root: the settings hold every default."""
     assert _stated_defaults(cls) == {}
