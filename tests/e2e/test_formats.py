@@ -111,6 +111,24 @@ def _scans_issue_29() -> dict[str, tuple[str, bytes, tuple[str, ...], tuple[str,
         "picture-only slide pptx": ("notice.pptx", ocrgen.pptx_with_picture(notice), ("Tamberlyn", "Ostrowick"), ()),
         "picture on a sheet xlsx": ("notice.xlsx", ocrgen.xlsx_with_picture(notice), ("Tamberlyn", "Ostrowick"), ()),
         "text with stray nul bytes txt": ("build.log.txt", _stray_nuls(), ("Varnholt", "Quenbury"), ()),
+        "words in angle brackets txt": ("howto.txt", b"How to log in\n\nType <Zephyrine> as the user name, then\n"
+                                        b"call List<Brackwater> from the template.\n", ("Zephyrine", "Brackwater"), ()),
+        **_misnamed(),
+    }
+
+
+def _misnamed() -> dict[str, tuple[str, bytes, tuple[str, ...], tuple[str, ...]]]:
+    """Files whose bytes are another format than their name says: read as what they are (issue 29)."""
+    from tests.fidelity import docx_corpus, pptx_corpus
+    from tests.support import ocrgen
+    from tests.support.pdfgen import text_page
+
+    docx, pptx = docx_corpus.samples()[0], pptx_corpus.samples()[0]
+    pdf = ocrgen.scanned_pdf([text_page("The Harrowgate ferry sails at noon")])
+    return {
+        "docx named .doc": ("minutes.doc", docx.data, docx.must[:2], ()),
+        "pptx named .ppt": ("deck.ppt", pptx.data, pptx.must[:2], ()),
+        "pdf named .txt": ("ferry.txt", pdf, ("Harrowgate",), ()),
     }
 
 

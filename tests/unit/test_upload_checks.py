@@ -146,19 +146,29 @@ def test_judge_accepts(name: str, head: bytes, kind: str | None) -> None:
     assert verdict.check_package == (head == DOCX)
 
 
+@pytest.mark.parametrize(("name", "head", "kind", "mime"), [
+    ("a.docx", PDF, "pdf", "application/pdf"),
+    ("pdf-in-disguise.txt", PDF, "pdf", "application/pdf"),
+    ("zip-in-disguise.md", DOCX, None, sniff.ZIP_MIME),  # typed by its marker part once whole
+    ("page.html", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "image", "image/png"),
+    ("report.doc", DOCX, None, sniff.ZIP_MIME),  # a DOCX named .doc (issue 29)
+    ("sheet.xls", DOCX, None, sniff.ZIP_MIME),
+])
+def test_content_of_another_format_is_judged_as_what_it_is(name: str, head: bytes, kind: str | None,
+                                                            mime: str) -> None:
+    verdict = sniff.judge(extension(name), head)
+    assert (verdict.kind, verdict.mime, verdict.named) == (kind, mime, None)
+
+
 @pytest.mark.parametrize(("name", "head", "reason"), [
     ("fake.pdf", b"this is not a pdf at all", "not a PDF"),
     ("empty.pdf", b"", "not a PDF"),
     ("late.pdf", b" " * 2000 + PDF, "not a PDF"),
-    ("a.docx", PDF, "not a DOCX"),
     ("a.docx", b"plain", "not a DOCX"),
     ("binary.txt", bytes(range(256)) * 4, "binary data"),
-    ("pdf-in-disguise.txt", PDF, "a PDF"),
-    ("zip-in-disguise.md", DOCX, "a ZIP archive"),
-    ("page.html", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "an image (image/png)"),
     ("tool.exe", b"MZ\x90\x00", ".exe is not allowed"),
     ("archive.zip", DOCX, ".zip is not allowed"),
-    ("sheet.xls", DOCX, "Excel 97-2003 workbooks (.xls) are not supported"),
+    ("sheet.xls", b"just text", "Excel 97-2003 workbooks (.xls) are not supported"),
     ("no-extension", b"\x7fELF\x02\x01\x01\x00", "binary data"),
 ])
 def test_judge_refuses(name: str, head: bytes, reason: str) -> None:
@@ -242,8 +252,11 @@ def _png() -> bytes:
     ("pdf", PDF),
 ])
 def test_judge_still_refuses_binary_named_as_text(name: str, data: bytes) -> None:
-    typed_by_content = ("zip", "pdf", "png", "png-head-without-nul", "jpeg")  # no extension: accepted as such
-    for ext in ("txt", "html", "md", "") if name not in typed_by_content else ("txt", "html", "md"):
+    typed_by_content = ("zip", "pdf", "png", "png-head-without-nul", "jpeg")  # a container's signature:
+    for ext in ("txt", "html", "md", ""):
+        if name in typed_by_content:  # judged as what it is, whatever the name says (issue 29)
+            assert sniff.judge(ext, data[: sniff.HEAD_BYTES]).named is None
+            continue
         with pytest.raises(sniff.UnsupportedContentError):
             sniff.judge(ext, data[: sniff.HEAD_BYTES])
 
