@@ -17,7 +17,9 @@ The SQL the API runs (and ``bench/retrieval.py`` measures). Scores, per mode:
 Every list keeps one chunk per chunk text (its MD5, a de-duplication key, not a security one):
 copies of one file in a KB (uploaded with ``allow_duplicate``), a paragraph a document repeats,
 or a boilerplate paragraph several documents share never show the same text twice; the best
-ranked (the first) is kept.
+ranked (the first) is kept, and the hit names every other chunk of the KB holding that text
+(``Hit.also_in``, at most ``ALSO_IN_MAX`` of them, ``also_in_total`` counts all): the other
+documents sharing a passage stay visible (issue 29).
 
 Vector search is exact (a scan of the KB's vectors) when the KB holds at most
 ``exact_max_chunks`` vectors, and uses the HNSW index with pgvector's iterative scan above that;
@@ -58,6 +60,18 @@ class SearchParams:
 
 
 @dataclass(frozen=True)
+class Copy:
+    """Another chunk of the KB holding a hit's text, in another document or elsewhere in the same one."""
+
+    chunk_id: int
+    document_id: int
+    filename: str
+    chunk_index: int
+    page: int | None
+    section: str | None
+
+
+@dataclass(frozen=True)
 class Hit:
     chunk_id: int
     document_id: int
@@ -68,6 +82,8 @@ class Hit:
     section: str | None
     score: float
     sources: dict[str, int] = field(default_factory=dict)
+    also_in: tuple[Copy, ...] = ()  #: the other chunks holding the same text (by document, chunk), capped
+    also_in_total: int = 0  #: how many there are in all
 
 
 Ranked = list[tuple[int, float]]  # (chunk id, score), best first
@@ -169,9 +185,46 @@ async def _details(conn: asyncpg.Connection, ids: Sequence[int]) -> dict[int, as
     return {r["chunk_id"]: r for r in await conn.fetch(_DETAILS, list(ids))}
 
 
-def _hit(r: asyncpg.Record, score: float, sources: dict[str, int]) -> Hit:
+#: Copies listed per hit (``Hit.also_in``); ``also_in_total`` counts them all.
+ALSO_IN_MAX = 50
+
+# The other chunks of the KB whose text is a hit's ($1 hit chunk ids, $2 copies listed per hit). A copy holds
+# every lexeme of the hit: the hit's four rarest lexemes in its KB (sql/0018's folded counts: an order, not a
+# score) select candidates from the (kb_id, content_tsv) GIN index (sql/0015), then the text is compared.
+# A chunk without any lexeme (punctuation only) lists no copies.
+_ALSO_IN = r"""
+SELECT hit_id, chunk_id, document_id, filename, chunk_index, page, section, total FROM (
+    SELECT h.id AS hit_id, c.id AS chunk_id, c.document_id, d.filename, c.chunk_index, c.page, c.section,
+           count(*) OVER (PARTITION BY h.id) AS total,
+           row_number() OVER (PARTITION BY h.id ORDER BY c.document_id, c.chunk_index, c.id) AS n
+      FROM document_chunk h
+     CROSS JOIN LATERAL (
+           SELECT string_agg('''' || replace(replace(r.lexeme, '\', '\\'), '''', '''''') || '''', ' & ')::tsquery AS q
+             FROM (SELECT t.lexeme FROM unnest(h.content_tsv) t
+                     LEFT JOIN kb_term k ON k.kb_id = h.kb_id AND k.term = t.lexeme
+                    ORDER BY coalesce(k.df, 0), t.lexeme LIMIT 4) r
+           ) s
+      JOIN document_chunk c ON c.kb_id = h.kb_id AND c.content_tsv @@ s.q AND c.id <> h.id AND c.content = h.content
+      JOIN document_info d ON d.id = c.document_id
+     WHERE h.id = ANY($1::bigint[]) AND s.q IS NOT NULL
+) x WHERE n <= $2
+ORDER BY hit_id, n
+"""
+
+
+async def _copies(conn: asyncpg.Connection, ids: Sequence[int]) -> dict[int, tuple[tuple[Copy, ...], int]]:
+    """Hit chunk id → (its copies, the first ``ALSO_IN_MAX``; how many in all); hits without copies absent."""
+    found: dict[int, tuple[list[Copy], int]] = {}
+    for r in await conn.fetch(_ALSO_IN, list(ids), ALSO_IN_MAX):
+        copies, _ = found.setdefault(r["hit_id"], ([], int(r["total"])))
+        copies.append(Copy(r["chunk_id"], r["document_id"], r["filename"], r["chunk_index"], r["page"], r["section"]))
+    return {hit: (tuple(copies), total) for hit, (copies, total) in found.items()}
+
+
+def _hit(r: asyncpg.Record, score: float, sources: dict[str, int],
+         copies: tuple[tuple[Copy, ...], int] = ((), 0)) -> Hit:
     return Hit(r["chunk_id"], r["document_id"], r["filename"], r["chunk_index"], r["content"], r["page"],
-               r["section"], score, sources)
+               r["section"], score, sources, copies[0], copies[1])
 
 
 Db: TypeAlias = "asyncpg.Connection | asyncpg.Pool"
@@ -250,7 +303,7 @@ async def search(
     ids = [cid for cid, _, _ in ranked]
     if isinstance(db, asyncpg.Pool):
         async with connection(db) as conn:
-            rows = await _details(conn, ids)
+            rows, copies = await _details(conn, ids), await _copies(conn, ids)
     else:
-        rows = await _details(db, ids)
-    return [_hit(rows[cid], score, sources) for cid, score, sources in ranked if cid in rows]
+        rows, copies = await _details(db, ids), await _copies(db, ids)
+    return [_hit(rows[cid], score, sources, copies.get(cid, ((), 0))) for cid, score, sources in ranked if cid in rows]

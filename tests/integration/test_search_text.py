@@ -79,6 +79,26 @@ async def test_identical_chunk_texts_are_one_hit_within_and_across_documents(
     assert [h.chunk_id for h in top] == [first[0]]  # equal scores: the first chunk is kept
 
 
+async def test_a_collapsed_hit_names_every_other_chunk_holding_its_text(
+    db: asyncpg.Connection, pool: asyncpg.Pool
+) -> None:
+    """Issue 29: the passage two documents share is one hit, and the hit names the other document
+    (and the repeats within its own) in every mode; a text held once names none."""
+    kb = await _kb(db)
+    para = "The Tamberlyn depot closes at six; ask for Mr Ostrowick at the gate."
+    vecs = _unit(4, 12)
+    first = await _doc(db, kb, [para, "depot notes one", para], np.stack([vecs[0], vecs[1], vecs[0]]))
+    second = await _doc(db, kb, ["depot notes two", para], np.stack([vecs[2], vecs[0]]))
+    second_doc = await db.fetchval("SELECT document_id FROM document_chunk WHERE id = $1", second[1])
+    for mode in Mode:
+        for db_or_pool in (db, pool):
+            hits = await search(db_or_pool, kb, mode, "Tamberlyn depot Ostrowick", vecs[0], 5, SearchParams())
+            [hit] = [h for h in hits if h.content == para]
+            held = {hit.chunk_id, *(c.chunk_id for c in hit.also_in)}
+            assert held == {first[0], first[2], second[1]}, (mode, hit)
+            assert hit.also_in_total == 2 and second_doc in {c.document_id for c in hit.also_in}
+            assert all(h.also_in == () and h.also_in_total == 0 for h in hits if h.content != para)
+
 
 # ---------------------------------------------------------------- item 4: every script by keyword
 

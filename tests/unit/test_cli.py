@@ -29,8 +29,8 @@ runner = CliRunner()
 
 COMMANDS = [
     ["create-user"], ["create-token"], ["list-tokens"], ["revoke-token"], ["create-kb"], ["upload"], ["status"],
-    ["retry"], ["reindex"], ["requeue-stuck"], ["dlq"], ["dlq", "list"], ["dlq", "replay"], ["worker"], ["api"],
-    ["ops"], *(["ops", job] for job in OPS),
+    ["search"], ["retry"], ["reindex"], ["requeue-stuck"], ["dlq"], ["dlq", "list"], ["dlq", "replay"], ["worker"],
+    ["api"], ["ops"], *(["ops", job] for job in OPS),
 ]
 
 
@@ -255,3 +255,28 @@ def test_upload_command_prints_a_table_and_exits_1_on_failure(tmp_path: Path, mo
     assert f"skipped {tmp_path / 'tool.exe'}: .exe is not a supported type" in r.output
     assert "tool.exe" not in [t["name"] for t in fake.tasks.values()]
 
+
+
+def test_search_names_every_other_document_holding_a_hit_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: a collapsed hit's "also in" column names the other documents and chunks."""
+    hit = {"document_id": 7, "filename": "minutes.docx", "chunk_index": 2, "content": "The Tamberlyn depot closes.",
+           "page": None, "section": "Depots", "score": 0.5, "sources": {"keyword": 1}, "also_in_total": 53,
+           "also_in": [{"document_id": 9, "filename": "copy.txt", "chunk_index": 0, "page": None, "section": None}]}
+    asked: list[object] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append((request.url.path, request.content))
+        return httpx.Response(200, json={"mode": "hybrid", "results": [hit]})
+
+    real_connect = ApiClient.connect
+
+    def connect(url: str, token: str, timeout_s: float = 120.0) -> ApiClient:
+        client = real_connect(url, token, timeout_s)
+        client.http = httpx.Client(base_url=url, transport=httpx.MockTransport(handler))
+        return client
+
+    monkeypatch.setattr(ApiClient, "connect", staticmethod(connect))
+    r = runner.invoke(app, ["search", "1", "Tamberlyn depot", "--token", "t"], env={"COLUMNS": "250"})
+    assert r.exit_code == 0, r.output
+    assert "copy.txt #0 (doc 9) and 52 more" in r.output and "minutes.docx" in r.output
+    assert asked and asked[0][0] == "/api/v1/knowledge-bases/1/search"  # type: ignore[index]
