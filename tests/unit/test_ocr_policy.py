@@ -128,10 +128,10 @@ def test_bytes_that_are_no_image_are_corrupt() -> None:
         image.read(b"GIF89a-but-not-really", DEFAULT_LIMITS)
 
 
-def test_a_page_mostly_in_hangul_or_kana_is_read_again_in_that_language_alone() -> None:
+def test_a_page_mostly_in_hangul_is_read_again_in_korean_alone() -> None:
     every = "eng+deu+chi_sim+kor+jpn"
     assert ocr.script_language(["시립 도서관은 다음 달에 OFS 다시"], every) == "kor"
-    assert ocr.script_language(["市立図書館は来月から再び開館します。"], every) == "jpn"
+    assert ocr.script_language(["市立図書館は来月から再び開館します。"], every) is None  # read well in one pass
     assert ocr.script_language(["城市图书馆将于下个月重新开放"], every) is None  # Han only: chi_sim among the rest
     assert ocr.script_language(["The Rookhaven tunnel, 시립"], every) is None  # a Latin page with one word
     assert ocr.script_language(["시립 도서관은"], "eng+deu") is None  # kor not configured
