@@ -5,7 +5,7 @@ VENV  ?= .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench clean browser ocr netns-tools
+.PHONY: demo test install env services services-down migrate run-api run-worker lint unit integration e2e bench bench-legacy clean browser ocr netns-tools
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -95,6 +95,9 @@ bench: migrate netns-tools
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.drain
 	$(BIN)/python -m bench.model_calls
+	$(BIN)/python -m bench.parts
+	$(BIN)/python -m bench.parts --mode real
+	$(BIN)/python -m bench.parts --mode small
 	# the tests CI runs at a smaller size, at full size: the partition suite with every cut point
 	# (CI: the commit cut only; issue 19) and the whole corpus with the whole novel (CI: its first 256 KB)
 	RAG_PARTITION_FULL=1 $(BIN)/python -m pytest tests/e2e/test_partitions.py -q -s -p no:cacheprovider
@@ -103,7 +106,18 @@ bench: migrate netns-tools
 	$(BIN)/python -m bench.cluster
 	$(BIN)/python -m bench.peer
 	$(BIN)/python -m bench.search_layers
+	$(BIN)/python -m bench.kept_text
 	$(BIN)/python -m bench.edge
+	$(BIN)/python -m bench.swap
+
+# The legacy Office readers against their candidates (bench/legacy_readers.py): LibreOffice writes the
+# generated .doc/.xls/.ppt and is a candidate; antiword and catdoc (catppt, xls2csv) are candidates.
+# Bench only: the readers chosen need no system package. REAL=dir adds a folder of real files.
+LEGACY_BENCH_PACKAGES := libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui antiword catdoc
+bench-legacy:
+	dpkg -s $(LEGACY_BENCH_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(LEGACY_BENCH_PACKAGES); }
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m bench.legacy_readers $(if $(REAL),--real $(REAL))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

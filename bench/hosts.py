@@ -213,7 +213,7 @@ async def run(counts: list[int], per_worker: int, words_each: int) -> list[Step]
         async with Stack("hosts") as stack:
             env = stack.child_env(embedding_provider="openai", embedding_base_url=f"http://127.0.0.1:{port}",
                                   embedding_model="all-MiniLM-L6-v2", embedding_batch_size=str(BATCH),
-                                  dispatch_workers=str(max(counts)), prefetch="1", task_hard_limit_s="1500",
+                                  dispatch_workers=str(max(counts)), prefetch="1",
                                   **NO_CACHE)
             env.setdefault("S3_ENDPOINT", KnowledgeSettings().s3_endpoint)  # else read from .env
             for h in hosts:

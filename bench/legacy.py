@@ -107,7 +107,9 @@ machine. Also by hand: the 50-page .doc still converts under `prlimit --as` of 1
 of `soffice.bin` itself (not through the `soffice` script) 217 MB. A password-protected DOCX made by
 msoffcrypto-tool is classified `encrypted_ooxml`.
 
-**Decision: refuse.** Install (~40 s), memory (~210 MB: fits 2 GiB, even 512 MiB) and offline use are fine,
+**Decision (2026-12-01): refuse** — superseded by issue 29: the legacy formats are now read in process by
+readers chosen against LibreOffice and the Debian tools (section "legacy-readers"). Install (~40 s), memory
+(~210 MB: fits 2 GiB, even 512 MiB) and offline use are fine,
 but a warm conversion costs a LibreOffice process start plus import/export per file whatever its size:
 1.0–2.6 s per file on a quiet machine (first run, load ≈ 2: 1-page .doc 2.05 s, 1-sheet .xls 2.11 s, 1-slide
 .ppt 1.02 s median; 50 pages 1.9–2.6 s, 0.04–0.05 s per page), 2.3–4.0 s with the cores shared (load ≈ 8–10,

@@ -29,8 +29,8 @@ from pathlib import Path
 import pypdfium2 as pdfium
 
 from bench.report import write_section
-from task_service.pipeline.hyphens import load_word_list, resolve_line_hyphens
-from task_service.pipeline.pdf import extract_pdf
+from task_service.pipeline.readers.pdf.hyphens import load_word_list, resolve_line_hyphens
+from task_service.pipeline.readers.pdf.reader import extract_pdf
 from tests.support.pdfgen import column_page, intact, pdf_document, sentences
 
 SEEDS = 10

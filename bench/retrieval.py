@@ -39,7 +39,9 @@ from pgvector.asyncpg import register_vector
 
 from bench import scripts
 from knowledge_service.search.ranking import RRF_K, fuse_hybrid, rrf
-from knowledge_service.search.retrieval import _EXACT, _HNSW, Mode, SearchParams, rank
+from knowledge_service.search.retrieval import Mode, SearchParams, rank
+from shared.adapters.postgres.reads import PgSearch
+from shared.adapters.postgres.repo.search import _EXACT, _HNSW
 
 ROOT = Path(__file__).resolve().parents[1]
 # RAG_CORPUS: another corpus folder (absolute, or relative to the checkout's parent; a worktree: /work/shared/corpus)
@@ -168,14 +170,14 @@ async def load(conn: asyncpg.Connection, size: Size, rng: np.random.Generator) -
                                      columns=["id", "document_id", "chunk_index", "content", "token_count"])
     await conn.execute("DROP INDEX document_vector_embedding_hnsw")
     await conn.copy_records_to_table(
-        "document_vector", records=[(int(chunk_ids[i]), int(doc_of[i]), kb_ids[int(kb_of[i])], vecs[i])
+        "document_vector", records=[(int(chunk_ids[i]), int(doc_of[i]), kb_ids[int(kb_of[i])], vecs[i], True)
                                     for i in range(size.chunks)],
-        columns=["chunk_id", "document_id", "kb_id", "embedding"])
+        columns=["chunk_id", "document_id", "kb_id", "embedding", "ann"])  # as after the ANN job (sql/0017)
     await conn.execute("SELECT setval('document_info_id_seq', $1)", len(doc_rows))
     await conn.execute("SELECT setval('document_chunk_id_seq', $1)", size.chunks)
     await conn.execute("SET maintenance_work_mem = '1GB'")
     await conn.execute("CREATE INDEX document_vector_embedding_hnsw ON document_vector"
-                       " USING hnsw (embedding vector_cosine_ops)")
+                       " USING hnsw (embedding vector_cosine_ops) WHERE ann")
     await conn.execute("VACUUM ANALYZE document_chunk")
     await conn.execute("VACUUM ANALYZE document_vector")
     await conn.execute("VACUUM ANALYZE document_info")
@@ -255,7 +257,7 @@ async def vector_bench(conn: asyncpg.Connection, t: Table, size: Size, runs: int
         sims = queries @ t.vecs[members].T
         truth = [[int(t.chunk_ids[members[j]]) for j in np.argsort(-s)[:10]] for s in sims]
         for name, params in configs.items():
-            calls = [lambda q=q, p=params, kb=kb: rank(conn, kb, Mode.VECTOR, "", q, 10, p) for q in queries]
+            calls = [lambda q=q, p=params, kb=kb: rank(PgSearch(conn), kb, Mode.VECTOR, "", q, 10, p) for q in queries]
             timing, out = await timed(calls, runs)
             r = statistics.mean(recall([c for c, _, _ in got], tr) for got, tr in zip(out, truth, strict=True))  # type: ignore[attr-defined]
             rows.append(VectorRow(len(members), name, r, timing, await plan_of(conn, kb, queries[0], params)))
@@ -276,9 +278,9 @@ async def mode_bench(conn: asyncpg.Connection, pool: asyncpg.Pool, t: Table, siz
     exact = replace(params, exact_max_chunks=10**9)
     out: dict[str, tuple[float, Timing]] = {}
     for mode in Mode:
-        calls = [lambda c=c, m=mode: rank(pool, c[0], m, c[1], c[2], 10, params) for c in cases]
+        calls = [lambda c=c, m=mode: rank(PgSearch(pool), c[0], m, c[1], c[2], 10, params) for c in cases]
         timing, got = await timed(calls, runs)
-        truth = [await rank(conn, kb, mode, text, q, 10, exact) for kb, text, q in cases]
+        truth = [await rank(PgSearch(conn), kb, mode, text, q, 10, exact) for kb, text, q in cases]
         r = statistics.mean(recall([x[0] for x in g], [x[0] for x in tr])  # type: ignore[attr-defined]
                             for g, tr in zip(got, truth, strict=True))
         out[mode.value] = (r, timing)
@@ -294,7 +296,7 @@ async def identifier_bench(conn: asyncpg.Pool, t: Table, params: SearchParams,
         kb = t.kb_ids[int(t.kb_of[row])]
         for form, text in (("alone", tok), ("in a sentence", SENTENCES[i % len(SENTENCES)].format(tok))):
             for mode in Mode:
-                got = await rank(conn, kb, mode, text, noise[i], 5, params)
+                got = await rank(PgSearch(conn), kb, mode, text, noise[i], 5, params)
                 found.setdefault((mode.value, form), []).append(int(t.chunk_ids[row]) in [g[0] for g in got])
     return {k: sum(v) / len(v) for k, v in found.items()}
 
@@ -376,7 +378,7 @@ async def self_retrieval(conn: asyncpg.Connection, size: Size, params: SearchPar
     for mode in Mode:
         hits = 0
         for (doc, text), q in zip(passages, qvecs, strict=True):
-            got = await rank(conn, kb, mode, text, q, 5, params)
+            got = await rank(PgSearch(conn), kb, mode, text, q, 5, params)
             owners = await conn.fetch("SELECT document_id FROM document_chunk WHERE id = ANY($1::bigint[])",
                                       [g[0] for g in got])
             hits += doc in {r["document_id"] for r in owners}
@@ -434,7 +436,7 @@ FUSIONS: dict[str, Callable[[Pairs, Pairs], list[int]]] = {
 async def _both_lists(conn: asyncpg.Connection, kb: int, text: str, q: np.ndarray, params: SearchParams
                       ) -> tuple[Pairs, Pairs]:
     depth = params.candidate_depth
-    got = [await rank(conn, kb, m, text, q, depth, params) for m in (Mode.VECTOR, Mode.KEYWORD)]
+    got = [await rank(PgSearch(conn), kb, m, text, q, depth, params) for m in (Mode.VECTOR, Mode.KEYWORD)]
     return [(c, s) for c, s, _ in got[0]], [(c, s) for c, s, _ in got[1]]
 
 

@@ -38,6 +38,7 @@ import asyncpg
 import numpy as np
 
 from knowledge_service.search.retrieval import Mode, SearchParams, rank
+from shared.adapters.postgres.reads import PgSearch
 
 SQL = Path(__file__).resolve().parents[1] / "sql"
 _HANGUL_PARTICLES = (("은", "는"), ("이", "가"), ("을", "를"), ("과", "와"), ("으로", "로"), ("에서", "에서"),
@@ -274,7 +275,7 @@ async def measure(conn: asyncpg.Connection, cand: Candidate, sets: dict[str, tup
         found = []
         for target, rows in truth.items():
             q0 = time.perf_counter()
-            got = await rank(conn, kb, Mode.KEYWORD, seg(target), None, 5, params)
+            got = await rank(PgSearch(conn), kb, Mode.KEYWORD, seg(target), None, 5, params)
             times.append((time.perf_counter() - q0) * 1000)
             found.append(len({ids[r] for r in rows} & {cid for cid, _, _ in got}) / len(rows))
         out.recall[name] = statistics.mean(found)

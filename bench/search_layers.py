@@ -10,9 +10,9 @@ machine), from the outside in:
 - HTTP ``GET /knowledge-bases/{kb}/documents?limit=1``: + the bearer-token and KB-ownership look-ups
   and one small statement;
 - HTTP ``POST .../search``, keyword / vector / hybrid: the whole request;
-- in-process ``retrieval.search(pool, ...)``, keyword, cached term statistics: the search's round
+- in-process ``retrieval.search(PgSearch(pool), ...)``, keyword: the search's round
   trips (pool, transaction, ``SET LOCAL``, statement, content keys, details) without HTTP and auth;
-- the keyword statement alone on one held connection, cached statistics;
+- the keyword statement alone on one held connection;
 - in-process query embedding (the API's embedder on its ``SEARCH_EMBED_THREADS`` threads).
 
 Latency p50 / p90 in ms. Writes the ``search-layers`` section of bench/RESULTS.md (``--smoke``: 10
@@ -40,6 +40,8 @@ async def run(rounds: int) -> str:
     from knowledge_service.search import retrieval
     from shared.adapters.embedding.configured import embedder_from_settings
     from shared.adapters.postgres.pool import PoolConfig, create_pool
+    from shared.adapters.postgres.reads import PgSearch
+    from shared.adapters.postgres.repo import search as search_repo
     from shared.settings import KnowledgeSettings
 
     looks = lookalike_docs(DOCS)
@@ -69,7 +71,8 @@ async def run(rounds: int) -> str:
             async def statement() -> object:
                 async with pool.acquire() as conn:
                     t0 = time.perf_counter()
-                    await retrieval.keyword_ranking(conn, kb, question, 5, params)
+                    await search_repo.keyword_ranking(conn, kb, question, 5, budget=params.keyword_budget,
+                                                      max_candidates=params.keyword_max_candidates)
                     return time.perf_counter() - t0  # the statement's own time, not the pool's
 
             layers: dict[str, Callable[[], Awaitable[object]]] = {
@@ -79,8 +82,8 @@ async def run(rounds: int) -> str:
                 "HTTP `POST .../search`, keyword (the whole request)": post("keyword"),
                 "HTTP `POST .../search`, vector (the whole request)": post("vector"),
                 "HTTP `POST .../search`, hybrid (the whole request)": post("hybrid"),
-                "in-process `retrieval.search(pool, keyword)` (the KB's own statistics)": lambda: retrieval.search(
-                    pool, kb, retrieval.Mode.KEYWORD, question, None, 5, params),
+                "in-process `retrieval.search(PgSearch(pool), keyword)`": lambda: retrieval.search(
+                    PgSearch(pool), kb, retrieval.Mode.KEYWORD, question, None, 5, params),
                 "the keyword statement alone": statement,
                 "in-process query embedding (the API's embedder)": lambda: embedder.embed([question]),
             }

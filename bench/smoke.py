@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: Every bench script (``python -m bench.<name> --smoke``), the heaviest first; one not (yet) present is left out.
 SCRIPTS = ("peer", "throughput", "workers", "drain", "retrieval", "model_calls", "upload", "pipeline", "chunking",
-           "parsers", "ocr", "ocr_pages", "streams", "hosts", "search_layers", "edge")
+           "parsers", "ocr", "ocr_pages", "streams", "hosts", "parts", "search_layers", "edge", "swap")
 PARALLEL = 4
 TIMEOUT_S = 300
 

@@ -25,7 +25,7 @@ from shared.adapters.embedding.configured import embedder_from_settings
 from shared.adapters.embedding.local import set_torch_threads
 from shared.adapters.postgres.migrate import migrate
 from shared.adapters.postgres.pool import PoolConfig, create_pool
-from shared.adapters.postgres.reads import PgReads
+from shared.adapters.postgres.reads import PgReads, PgSearch
 from shared.adapters.redis_lock import connect as redis_connect
 from shared.adapters.s3 import POOL_CONNECTIONS as STORAGE_THREADS
 from shared.adapters.s3 import ObjectStore, StorageConfig
@@ -65,8 +65,8 @@ async def _open(settings: KnowledgeSettings, metrics: ApiMetrics) -> Resources:
     if isinstance(embedder, SentenceTransformerEmbedder) and embedder.runtime == "torch":
         set_torch_threads(settings.search_embed_threads)  # a query's encode() beside a busy worker
     publisher = await _open_publisher(settings, metrics)
-    return Resources(settings, pool, store, redis, embedder, publisher,
-                     usecase_deps(settings, pool, store, publisher), PgReads(pool), metrics)
+    return Resources(settings, store, redis, embedder, publisher,
+                     usecase_deps(settings, pool, store, publisher), PgReads(pool), PgSearch(pool), metrics)
 
 
 async def _close(res: Resources) -> None:
@@ -74,7 +74,7 @@ async def _close(res: Resources) -> None:
     if res.publisher is not None:
         await res.publisher.close()
     await res.redis.aclose()
-    await res.pool.close()
+    await res.reads.close()  # the pool: every read and write went through it
     close = getattr(res.embedder, "aclose", None)
     if close is not None:
         await close()

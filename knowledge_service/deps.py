@@ -6,7 +6,6 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Annotated
 
-import asyncpg
 import redis.asyncio as aioredis
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -17,6 +16,7 @@ from shared.adapters.embedding import Embedder
 from shared.adapters.postgres.reads import PgReads
 from shared.adapters.rabbitmq import FailoverPublisher
 from shared.adapters.s3 import ObjectStore
+from shared.ports import SearchReads
 from shared.settings import KnowledgeSettings
 
 
@@ -25,15 +25,16 @@ class Resources:
     """Everything the routes use; built and closed by the lifespan (the composition root)."""
 
     settings: KnowledgeSettings
-    pool: asyncpg.Pool
     store: ObjectStore
     redis: aioredis.Redis
     embedder: Embedder
     publisher: FailoverPublisher | None
     #: the use cases' ports (PostgreSQL store, object store, publisher) and limits: every write
     deps: usecases.Deps
-    #: the read side of the routes (ownership checks, documents, tasks, chunks, tokens)
+    #: the read side of the routes (ownership checks, documents, tasks, chunks, tokens, streams, health)
     reads: PgReads
+    #: the search's reads (shared.adapters.postgres.reads.PgSearch over the pool)
+    search: SearchReads
     metrics: ApiMetrics = field(default_factory=ApiMetrics.unregistered)
 
 

@@ -13,14 +13,13 @@ names), never ids.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from shared.adapters.postgres.repo import ops as ops_repo
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +92,7 @@ async def metrics(request: Request) -> Response:
     res = request.app.state.resources
     m: ApiMetrics = res.metrics
     try:
-        async with res.pool.acquire(timeout=2) as conn:
-            m.outbox_backlog.set(await ops_repo.outbox_backlog(conn))
+        m.outbox_backlog.set(await asyncio.wait_for(res.reads.outbox_backlog(), 2))
     except Exception as exc:  # a scrape never fails because the database is down
         log.warning("metrics sample failed", extra={"error": f"{type(exc).__name__}: {exc}"})
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)

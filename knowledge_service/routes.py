@@ -1,7 +1,8 @@
 """HTTP routes. Every ``/api/v1`` route authenticates and checks ownership (404 otherwise).
 
 Routes parse the request, then read through ``res.reads``
-(:class:`shared.adapters.postgres.reads.PgReads`) and write through a use case
+(:class:`shared.adapters.postgres.reads.PgReads`; the search through ``res.search``, the
+``SearchReads`` port) and write through a use case
 (:mod:`shared.usecases`), never anything else, and shape the answer; errors are
 ``shared.domain.errors`` types, turned into HTTP by ``errors_http`` (the database down is a 503,
 never a 500).
@@ -9,6 +10,7 @@ never a 500).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Annotated, Any
@@ -330,7 +332,7 @@ async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: User
         ef_search=s.search_ef_search, keyword_budget=s.search_keyword_budget,
         keyword_max_candidates=s.search_keyword_max_candidates,
     )
-    hits = await retrieval.search(res.pool, kb_id, mode, body.query, vector, body.top_k, params)
+    hits = await retrieval.search(res.search, kb_id, mode, body.query, vector, body.top_k, params)
     return schemas.SearchResponse(mode=body.mode, results=[
         schemas.SearchHit(document_id=h.document_id, filename=h.filename, chunk_index=h.chunk_index,
                           content=h.content, page=h.page, section=h.section, score=h.score, sources=h.sources,
@@ -354,9 +356,7 @@ async def healthz() -> schemas.Health:
 async def readyz(res: Res) -> JSONResponse:
     detail: dict[str, str] = {}
     try:
-        async with res.pool.acquire(timeout=3) as conn:
-            await conn.fetchval("SELECT 1")
-        detail["database"] = "ok"
+        detail["database"] = "ok" if await asyncio.wait_for(res.reads.ping(), 3) else "unavailable"
     except Exception as exc:
         detail["database"] = f"unavailable: {type(exc).__name__}"
     try:

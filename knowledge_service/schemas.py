@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -35,6 +36,15 @@ class KnowledgeBaseList(BaseModel):
     items: list[KnowledgeBaseOut]
 
 
+class TaskParts(BaseModel):
+    """The parts of a split task (``SPLIT_MIN_CHUNKS`` chunks or more), by status."""
+
+    total: int = Field(ge=1)
+    done: int = Field(ge=0)
+    running: int = Field(ge=0)
+    waiting: int = Field(ge=0)
+
+
 class TaskOut(BaseModel):
     task_id: int
     document_id: int
@@ -50,14 +60,25 @@ class TaskOut(BaseModel):
     end_time: datetime | None
     create_time: datetime
     update_time: datetime
-    stage: Literal["DOWNLOADING", "PARSING", "OCR", "CHUNKING", "EMBEDDING", "WRITING"] | None = Field(
-        None, description="where the current run is (FAILED/TIMEOUT: where it stopped); null before the first claim")
+    stage: Literal["DOWNLOADING", "PARSING", "OCR", "CHUNKING", "MODEL_WAIT", "EMBEDDING", "WRITING"] | None = Field(
+        None, description="where the current run is (FAILED/TIMEOUT: where it stopped; MODEL_WAIT: chunked, waiting"
+                          " for its worker's model turn); null before the first claim")
     progress: float | None = Field(
         None, ge=0, le=1, description="stage OCR: share of the scanned pages OCRed; otherwise share of the run's "
                                       "chunks embedded (0 before EMBEDDING, 1 from WRITING on); "
                                       "written at most about once per second")
     queue_position: int | None = Field(
         None, description="WAITING/RETRYING: approximate 1-based place among all waiting tasks; null otherwise")
+    parts: TaskParts | None = Field(
+        None, description="a big document embedded in parts by any worker (issue 31): how many parts in all, done,"
+                          " running and waiting; null when the task is not split (its progress is over all parts)")
+
+    @field_validator("parts", mode="before")
+    @classmethod
+    def _parts_json(cls, v: Any) -> Any:
+        """A row read directly carries ``parts`` as JSON text (jsonb); nested in a document's
+        task JSON it is already an object."""
+        return json.loads(v) if isinstance(v, str) else v
 
 
 class PendingVersionOut(BaseModel):

@@ -34,9 +34,6 @@ from sse_starlette import EventSourceResponse
 
 from knowledge_service import events, schemas
 from knowledge_service.deps import Resources, token_digest
-from shared.adapters.postgres.pool import connection
-from shared.adapters.postgres.repo import streams as streams_repo
-from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.settings import KnowledgeSettings
 
 T = TypeVar("T")
@@ -132,8 +129,7 @@ def _bearer(request: Request) -> bytes:
 def _guard(res: Resources, gate: StreamGate, digest: bytes, user_id: int, kb_id: int | None) -> events.Guard:
     async def check() -> str | None:
         async def allowed() -> tuple[bool, bool]:
-            async with connection(res.pool) as conn:
-                return await streams_repo.stream_allowed(conn, digest, user_id, kb_id)
+            return await res.reads.stream_allowed(digest, user_id, kb_id)
 
         token_ok, kb_ok = await gate.run(allowed)
         return None if token_ok and kb_ok else ("revoked" if not token_ok else "kb_deleted")
@@ -164,8 +160,7 @@ def kb_stream(request: Request, res: Resources, user_id: int, kb_id: int,
 
     async def load_changes(since: datetime | None) -> events.Changes:
         async def read() -> events.Changes:
-            async with connection(res.pool) as conn:
-                now, rows, ids = await streams_repo.kb_changes(conn, user_id, kb_id, since)
+            now, rows, ids = await res.reads.kb_changes(user_id, kb_id, since)
             return now, {r["document_id"]: document(r).model_dump(mode="json") for r in rows}, frozenset(ids)
 
         if since is None:
@@ -185,8 +180,7 @@ def task_stream(request: Request, res: Resources, user_id: int, task_id: int) ->
 
     async def load() -> dict[str, Any] | None:
         async def read() -> asyncpg.Record | None:
-            async with connection(res.pool) as conn:
-                return await tasks_repo.get_task(conn, user_id, task_id)
+            return await res.reads.get_task(user_id, task_id)
 
         row = await gate.run(read)
         return None if row is None else schemas.TaskOut.model_validate(dict(row.items())).model_dump(mode="json")

@@ -88,7 +88,8 @@ async def create_kb(settings: KnowledgeSettings, user: str, name: str) -> dict[s
 async def requeue_stuck(waiting_after_s: float | None, running_after_s: float | None) -> dict[str, Any]:
     """One recovery pass now (``task_service.jobs.scanner.once``) with optional thresholds,
     then one outbox relay pass so re-published messages leave at once:
-    ``{"timed_out": [task ids], "republished": [...], "dead_lettered": [...], "published": n}``."""
+    ``{"timed_out": [task ids], "republished": [...], "dead_lettered": [...], "published": n,
+    "rearmed_parts": [[task id, part], ...], "republished_parts": [...]}`` (parts of split tasks)."""
     from shared.adapters.rabbitmq import Publisher
     from task_service import APP_ID
     from task_service.jobs import relay, scanner
@@ -101,7 +102,9 @@ async def requeue_stuck(waiting_after_s: float | None, running_after_s: float | 
         published = await relay.once(pool, publisher, grace_s=0.0, dispatch_limit=settings.dispatch_limit,
                                      batch=10_000)
     return {"timed_out": report.timed_out, "republished": report.republished,
-            "dead_lettered": report.dead_lettered, "published": published}
+            "dead_lettered": report.dead_lettered, "published": published,
+            "rearmed_parts": [list(p) for p in report.rearmed_parts],
+            "republished_parts": [list(p) for p in report.republished_parts]}
 
 
 def _thresholds(base: ScanThresholds, waiting_after_s: float | None, running_after_s: float | None) -> ScanThresholds:

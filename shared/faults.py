@@ -7,7 +7,9 @@ the commit and before the ack. Unset in production: each point is then a dict lo
 Points: ``before_download``; ``during_embed`` (embedding run recorded, model not yet called);
 ``in_commit`` (inside the final transaction, chunks written, not committed); ``after_commit``
 (chunks committed, delivery not yet acked); ``before_parse``; ``embed_batch`` (after each
-embedding batch); in the API, ``after_commit_before_publish``.
+embedding batch); ``in_split`` (inside the split's transaction, chunks staged, not committed);
+``in_swap`` (inside the last part's commit, its vectors staged, the swap not yet run); in the
+API, ``after_commit_before_publish``.
 
 Actions: ``stop`` (SIGSTOP self), ``exit`` (``os._exit(70)``, a crash), ``sleep:<seconds>``;
 ``fail:<text>``: raise ``StorageUnavailableError`` (a transient fault) when the point's subject

@@ -15,9 +15,27 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from shared.domain.fencing import EnqueueDecision, TaskSnapshot
+from shared.domain.fencing import EnqueueDecision, PartSnapshot, TaskSnapshot
 from shared.domain.messages import IndexMessage
-from shared.domain.records import ChunkCommit, Claim, Duplicate, NewContent, OutboxRow, SkipRecord
+from shared.domain.records import (
+    CacheNamespace,
+    Chunk,
+    ChunkCommit,
+    ChunkCopy,
+    ChunkDetails,
+    Claim,
+    DocumentSource,
+    Duplicate,
+    NewContent,
+    OpsSample,
+    OutboxRow,
+    PartClaim,
+    PartCommit,
+    PartCommitted,
+    SkipRecord,
+    SplitCommit,
+    TermFold,
+)
 from shared.domain.states import TaskStatus
 
 __all__ = [
@@ -25,12 +43,14 @@ __all__ = [
     "DocumentLock",
     "Embedder",
     "IssueRefused",
+    "MaintenanceStore",
     "ObjectReader",
     "ObjectRemover",
     "ObjectStream",
     "ObjectWriter",
     "Publisher",
     "ReleasedObjects",
+    "SearchReads",
     "TaskStore",
     "WorkerStore",
 ]
@@ -196,6 +216,73 @@ class DocumentLock(Protocol):
     async def release(self) -> None: ...
 
 
+class MaintenanceStore(Protocol):
+    """What the worker's single-statement jobs read and write (:class:`shared.adapters.postgres.
+    pg_store.PgMaintenance`): each call one statement (or one short transaction) on its own pooled
+    connection. Raises ``DatabaseUnavailableError``."""
+
+    async def cache_evict(self, max_rows: int, low_water: float) -> int | None:
+        """One LRU eviction pass of the embedding cache down to ``low_water`` x ``max_rows``: rows
+        deleted, None when another worker's pass holds the lock."""
+        ...
+
+    async def fold_term_stats(self, batch: int) -> TermFold | None:
+        """Fold up to ``batch`` pending deltas of the keyword statistics per KB; None when
+        another fold was running."""
+        ...
+
+    async def pending_term_deltas(self) -> int:
+        """Deltas of the keyword statistics not yet folded."""
+        ...
+
+    async def sample(self) -> OpsSample:
+        """The gauges of the worker's ``/metrics`` that PostgreSQL holds."""
+        ...
+
+    async def kbs_needing_ann(self, exact_max_chunks: int) -> list[int]:
+        """KBs above ``exact_max_chunks`` chunks with vectors not yet in the HNSW index."""
+        ...
+
+    async def add_to_ann(self, kb_id: int, batch: int) -> int:
+        """Add up to ``batch`` of the KB's vectors to the HNSW index (one transaction): how many."""
+        ...
+
+
+class SearchReads(Protocol):
+    """The search's reads (:class:`shared.adapters.postgres.reads.PgSearch`; the statements in
+    ``shared.adapters.postgres.repo.search``). Rankings are ``[(chunk id, score)]``, best first.
+    ``parallel``: two calls may run at once (each on its own connection). Raises
+    ``DatabaseUnavailableError``."""
+
+    @property
+    def parallel(self) -> bool: ...
+
+    async def vector(self, kb_id: int, embedding: npt.NDArray[np.float32], limit: int, *, exact_max_chunks: int,
+                     ef_search: int) -> list[tuple[int, float]]:
+        """Top ``limit`` chunks of the KB by cosine similarity to ``embedding`` (``(dim,) float32``):
+        exact up to ``exact_max_chunks`` vectors in the KB, HNSW at ``ef_search`` above."""
+        ...
+
+    async def keyword(self, kb_id: int, text: str, limit: int, *, budget: int,
+                      max_candidates: int) -> list[tuple[int, float]]:
+        """Top ``limit`` chunks of the KB by full-text match of ``text``, the KB's own term
+        statistics; about ``budget`` candidates, at most ``max_candidates``."""
+        ...
+
+    async def content_keys(self, ids: Sequence[int]) -> dict[int, str]:
+        """``{chunk id: MD5 of its text}`` (collapses copies of one text)."""
+        ...
+
+    async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
+        """The chunks still there among ``ids``."""
+        ...
+
+    async def copies(self, ids: Sequence[int], limit: int) -> dict[int, tuple[list[ChunkCopy], int]]:
+        """``{chunk id: (the other chunks of its KB holding exactly its text, by document then chunk,
+        at most ``limit``; how many in all)}`` for the chunks among ``ids`` that have copies."""
+        ...
+
+
 class ReleasedObjects(Protocol):
     """Removes, after a commit, the objects committed transactions released (``object_removal``);
     best effort: what fails stays queued for the sweep (``task_service.cleanup``). Never raises."""
@@ -225,41 +312,39 @@ class WorkerStore(Protocol):
     async def heartbeat(self, claim: Claim) -> bool: ...
 
     async def report_progress(self, claim: Claim, stage: str, progress: float) -> bool:
-        """The run's stage (``task_service.progress.Stage`` value) and progress (0..1); also a heartbeat."""
+        """The run's stage (``task_service.indexing.progress.Stage`` value) and progress (0..1); also a heartbeat."""
         ...
 
-    async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
-        """``(object_key, filename, content_type)``; None if the document was deleted."""
+    async def document_source(self, document_id: int) -> DocumentSource | None:
+        """The version to index (the pending one if any); None if the document was deleted."""
         ...
 
     async def claim_is_current(self, claim: Claim) -> bool: ...
 
     async def record_embedding_run(
-        self, claim: Claim, document_id: int, chunk_count: int, worker: str,
+        self, claim: Claim | PartClaim, document_id: int, chunk_count: int, worker: str,
         *, cache_hits: int = 0, cache_misses: int | None = None,
     ) -> None:
-        """One row per embedding step: ``cache_hits`` chunks from the cache, ``cache_misses``
-        (default: the rest) sent to the model."""
+        """One row per embedding step (of a run, or of a part: the row carries its ``part`` and
+        the part's attempt): ``cache_hits`` chunks from the cache, ``cache_misses`` (default: the
+        rest) sent to the model."""
         ...
 
     async def cache_lookup(
-        self, owner: int, model: str, revision: str, dim: int, keys: Sequence[bytes]
+        self, owner: int, ns: CacheNamespace, keys: Sequence[bytes]
     ) -> Mapping[bytes, npt.NDArray[np.float32]]:
-        """Embedding cache: ``owner``'s (the document's user) vectors stored under ``keys`` (text
-        SHA-256) in that namespace; never another user's."""
+        """Embedding cache: ``owner``'s (the document's user) ``(ns.dim,)`` vectors stored under
+        ``keys`` (text SHA-256) in namespace ``ns``; never another user's."""
         ...
 
     async def cache_store(
-        self, owner: int, document_id: int, model: str, revision: str, dim: int, keys: Sequence[bytes],
-        vectors: npt.NDArray[Any],
+        self, owner: int, document_id: int, ns: CacheNamespace, keys: Sequence[bytes], vectors: npt.NDArray[Any],
     ) -> int:
         """Add ``owner``'s vectors (a concurrent writer's vector for the same key wins); rows
         added; 0 when ``document_id`` is gone (a deleted document leaves no entry behind)."""
         ...
 
-    async def cache_touch(
-        self, owner: int, model: str, revision: str, keys: Sequence[bytes], min_age_s: float
-    ) -> int:
+    async def cache_touch(self, owner: int, ns: CacheNamespace, keys: Sequence[bytes], min_age_s: float) -> int:
         """Mark ``owner``'s hits used, at most once per ``min_age_s`` per entry; rows touched."""
         ...
 
@@ -276,4 +361,71 @@ class WorkerStore(Protocol):
         warnings: Sequence[str] = (),
     ) -> bool:
         """Task FAILED/TIMEOUT and document FAILED, fenced on the claim."""
+        ...
+
+    # ---------------------------------------------------------- a big document in parts (Flow 3)
+
+    async def split_task(self, commit: SplitCommit) -> list[OutboxRow] | None:
+        """The split, ONE transaction fenced on the document run's claim (document row locked,
+        its generation checked; task RUNNING at ``(generation, attempt)``): task stage EMBEDDING,
+        progress 0, its dispatch slot given up (its parts take slots); every chunk staged; one
+        WAITING part row and one outbox row (message ``IndexMessage.for_part(p)``) per part.
+        Returns the part outbox rows released to the broker now, to publish after the commit
+        (then :meth:`mark_published`); held rows are the relay's (fair dispatch). None: fenced
+        out, nothing written. Raises ValueError if ``commit.parts`` do not cover ``commit.chunks``
+        contiguously from 0."""
+        ...
+
+    async def mark_published(self, outbox_id: int) -> None:
+        """The outbox row was confirmed by the broker."""
+        ...
+
+    async def load_part_snapshot(self, task_id: int, part: int) -> PartSnapshot | None:
+        """The task (as :meth:`load_task_snapshot`) with its part ``part``, one query; None if
+        the task is gone; ``state`` None if it has no such part."""
+        ...
+
+    async def claim_part(self, task_id: int, part: int, generation: int) -> PartClaim | None:
+        """Part RUNNING, part attempt + 1, if it is WAITING or RUNNING at ``generation`` and its
+        task RUNNING at ``generation`` with its document at it too; the claim (the part's new
+        attempt and range), or None (nothing written)."""
+        ...
+
+    async def part_claim_is_current(self, claim: PartClaim) -> bool:
+        """The pre-embedding re-check: the part is still RUNNING under ``claim`` (generation and
+        part attempt), its task RUNNING and its document at the generation."""
+        ...
+
+    async def read_part_chunks(self, claim: PartClaim) -> list[Chunk] | None:
+        """The part's staged chunks, ``claim.first_chunk .. claim.end_chunk - 1`` in order
+        (``Chunk.index`` = the document's chunk index); None if the split is gone (fenced out)."""
+        ...
+
+    async def part_heartbeat(self, claim: PartClaim) -> bool:
+        """Bump the part's and its task's ``update_time`` under ``claim``; False: fenced out."""
+        ...
+
+    async def report_part_progress(self, claim: PartClaim, embedded: int) -> bool:
+        """The part has ``embedded`` (0..chunk_count) of its chunks embedded: the part's counter,
+        the task's progress (embedded over all parts / the split's chunks) and ``update_time``;
+        also a heartbeat. False: fenced out."""
+        ...
+
+    async def commit_part(self, commit: PartCommit) -> PartCommitted:
+        """The part's stage commit, ONE transaction (document row locked first, so every part
+        commit of a document and its swap are serialised): part DONE under the claim, its
+        vectors staged, the task's progress. When no part is left the swap runs in the same
+        transaction: the document's chunks and vectors replaced server-side from the staged rows
+        (counts checked), the document promoted as by :meth:`commit_chunks` (with the split's
+        warnings), task SUCCESS, the split deleted. FENCED: nothing written. Raises ValueError
+        if ``commit.embeddings`` does not have ``claim.chunk_count`` rows."""
+        ...
+
+    async def finish_part_unsuccessfully(
+        self, claim: PartClaim, *, document_id: int, status: TaskStatus, error_code: str, error_message: str,
+    ) -> bool:
+        """A part failed for good (or stalled, or ran out of budget): the task FAILED/TIMEOUT
+        with that error, fenced on the part's claim; the document FAILED unless it has a served
+        version (with the split's warnings); the split deleted (every part and staged row).
+        False: fenced out, nothing written."""
         ...

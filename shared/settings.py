@@ -13,6 +13,7 @@ from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.domain.errors import ConfigurationError
+from shared.domain.time_budget import consumer_timeout_problem
 
 
 class CommonSettings(BaseSettings):
@@ -118,6 +119,14 @@ class CommonSettings(BaseSettings):
         return self.dispatch_per_user if self.dispatch_per_user is not None else 2 * self.dispatch_workers
 
 
+    # Read by the API's vector search and by the worker's ANN job (issue 31: commits insert vectors
+    # outside the HNSW index; the job adds those of the KBs above this threshold to it).
+    search_exact_max_chunks: int = Field(
+        40_000, ge=0, description="KBs with at most this many vectors are searched exactly (no HNSW); the ANN"
+        " job indexes the vectors of the larger ones"
+    )
+
+
 class KnowledgeSettings(CommonSettings):
     """The HTTP API (knowledge_service)."""
 
@@ -155,9 +164,6 @@ class KnowledgeSettings(CommonSettings):
     search_ef_search: int = Field(400, ge=1, le=1000, description="HNSW ef_search for search queries")
     search_candidate_depth: int = Field(50, ge=1, le=1000, description="hybrid: items taken from each list for RRF")
     search_rrf_k: int = Field(60, ge=1, description="hybrid: RRF constant k (Cormack et al. 2009)")
-    search_exact_max_chunks: int = Field(
-        40_000, ge=0, description="KBs with at most this many vectors are searched exactly (no HNSW)"
-    )
     search_keyword_budget: int = Field(
         2000, ge=1, description="keyword: candidates are chunks holding the rarest query terms, about this many rows"
     )
@@ -211,11 +217,30 @@ class WorkerSettings(CommonSettings):
     lock_renew_s: float = Field(30.0, description="watchdog renewal period, seconds")
     lock_retry_max_attempts: int = Field(10, description="delay-queue round trips before giving up")
     heartbeat_s: float = Field(30.0, description="RUNNING task update_time bump period, seconds")
-    task_hard_limit_s: float = Field(
-        850.0, description="cancel a task running longer (a wait for the model turn not counted), seconds; PREFETCH x"
-        " this < CONSUMER_TIMEOUT_S (850 s: twice the largest document allowed on 2 cores with ONNX Runtime)"
-    )
     consumer_timeout_s: float = Field(1800.0, description="mirror of RabbitMQ consumer_timeout")
+    ann_index_interval_s: float = Field(
+        30.0, ge=0, description="ANN job period: vectors of KBs above SEARCH_EXACT_MAX_CHUNKS are added to the HNSW"
+        " index behind the commits, seconds (0 disables)"
+    )
+    ann_index_batch: int = Field(1000, ge=1, description="ANN job: vectors added to the HNSW index per transaction")
+    # Big documents in parts, and time rules without a fixed clock (issue 31; ARCHITECTURE.md "Flow 3").
+    split_min_chunks: int = Field(
+        512, ge=2, description="a document of at least this many chunks is split after chunking into parts that any"
+        " worker embeds; below it, the single path (no staging, no added latency)"
+    )
+    part_chunks: int = Field(256, ge=1, description="chunks per part of a split document (the last takes the rest)")
+    embed_stall_timeout_s: float = Field(
+        120.0, gt=0, description="a run or part whose model completes no batch for this long ends TIMEOUT, seconds"
+        " (a dead or hung model, not a slow one: a 16-chunk batch takes ~3 s beside four CPU hogs on 2 cores)"
+    )
+    task_budget_base_s: float = Field(
+        300.0, gt=0, description="budget of a run or part before its chunks count (download, parse, commit), seconds"
+    )
+    task_budget_per_chunk_s: float = Field(
+        0.5, ge=0, description="budget added per chunk of a run or part, seconds (20x the idle rate, ~3x the rate"
+        " beside four CPU hogs); PREFETCH x (base + max(SPLIT_MIN_CHUNKS - 1, PART_CHUNKS) x this)"
+        " < CONSUMER_TIMEOUT_S"
+    )
     chunk_max_tokens: int = Field(250, le=256, description="model tokens per chunk")
     chunk_overlap_tokens: int = Field(32, ge=0)
     chunk_max_chars: int = Field(2_000, ge=1, description="characters per chunk (a word of 100+ characters is 1 token)")
@@ -257,25 +282,26 @@ class WorkerSettings(CommonSettings):
 
     @model_validator(mode="after")
     def _check_consumer_timeout(self) -> WorkerSettings:
-        """Refuse settings under which RabbitMQ would close our channel mid-task.
+        """Refuse settings under which RabbitMQ would close our channel mid-unit (the start-up
+        guard, :func:`shared.domain.time_budget.consumer_timeout_problem`).
 
-        With prefetch N, the last prefetched delivery waits up to (N-1)·T unacked for the
-        model turn (the worker's pipeline: it is claimed and parsed at once, then waits while
-        the others embed; the wait is not counted in its own T) and T more to finish (RabbitMQ
-        docs, "Delivery Acknowledgement Timeout").
+        With prefetch N, the last prefetched delivery waits unacked for the N-1 before it (the
+        worker's pipeline: it is claimed and parsed at once, then waits for the model turn; the
+        wait is not counted in its own budget) and then runs its own budget, each at most the
+        budget of the largest unit (RabbitMQ docs, "Delivery Acknowledgement Timeout"). No fixed
+        clock bounds a document: a big one is split into parts, each its own delivery.
         """
-        if self.prefetch * self.task_hard_limit_s >= self.consumer_timeout_s:
-            raise ConfigurationError(
-                f"PREFETCH ({self.prefetch}) x TASK_HARD_LIMIT_S ({self.task_hard_limit_s:g}) must stay "
-                f"below CONSUMER_TIMEOUT_S ({self.consumer_timeout_s:g}, RabbitMQ's consumer_timeout): "
-                "lower PREFETCH or TASK_HARD_LIMIT_S, or raise consumer_timeout on the broker and "
-                "CONSUMER_TIMEOUT_S here"
-            )
+        problem = consumer_timeout_problem(
+            self.prefetch, self.task_budget_base_s, self.task_budget_per_chunk_s, self.split_min_chunks,
+            self.part_chunks, self.consumer_timeout_s,
+        )
+        if problem is not None:
+            raise ConfigurationError(problem)
         if self.lock_renew_s >= self.lock_ttl_s:
             raise ConfigurationError("LOCK_RENEW_S must be below LOCK_TTL_S")
         return self
 
-    # Parsing sandbox (task_service/pipeline/sandbox.py): limits of the parser child process.
+    # Parsing sandbox (task_service/pipeline/sandbox/): limits of the parser child process.
     parse_sandbox: bool = Field(True, description="parse in a resource-limited child process (false: in-process)")
     parse_memory_limit_mb: int = Field(2048, ge=1024, description="child address space (RLIMIT_AS), MiB")
     parse_cpu_limit_s: int = Field(120, ge=1, description="CPU seconds per document in the child (RLIMIT_CPU)")
@@ -294,10 +320,12 @@ class WorkerSettings(CommonSettings):
     zip_max_depth: int = Field(3, ge=0, description="packages nested in packages (attachments, embedded files)")
     pdf_max_pages: int = Field(2_000, ge=1, description="PDF pages")
     pdf_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text extracted from one PDF")
+    parse_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text one document may give, "
+                                      "any format, checked as its reader emits blocks")
     # JSON / JSONL / XML readers
     structured_max_depth: int = Field(200, ge=1, le=10_000, description="JSON/XML nesting levels read")
     structured_max_values: int = Field(2_000_000, ge=1, description="JSON leaf values / XML text nodes per document")
-    # E-mail (.eml/.msg) readers (task_service/pipeline/readers/mail.py).
+    # E-mail (.eml/.msg) readers (task_service/pipeline/readers/mail/common.py).
     mail_max_depth: int = Field(3, ge=0, description="nested messages read (attached mail); deeper: a warning")
     mail_max_nesting: int = Field(50, ge=1, description="MIME parts / embedded messages nesting; deeper: parse_limit")
     mail_max_header_chars: int = Field(100_000, ge=1, description="characters kept of one e-mail header value")
@@ -308,6 +336,8 @@ class WorkerSettings(CommonSettings):
     ocr_dpi: int = Field(200, ge=72, le=600, description="resolution at which PDF pages are rendered for OCR")
     ocr_max_pages: int = Field(100, ge=1, description="pages (PDF pages, image frames) OCRed per document")
     image_max_pixels: int = Field(50_000_000, ge=1_000_000, description="pixels of one image or rendered page")
+    ocr_max_pixels: int = Field(400_000_000, ge=1_000_000, description="pixels OCRed per document (all its scanned "
+                                "pages or image frames), decided before any is rendered")
     # tables (XLSX, ODS, CSV/TSV read as rows)
     table_max_cells: int = Field(5_000_000, ge=1, description="cells of a sheet's used range / a CSV")
     table_max_columns: int = Field(16_384, ge=1, description="columns of one sheet or CSV")

@@ -34,7 +34,7 @@ from shared.adapters import rabbitmq
 from shared.adapters.embedding import Embedder
 from shared.adapters.embedding.configured import embedder_from_settings
 from shared.adapters.postgres.migrate import migrate
-from shared.adapters.postgres.pg_store import PgReleasedObjects, PgWorkerStore
+from shared.adapters.postgres.pg_store import PgMaintenance, PgReleasedObjects, PgWorkerStore
 from shared.adapters.postgres.pool import PoolConfig, create_pool
 from shared.adapters.redis_lock import DocumentLock
 from shared.adapters.redis_lock import connect as redis_connect
@@ -44,8 +44,10 @@ from shared.log import configure
 from shared.settings import WorkerSettings
 from task_service import APP_ID
 from task_service.consumer import Consumer, ConsumerConfig
-from task_service.handler import HandlerConfig, IndexHandler
-from task_service.jobs import cache_evictor, every, metrics_sampler, relay, scanner, sweep, term_stats
+from task_service.indexing.config import HandlerConfig
+from task_service.indexing.delivery import IndexHandler
+from task_service.jobs import ann_indexer, cache_evictor, every, metrics_sampler, relay, scanner, sweep, term_stats
+from task_service.jobs.ann_indexer import AnnConfig
 from task_service.jobs.cache_evictor import EvictConfig
 from task_service.jobs.relay import RelayConfig
 from task_service.jobs.scanner import ScanConfig
@@ -117,8 +119,8 @@ async def run(settings: WorkerSettings) -> None:
     metrics_server = serve(metrics, settings.worker_metrics_host, settings.worker_metrics_port) \
         if settings.worker_metrics_port else None
     handler = IndexHandler(
-        config=HandlerConfig.from_settings(settings), db=PgWorkerStore(r.pool),
-        lock=lambda document_id: DocumentLock(r.redis, document_id, settings.lock_ttl_s),
+        config=HandlerConfig.from_settings(settings), db=PgWorkerStore(r.pool, settings.dispatch_limit),
+        lock=lambda document_id, part: DocumentLock(r.redis, document_id, settings.lock_ttl_s, part),
         objects=r.store, released=PgReleasedObjects(r.pool, r.store), embedder=r.embedder, parse=r.parser,
         worker_name=name, metrics=metrics, on_delivery_done=relay_wake.set,
     )
@@ -160,13 +162,14 @@ async def _shutdown(r: _Resources, handler: IndexHandler) -> None:
 
 @dataclass(frozen=True)
 class _Jobs:
-    """The periodic jobs' settings, built once: relay, scanner, sweep, cache eviction, and the
-    gauge sampler (``sample``: metrics are served; ``sample_s`` its period)."""
+    """The periodic jobs' settings, built once: relay, scanner, sweep, cache eviction, the ANN
+    job, and the gauge sampler (``sample``: metrics are served; ``sample_s`` its period)."""
 
     relay: RelayConfig
     scan: ScanConfig
     sweep: SweepConfig
     evict: EvictConfig
+    ann: AnnConfig
     fold: FoldConfig
     publish_timeout_s: float
     sample: bool
@@ -176,6 +179,7 @@ class _Jobs:
     def from_settings(cls, s: WorkerSettings, *, sample: bool) -> _Jobs:
         return cls(relay=RelayConfig.from_settings(s), scan=ScanConfig.from_settings(s),
                    sweep=SweepConfig.from_settings(s), evict=EvictConfig.from_settings(s),
+                   ann=AnnConfig.from_settings(s),
                    fold=FoldConfig.from_settings(s),
                    publish_timeout_s=s.amqp_publish_timeout_s, sample=sample, sample_s=s.worker_metrics_sample_s)
 
@@ -184,17 +188,24 @@ def _start_lifelong(pool: asyncpg.Pool, store: ObjectStore, jobs: _Jobs,
                     stop: asyncio.Event) -> list[asyncio.Task[None]]:
     """The jobs that need no broker, for the worker's lifetime: the orphan sweep (first pass after
     one period; interval 0 disables it), the embedding-cache evictor (not when the cache is
-    disabled: max rows 0) and the fold of the keyword statistics per KB."""
-    tasks = [asyncio.create_task(every(
-        "term statistics fold", partial(term_stats.once, pool), jobs.fold.interval_s, stop, again=term_stats.full))]
+    disabled: max rows 0), the fold of the keyword statistics per KB and the ANN job (interval 0
+    disables it)."""
+    maintenance = PgMaintenance(pool)
+    tasks = [asyncio.create_task(every("term statistics fold", partial(term_stats.once, maintenance),
+                                       jobs.fold.interval_s, stop, again=term_stats.full))]
     if jobs.sweep.interval_s > 0:
         tasks.append(asyncio.create_task(every(
             "orphan sweep", partial(sweep.once, pool, store, grace_s=jobs.sweep.grace_s),
             jobs.sweep.interval_s, stop, delay_first=True)))
     if jobs.evict.max_rows > 0:
         tasks.append(asyncio.create_task(every(
-            "embedding cache eviction", partial(cache_evictor.once, pool, jobs.evict.max_rows),
+            "embedding cache eviction", partial(cache_evictor.once, maintenance, jobs.evict.max_rows),
             jobs.evict.interval_s, stop)))
+    if jobs.ann.interval_s > 0:
+        tasks.append(asyncio.create_task(every(
+            "ANN index pass", partial(ann_indexer.once, maintenance, batch=jobs.ann.batch,
+                                      exact_max_chunks=jobs.ann.exact_max_chunks),
+            jobs.ann.interval_s, stop)))
     return tasks
 
 
@@ -214,7 +225,7 @@ async def _start_background(conn: AbstractConnection, pool: asyncpg.Pool, jobs: 
             jobs.scan.interval_s, stop)))
     if jobs.sample:
         tasks.append(asyncio.create_task(every(
-            "metrics sampling", partial(metrics_sampler.once, metrics, pool, await conn.channel()),
+            "metrics sampling", partial(metrics_sampler.once, metrics, PgMaintenance(pool), await conn.channel()),
             jobs.sample_s, stop, errors=metrics_sampler.ERRORS)))
     return tasks
 

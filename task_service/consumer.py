@@ -31,7 +31,7 @@ from shared.domain.messages import IndexMessage, InvalidMessageError
 from shared.log import bind
 from shared.settings import WorkerSettings
 from task_service import APP_ID
-from task_service.handler import IndexHandler, Outcome, decode
+from task_service.indexing.delivery import IndexHandler, Outcome, decode
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,7 @@ class Consumer:
             _, queue = await rabbitmq.declare_topology(channel, delay_ms=self._delay_ms)
             publisher = await rabbitmq.Publisher.open(conn, self._s.publish_timeout_s, app_id=APP_ID,
                                                   on_failure=self._metrics.publish_failures.labels("consumer").inc)
+            self._handler.attach_publisher(publisher)  # a split publishes its parts on this session
 
             async def on_message(message: AbstractIncomingMessage) -> None:
                 # Our own task, not aio-pika's callback task: aio-pika cancels callbacks when the
@@ -232,10 +233,12 @@ class Consumer:
 
 
 def log_fields(msg: IndexMessage | InvalidMessageError) -> dict[str, int]:
-    """``task_id``, ``document_id``, ``generation`` of an index message; {} if the body was not one."""
+    """``task_id``, ``document_id``, ``generation`` (and ``part``, for a part message) of an
+    index message; {} if the body was not one. Bound once per delivery, here."""
     if isinstance(msg, InvalidMessageError):
         return {}
-    return {"task_id": msg.task_id, "document_id": msg.document_id, "generation": msg.generation}
+    fields = {"task_id": msg.task_id, "document_id": msg.document_id, "generation": msg.generation}
+    return fields if msg.part is None else {**fields, "part": msg.part}
 
 
 async def _dead_letter_copy(message: AbstractIncomingMessage, publisher: rabbitmq.Publisher, reason: str) -> bool:

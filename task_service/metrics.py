@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 #: ``model_wait``: a prepared delivery waiting for the model turn (PREFETCH > 1: another embeds).
 STAGES = ("download", "parse", "chunk", "model_wait", "embed", "write")
 ACTIVE_STATUSES = tuple(sorted(s.value for s in ACTIVE))  # the gauges' status labels
-#: Seconds: from a 10 ms parse to a 25 min task (TASK_HARD_LIMIT_S).
+#: Seconds: from a 10 ms parse to a 25 min unit (a part's or a run's budget is at most ~10 min by default).
 STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1500)
 
 

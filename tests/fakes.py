@@ -20,9 +20,24 @@ import numpy as np
 import numpy.typing as npt
 
 from shared.domain.errors import BrokerUnavailableError, LockUnavailableError, StorageUnavailableError
-from shared.domain.fencing import EnqueueDecision, StaleThresholds, TaskSnapshot
+from shared.domain.fencing import EnqueueDecision, PartSnapshot, PartState, StaleThresholds, TaskSnapshot
 from shared.domain.messages import EXCHANGE, ROUTING_KEY, IndexMessage
-from shared.domain.records import Chunk, ChunkCommit, Claim, Duplicate, NewContent, OutboxRow, SkipRecord
+from shared.domain.parts import PART_CLAIMABLE, PartStatus
+from shared.domain.records import (
+    CacheNamespace,
+    Chunk,
+    ChunkCommit,
+    Claim,
+    DocumentSource,
+    Duplicate,
+    NewContent,
+    OutboxRow,
+    PartClaim,
+    PartCommit,
+    PartCommitted,
+    SkipRecord,
+    SplitCommit,
+)
 from shared.domain.states import ACTIVE, DocumentStatus, TaskStatus
 from shared.ports import IssueRefused
 from task_service.pipeline.extract import Extraction
@@ -62,6 +77,33 @@ class FakeTask:
 
 
 @dataclass
+class FakePart:
+    """An ``index_part`` row."""
+
+    part: int
+    first_chunk: int
+    chunk_count: int
+    generation: int
+    status: PartStatus = PartStatus.WAITING
+    attempt: int = 0
+    embedded: int = 0
+
+
+@dataclass
+class FakeSplit:
+    """An ``index_split`` row with its parts and staged rows (``vectors``: chunk index → vector)."""
+
+    generation: int
+    attempt: int
+    document_id: int
+    kb_id: int
+    chunks: list[Chunk]
+    parts: dict[int, FakePart]
+    warnings: list[str]
+    vectors: dict[int, npt.NDArray[Any]] = field(default_factory=dict)
+
+
+@dataclass
 class FakeDeadLetter:
     task_id: int | None
     replayed: bool = False
@@ -85,6 +127,10 @@ class FakeStore:
         self.cache: dict[tuple[int, str, str, bytes], npt.NDArray[Any]] = {}  # (owner, model, revision, key)
         self.before_issue: Callable[[TaskSnapshot], Awaitable[None]] | None = None
         self.fail_next: dict[str, Exception] = {}
+        self.splits: dict[int, FakeSplit] = {}  # task_id -> its split (deleted by the swap or a re-arm)
+        self.outbox_deleted: set[int] = set()  # outbox ids deleted (unpublished part rows of a fenced split)
+        self.part_runs: list[tuple[int, int, int]] = []  # (task_id, part, part attempt) of part embedding runs
+        self.swaps = 0
         self._ids = 0
 
     # -------------------------------------------------------------- helpers for tests
@@ -115,6 +161,22 @@ class FakeStore:
     def published(self) -> list[bool]:
         return [done for _, done in self.outbox]
 
+    def unpublished_part_rows(self, task_id: int | None = None) -> list[OutboxRow]:
+        """Part outbox rows neither published nor deleted (of ``task_id``, or of any task)."""
+        rows = []
+        for row, done in self.outbox:
+            msg = IndexMessage.from_json(row.body)
+            if not done and row.id not in self.outbox_deleted and msg.part is not None and (
+                    task_id is None or msg.task_id == task_id):
+                rows.append(row)
+        return rows
+
+    def _drop_split(self, task_id: int) -> None:
+        """What the generation-issuing transactions and deletes do to a task's split: the split
+        (parts, staged rows) and its unpublished part outbox rows are deleted."""
+        self.splits.pop(task_id, None)
+        self.outbox_deleted.update(r.id for r in self.unpublished_part_rows(task_id))
+
     # -------------------------------------------------------------- TaskStore
 
     def _snapshot(self, task: FakeTask) -> TaskSnapshot:
@@ -124,6 +186,7 @@ class FakeStore:
             status=task.status, generation=task.generation, attempt=task.attempt,
             document_generation=doc.generation, document_status=doc.status, retry_count=task.retry_count,
             max_retry_count=task.max_retry_count, update_time=task.update_time,
+            split=task.id in self.splits and self.splits[task.id].generation == task.generation,
         )
 
     async def load_task_snapshot(self, task_id: int) -> TaskSnapshot | None:
@@ -168,6 +231,7 @@ class FakeStore:
         if task is None or doc is None or (task.status, task.generation) != (snap.status, snap.generation):
             return IssueRefused.LOST_RACE
         assert decision.new_status is not None
+        self._drop_split(task.id)
         doc.generation += 1
         doc.status = DocumentStatus.INDEXING
         if content is not None:
@@ -194,6 +258,7 @@ class FakeStore:
             return False
         for tid in [t.id for t in self.tasks.values() if t.document_id == document_id]:
             del self.tasks[tid]
+            self._drop_split(tid)
         self.released.append(doc.content.object_key)
         return True
 
@@ -204,6 +269,8 @@ class FakeStore:
         self.released.append(doc.pending.object_key)
         doc.pending = None
         doc.generation += 1
+        for tid in [t.id for t in self.tasks.values() if t.document_id == document_id]:
+            self._drop_split(tid)
         return True
 
     async def pending_dead_letter(self, dead_letter_id: int) -> FakeDeadLetter | None:
@@ -259,6 +326,8 @@ class FakeStore:
         task = self.tasks.get(task_id)
         if task is None or task.generation != generation or task.status not in ACTIVE:
             return None
+        if self._snapshot(task).split:  # its parts run: no second document run
+            return None
         task.status = TaskStatus.RUNNING
         task.attempt += 1
         return Claim(task_id, generation, task.attempt)
@@ -273,39 +342,41 @@ class FakeStore:
         task.progress.append((stage, progress))
         return True
 
-    async def document_source(self, document_id: int) -> tuple[str, str, str | None] | None:
+    async def document_source(self, document_id: int) -> DocumentSource | None:
         self._maybe_fail("document_source")
         doc = self.documents.get(document_id)
-        return None if doc is None else (doc.content.object_key, doc.content.filename, doc.content.content_type)
+        return None if doc is None else DocumentSource(doc.content.object_key, doc.content.filename,
+                                                       doc.content.content_type)
 
     async def claim_is_current(self, claim: Claim) -> bool:
         return self._fenced(claim) is not None
 
     async def record_embedding_run(
-        self, claim: Claim, document_id: int, chunk_count: int, worker: str,
+        self, claim: Claim | PartClaim, document_id: int, chunk_count: int, worker: str,
         *, cache_hits: int = 0, cache_misses: int | None = None,
     ) -> None:
         self.embedding_runs += 1
+        if isinstance(claim, PartClaim):
+            self.part_runs.append((claim.task_id, claim.part, claim.attempt))
         self.cache_misses += chunk_count - cache_hits if cache_misses is None else cache_misses
 
     async def cache_lookup(
-        self, owner: int, model: str, revision: str, dim: int, keys: Sequence[bytes]
+        self, owner: int, ns: CacheNamespace, keys: Sequence[bytes]
     ) -> dict[bytes, npt.NDArray[Any]]:
-        return {k: self.cache[(owner, model, revision, k)] for k in keys if (owner, model, revision, k) in self.cache}
+        at = (owner, ns.model, ns.revision)
+        return {k: self.cache[(*at, k)] for k in keys if (*at, k) in self.cache}
 
     async def cache_store(
-        self, owner: int, document_id: int, model: str, revision: str, dim: int, keys: Sequence[bytes],
-        vectors: npt.NDArray[Any],
+        self, owner: int, document_id: int, ns: CacheNamespace, keys: Sequence[bytes], vectors: npt.NDArray[Any],
     ) -> int:
         if document_id not in self.documents:
             return 0
-        new = [(k, v) for k, v in zip(keys, vectors, strict=True) if (owner, model, revision, k) not in self.cache]
-        self.cache.update({(owner, model, revision, k): np.asarray(v, dtype=np.float32) for k, v in new})
+        at = (owner, ns.model, ns.revision)
+        new = [(k, v) for k, v in zip(keys, vectors, strict=True) if (*at, k) not in self.cache]
+        self.cache.update({(*at, k): np.asarray(v, dtype=np.float32) for k, v in new})
         return len(new)
 
-    async def cache_touch(
-        self, owner: int, model: str, revision: str, keys: Sequence[bytes], min_age_s: float
-    ) -> int:
+    async def cache_touch(self, owner: int, ns: CacheNamespace, keys: Sequence[bytes], min_age_s: float) -> int:
         return 0
 
     async def record_skips(self, skips: Sequence[SkipRecord], worker: str) -> None:
@@ -335,6 +406,141 @@ class FakeStore:
         task.status, task.error_code, task.error_message = status, error_code, error_message
         self.documents[document_id].status = DocumentStatus.FAILED
         return True
+
+    # -------------------------------------------------------------- WorkerStore: parts (Flow 3)
+
+    async def split_task(self, commit: SplitCommit) -> list[OutboxRow] | None:
+        self._maybe_fail("split_task")
+        _check_split(commit)
+        task = self._fenced(commit.claim)
+        if task is None or self._snapshot(task).split:
+            return None
+        gen = commit.claim.generation
+        self.splits[task.id] = FakeSplit(
+            gen, commit.claim.attempt, commit.document_id, commit.kb_id, list(commit.chunks),
+            {p.part: FakePart(p.part, p.first_chunk, p.chunk_count, gen) for p in commit.parts},
+            list(commit.warnings),
+        )
+        task.progress.append(("EMBEDDING", 0.0))
+        task.update_time = datetime.now(UTC)
+        msg = IndexMessage(task_id=task.id, document_id=commit.document_id, kb_id=commit.kb_id,
+                           user_id=commit.user_id, generation=gen)
+        return [self._outbox(msg.for_part(p.part)) for p in commit.parts]
+
+    async def load_part_snapshot(self, task_id: int, part: int) -> PartSnapshot | None:
+        self._maybe_fail("load_part_snapshot")
+        task = self.tasks.get(task_id)
+        if task is None:
+            return None
+        split = self.splits.get(task_id)
+        row = None if split is None else split.parts.get(part)
+        state = None if row is None else PartState(row.part, row.generation, row.status, row.attempt,
+                                                   row.first_chunk, row.chunk_count)
+        return PartSnapshot(self._snapshot(task), state)
+
+    def _split_of(self, task_id: int, generation: int) -> FakeSplit | None:
+        """The task's split at ``generation`` if the task RUNNING and its document are at it."""
+        task, split = self.tasks.get(task_id), self.splits.get(task_id)
+        if task is None or split is None or split.generation != generation:
+            return None
+        if task.status is not TaskStatus.RUNNING or task.generation != generation:
+            return None
+        return split if self.documents[task.document_id].generation == generation else None
+
+    def _fenced_part(self, claim: PartClaim) -> tuple[FakeSplit, FakePart] | None:
+        split = self._split_of(claim.task_id, claim.generation)
+        part = None if split is None else split.parts.get(claim.part)
+        if split is None or part is None or (part.status, part.attempt) != (PartStatus.RUNNING, claim.attempt):
+            return None
+        return split, part
+
+    async def claim_part(self, task_id: int, part: int, generation: int) -> PartClaim | None:
+        self._maybe_fail("claim_part")
+        split = self._split_of(task_id, generation)
+        row = None if split is None else split.parts.get(part)
+        if row is None or row.generation != generation or row.status not in PART_CLAIMABLE:
+            return None
+        row.status, row.attempt = PartStatus.RUNNING, row.attempt + 1
+        return PartClaim(task_id, part, generation, row.attempt, row.first_chunk, row.chunk_count)
+
+    async def part_claim_is_current(self, claim: PartClaim) -> bool:
+        return self._fenced_part(claim) is not None
+
+    async def read_part_chunks(self, claim: PartClaim) -> list[Chunk] | None:
+        split = self._split_of(claim.task_id, claim.generation)
+        return None if split is None else split.chunks[claim.first_chunk:claim.end_chunk]
+
+    async def part_heartbeat(self, claim: PartClaim) -> bool:
+        fenced = self._fenced_part(claim)
+        if fenced is not None:
+            self.tasks[claim.task_id].update_time = datetime.now(UTC)
+        return fenced is not None
+
+    def _task_progress(self, task_id: int, split: FakeSplit) -> None:
+        done = sum(p.chunk_count if p.status is PartStatus.DONE else p.embedded for p in split.parts.values())
+        task = self.tasks[task_id]
+        task.progress.append(("EMBEDDING", done / max(1, len(split.chunks))))
+        task.update_time = datetime.now(UTC)
+
+    async def report_part_progress(self, claim: PartClaim, embedded: int) -> bool:
+        fenced = self._fenced_part(claim)
+        if fenced is None:
+            return False
+        split, part = fenced
+        part.embedded = max(0, min(embedded, part.chunk_count))
+        self._task_progress(claim.task_id, split)
+        return True
+
+    async def commit_part(self, commit: PartCommit) -> PartCommitted:
+        self._maybe_fail("commit_part")
+        claim = commit.claim
+        if len(commit.embeddings) != claim.chunk_count:
+            raise ValueError(f"{claim.chunk_count} chunks but {len(commit.embeddings)} embeddings")
+        fenced = self._fenced_part(claim)
+        if fenced is None:
+            return PartCommitted.FENCED
+        split, part = fenced
+        for i, vector in enumerate(commit.embeddings):
+            split.vectors[claim.first_chunk + i] = np.asarray(vector, dtype=np.float32)
+        part.status, part.embedded = PartStatus.DONE, part.chunk_count
+        self._task_progress(claim.task_id, split)
+        if any(p.status is not PartStatus.DONE for p in split.parts.values()):
+            return PartCommitted.STAGED
+        self._swap(claim.task_id, split)
+        return PartCommitted.SWAPPED
+
+    def _swap(self, task_id: int, split: FakeSplit) -> None:
+        assert sorted(split.vectors) == list(range(len(split.chunks)))
+        task, doc = self.tasks[task_id], self.documents[split.document_id]
+        task.status = TaskStatus.SUCCESS
+        task.progress.append(("WRITING", 1.0))
+        doc.status = DocumentStatus.INDEXED
+        doc.chunks = list(split.chunks)
+        doc.embeddings = np.stack([split.vectors[i] for i in range(len(split.chunks))])
+        del self.splits[task_id]
+        self.swaps += 1
+
+    async def finish_part_unsuccessfully(
+        self, claim: PartClaim, *, document_id: int, status: TaskStatus, error_code: str, error_message: str,
+    ) -> bool:
+        if self._fenced_part(claim) is None:
+            return False
+        task = self.tasks[claim.task_id]
+        task.status, task.error_code, task.error_message = status, error_code, error_message
+        self.documents[document_id].status = DocumentStatus.FAILED
+        self._drop_split(claim.task_id)
+        return True
+
+
+def _check_split(commit: SplitCommit) -> None:
+    """What the real store refuses too: parts that do not cover the chunks contiguously from 0."""
+    end = 0
+    for i, p in enumerate(commit.parts):
+        if p.part != i or p.first_chunk != end or p.chunk_count < 1:
+            raise ValueError(f"part {i} does not continue the split at chunk {end}")
+        end = p.end_chunk
+    if end != len(commit.chunks) or [c.index for c in commit.chunks] != list(range(end)):
+        raise ValueError("the parts do not cover the chunks 0..n-1")
 
 
 class FakePublisher:
@@ -454,21 +660,23 @@ class FakeObjectWriter:
 
 
 class FakeLocks:
-    """A lock factory (document id → lock) over one dict of holders, like one Redis."""
+    """A lock factory ((document id, part) → lock) over one set of holders, like one Redis:
+    ``held`` has a document's id for its own lock, ``(id, part)`` for a part's."""
 
     def __init__(self, *, down: bool = False) -> None:
-        self.held: set[int] = set()
+        self.held: set[int | tuple[int, int]] = set()
         self.down = down
-        self.lost: set[int] = set()  # renewals of these documents raise LockLostError
+        self.lost: set[int | tuple[int, int]] = set()  # renewals of these locks raise LockLostError
+        self.taken: list[int | tuple[int, int]] = []  # every acquire that succeeded, in order
 
-    def __call__(self, document_id: int) -> FakeLock:
-        return FakeLock(self, document_id)
+    def __call__(self, document_id: int, part: int | None = None) -> FakeLock:
+        return FakeLock(self, document_id if part is None else (document_id, part))
 
 
 class FakeLock:
-    def __init__(self, locks: FakeLocks, document_id: int) -> None:
+    def __init__(self, locks: FakeLocks, key: int | tuple[int, int]) -> None:
         self._locks = locks
-        self._id = document_id
+        self._id = key
         self._mine = False
 
     async def acquire(self) -> bool:
@@ -477,6 +685,7 @@ class FakeLock:
         if self._id in self._locks.held:
             return False
         self._locks.held.add(self._id)
+        self._locks.taken.append(self._id)
         self._mine = True
         return True
 

@@ -1,6 +1,6 @@
 """CSV/TSV candidates for ``bench/parsers.py``: bytes → text, on ``tests.fidelity.sheet_corpus``.
 
-- ``ours``: ``task_service.pipeline.readers.csv.read`` (decode.py + our delimiter rule + stdlib csv,
+- ``ours``: ``task_service.pipeline.readers.plain.csv.read`` (decode.py + our delimiter rule + stdlib csv,
   rows with headers);
 - ``stdlib-sniffer``: decode.py + ``csv.Sniffer().sniff`` on the first 8 KB + ``csv.reader``, rows joined.
 """
@@ -16,7 +16,7 @@ from tests.fidelity import Sample, sheet_corpus
 
 def ours(data: bytes) -> str:
     from task_service.pipeline.limits import DEFAULT_LIMITS
-    from task_service.pipeline.readers.csv import read
+    from task_service.pipeline.readers.plain.csv import read
 
     return read(data, DEFAULT_LIMITS).text
 

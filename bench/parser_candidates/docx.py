@@ -1,6 +1,6 @@
 """DOCX candidates for ``bench/parsers.py``: bytes → extracted text, on ``tests.fidelity.docx_corpus``.
 
-- ``ours``: ``task_service.pipeline.docx.extract_docx`` (our lxml walker; text before normalization);
+- ``ours``: ``task_service.pipeline.readers.office.docx.extract_docx`` (our lxml walker; text before normalization);
 - ``unstructured``: ``partition_docx`` as used until now (``markup.partition_markup``);
 - ``mammoth``: ``mammoth.extract_raw_text``;
 - ``docx2python``: ``docx2python(...).text`` (body, headers, footers, footnotes, endnotes, comments);
@@ -23,7 +23,7 @@ DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.docu
 
 
 def ours(data: bytes) -> str:
-    from task_service.pipeline.docx import extract_docx
+    from task_service.pipeline.readers.office.docx import extract_docx
 
     return extract_docx(data).text
 

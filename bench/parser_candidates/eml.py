@@ -1,6 +1,6 @@
 """E-mail (.eml) candidates for ``bench/parsers.py`` on ``tests.fidelity.mail_corpus``.
 
-- ``ours``: ``task_service.pipeline.readers.eml.read`` (compat32 tree, our walker, attachments
+- ``ours``: ``task_service.pipeline.readers.mail.eml.read`` (compat32 tree, our walker, attachments
   through ``parse_document``);
 - ``stdlib-default``: ``policy.default`` as documented: the header fields, ``get_body()``
   (plain preferred, else HTML through our HTML walker) and nothing of the attachments or nested
@@ -13,7 +13,7 @@ from tests.fidelity import Sample, mail_corpus
 
 
 def ours(data: bytes) -> str:
-    from task_service.pipeline.readers.eml import read
+    from task_service.pipeline.readers.mail.eml import read
 
     return read(data).text
 
@@ -22,7 +22,7 @@ def stdlib_default(data: bytes) -> str:
     import email
     import email.policy
 
-    from task_service.pipeline.html import extract_html
+    from task_service.pipeline.readers.web.html import extract_html
 
     msg = email.message_from_bytes(data, policy=email.policy.default)
     head = [f"{name}: {msg[name]}" for name in ("Subject", "From", "To", "Cc", "Date") if msg[name]]

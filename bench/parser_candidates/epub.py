@@ -1,6 +1,6 @@
 """EPUB candidates for ``bench/parsers.py`` on ``tests.fidelity.docs_corpus`` (kind ``epub``).
 
-- ``ours``: ``task_service.pipeline.readers.epub.read`` (spine order, each document through our HTML walker);
+- ``ours``: ``task_service.pipeline.readers.web.epub.read`` (spine order, each document through our HTML walker);
 - ``ebooklib``: EbookLib reads the package, its spine documents in order, each through our HTML walker
   (so only the package handling differs); no chapter titles from the navigation.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.parser_candidates._docs import ours as _ours
-from task_service.pipeline.readers import epub as reader
+from task_service.pipeline.readers.web import epub as reader
 from tests.fidelity import Sample, docs_corpus
 
 
@@ -21,7 +21,7 @@ def ebooklib(data: bytes) -> str:
     from ebooklib import epub as lib
 
     from task_service.pipeline.decode import decode_text
-    from task_service.pipeline.html import extract_html
+    from task_service.pipeline.readers.web.html import extract_html
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

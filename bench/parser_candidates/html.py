@@ -3,7 +3,7 @@
 Every candidate gets the same decoded text (``decode_text`` with the ``<meta charset>`` sniffed,
 then ``sanitize``), so only the HTML → text step is compared:
 
-- ``ours``: ``task_service.pipeline.html.extract_html`` (lexbor tree + our walker; text before
+- ``ours``: ``task_service.pipeline.readers.web.html.extract_html`` (lexbor tree + our walker; text before
   normalization);
 - ``unstructured``: ``partition_html`` as used until now (``markup.partition_markup``);
 - ``html-text``: ``html_text.extract_text`` (lxml);
@@ -35,7 +35,7 @@ def _decoded(data: bytes) -> str:
 
 
 def ours(data: bytes) -> str:
-    from task_service.pipeline.html import extract_html
+    from task_service.pipeline.readers.web.html import extract_html
 
     return extract_html(_decoded(data)).text
 

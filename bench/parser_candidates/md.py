@@ -2,7 +2,7 @@
 
 Every candidate gets the same decoded text (``decode_text``, then ``sanitize``):
 
-- ``ours``: ``task_service.pipeline.markdown.extract_markdown`` (pyromark → HTML → our HTML walker);
+- ``ours``: ``task_service.pipeline.readers.web.markdown.extract_markdown`` (pyromark → HTML → our HTML walker);
 - ``unstructured``: ``partition_md`` as used until now (``markup.partition_markup``);
 - ``markdown-it-py+ours``, ``mistune+ours``, ``cmarkgfm+ours``: that library renders HTML
   (tables, strikethrough, raw HTML on; footnotes where built in), then our HTML walker, with the
@@ -29,8 +29,8 @@ def _decoded(data: bytes) -> str:
 
 
 def _via_html(render: Callable[[str], str], data: bytes) -> str:
-    from task_service.pipeline.html import DATA_URI, extract_html
-    from task_service.pipeline.markdown import split_front_matter
+    from task_service.pipeline.readers.web.html import DATA_URI, extract_html
+    from task_service.pipeline.readers.web.markdown import split_front_matter
 
     front, body = split_front_matter(_decoded(data))
     text = extract_html(render(DATA_URI.sub("", body)), link_targets=True).text
@@ -38,7 +38,7 @@ def _via_html(render: Callable[[str], str], data: bytes) -> str:
 
 
 def ours(data: bytes) -> str:
-    from task_service.pipeline.markdown import extract_markdown
+    from task_service.pipeline.readers.web.markdown import extract_markdown
 
     return extract_markdown(_decoded(data)).text
 

@@ -1,6 +1,6 @@
 """Outlook .msg candidates for ``bench/parsers.py`` on ``tests.fidelity.mail_corpus``.
 
-- ``ours``: ``task_service.pipeline.readers.msg.read`` (olefile + our property reader);
+- ``ours``: ``task_service.pipeline.readers.mail.msg.read`` (olefile + our property reader);
 - ``extract-msg``: ``extract_msg.openMsg``: subject, sender, to, cc, date, then the plain body,
   else the HTML body through our HTML walker, else its RTF de-encapsulation (RTFDE); file
   attachments through ``parse_document`` as ours does, embedded messages recursing.
@@ -14,14 +14,14 @@ from tests.fidelity import Sample, mail_corpus
 
 
 def ours(data: bytes) -> str:
-    from task_service.pipeline.readers.msg import read
+    from task_service.pipeline.readers.mail.msg import read
 
     return read(data).text
 
 
 def _extract_msg_text(message: Any) -> str:
-    from task_service.pipeline.html import extract_html
-    from task_service.pipeline.readers.mail import default_read_attachment
+    from task_service.pipeline.readers.mail.common import default_read_attachment
+    from task_service.pipeline.readers.web.html import extract_html
 
     parts = [
         f"{k}: {v}"

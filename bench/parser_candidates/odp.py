@@ -1,6 +1,6 @@
 """ODP candidates for ``bench/parsers.py``: bytes → extracted text, on ``tests.fidelity.odp_corpus``.
 
-- ``ours``: ``task_service.pipeline.readers.odp.read`` (our lxml walker; text before normalization);
+- ``ours``: ``task_service.pipeline.readers.odf.odp.read`` (our lxml walker; text before normalization);
 - ``odfpy``: every ``text:p``/``text:h`` of the document through ``odf.teletype.extractText``
   (odfpy has no slide model: no order, no titles, no notes separation, no alt text).
 
@@ -17,7 +17,7 @@ from tests.fidelity import Sample, odp_corpus
 
 def ours(data: bytes) -> str:
     from task_service.pipeline.limits import DEFAULT_LIMITS
-    from task_service.pipeline.readers.odp import read
+    from task_service.pipeline.readers.odf.odp import read
 
     return read(data, DEFAULT_LIMITS).text
 

@@ -1,6 +1,6 @@
 """ODS candidates for ``bench/parsers.py``: bytes → text, on ``tests.fidelity.sheet_corpus``.
 
-- ``ours``: ``task_service.pipeline.readers.ods.read`` (our streaming lxml walker over content.xml);
+- ``ours``: ``task_service.pipeline.readers.odf.ods.read`` (our streaming lxml walker over content.xml);
 - ``calamine``: python-calamine's ODS reader, every sheet's values joined;
 - ``odfpy``: odfpy's DOM, every ``table:table-cell``'s paragraphs (``teletype.extractText``).
 """
@@ -16,7 +16,7 @@ from tests.fidelity import Sample, sheet_corpus
 
 def ours(data: bytes) -> str:
     from task_service.pipeline.limits import DEFAULT_LIMITS
-    from task_service.pipeline.readers.ods import read
+    from task_service.pipeline.readers.odf.ods import read
 
     return read(data, DEFAULT_LIMITS).text
 

@@ -1,6 +1,6 @@
 """ODT candidates for ``bench/parsers.py`` on ``tests.fidelity.docs_corpus`` (kind ``odt``).
 
-- ``ours``: ``task_service.pipeline.readers.odt.read`` (lxml walker over content.xml + styles.xml);
+- ``ours``: ``task_service.pipeline.readers.odf.odt.read`` (lxml walker over content.xml + styles.xml);
 - ``odfpy``: odfpy's ``load`` and ``teletype.extractText`` of every ``text:h``/``text:p`` in the
   document, as its documentation suggests.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.parser_candidates._docs import ours as _ours
-from task_service.pipeline.readers import odt as reader
+from task_service.pipeline.readers.odf import odt as reader
 from tests.fidelity import Sample, docs_corpus
 
 

@@ -1,6 +1,6 @@
 """PPTX candidates for ``bench/parsers.py``: bytes → extracted text, on ``tests.fidelity.pptx_corpus``.
 
-- ``ours``: ``task_service.pipeline.readers.pptx.read`` (our lxml walker; text before normalization);
+- ``ours``: ``task_service.pipeline.readers.office.pptx.read`` (our lxml walker; text before normalization);
 - ``python-pptx-walker``: the best python-pptx's API gives: every shape recursively (groups),
   text frames, tables, chart titles, pictures' alt text (``descr``/``title`` of ``cNvPr``), notes;
 - ``markitdown``: ``MarkItDown().convert_stream`` (python-pptx underneath, Markdown out);
@@ -20,7 +20,7 @@ from tests.fidelity import Sample, pptx_corpus
 
 def ours(data: bytes) -> str:
     from task_service.pipeline.limits import DEFAULT_LIMITS
-    from task_service.pipeline.readers.pptx import read
+    from task_service.pipeline.readers.office.pptx import read
 
     return read(data, DEFAULT_LIMITS).text
 

@@ -1,6 +1,6 @@
 """RTF candidates for ``bench/parsers.py`` on ``tests.fidelity.docs_corpus`` (kind ``rtf``).
 
-- ``ours``: ``task_service.pipeline.readers.rtf.read`` (our tokenizer);
+- ``ours``: ``task_service.pipeline.readers.plain.rtf.read`` (our tokenizer);
 - ``striprtf``: ``striprtf.striprtf.rtf_to_text`` (regex based), bytes decoded as Latin-1 (RTF is 7-bit).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.parser_candidates._docs import ours as _ours
-from task_service.pipeline.readers import rtf as reader
+from task_service.pipeline.readers.plain import rtf as reader
 from tests.fidelity import Sample, docs_corpus
 
 

@@ -1,6 +1,6 @@
 """XLSX candidates for ``bench/parsers.py``: bytes → text, on ``tests.fidelity.sheet_corpus``.
 
-- ``ours``: ``task_service.pipeline.readers.xlsx.read`` (python-calamine + our rows with headers);
+- ``ours``: ``task_service.pipeline.readers.office.xlsx.read`` (python-calamine + our rows with headers);
 - ``calamine-raw``: python-calamine alone, every sheet's values joined (no limits, no headers);
 - ``openpyxl-readonly``: openpyxl ``load_workbook(read_only=True, data_only=True)``, values joined.
 """
@@ -15,7 +15,7 @@ from tests.fidelity import Sample, sheet_corpus
 
 def ours(data: bytes) -> str:
     from task_service.pipeline.limits import DEFAULT_LIMITS
-    from task_service.pipeline.readers.xlsx import read
+    from task_service.pipeline.readers.office.xlsx import read
 
     return read(data, DEFAULT_LIMITS).text
 

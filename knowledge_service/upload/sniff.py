@@ -11,13 +11,14 @@ byte rules are :mod:`shared.domain.containers`'s. Two steps:
    | a ZIP kind (``.docx``,    | a ZIP (its marker part is checked in step 2; an ODF/EPUB     |
    | ``.pptx``, ``.odt``...)   | ``mimetype`` entry is read here), or an OLE2 file (step 2    |
    |                           | tells a password-protected or legacy Office file)            |
-   | ``.msg``                  | an OLE2 compound file (step 2 checks its streams)            |
-   | an image (``.png``...)    | the magic bytes of PNG, JPEG, TIFF, WebP or BMP              |
+   | ``.msg``, ``.doc``,       | an OLE2 compound file (step 2 checks its streams)            |
+   | ``.xls``, ``.ppt``        |                                                              |
+   | an image (``.png``...)    | the magic bytes of PNG, JPEG, TIFF, WebP, BMP or HEIF        |
    | a text kind (``.txt``,    | text: UTF-16/32 (BOM, or NUL pattern + strict decode, see    |
    | ``.md``, ``.csv``,        | ``shared.text_sniff``), or UTF-8/legacy text with at most a  |
    | ``.json``, ``.eml``...)   | few stray NUL bytes (:func:`stray_nul_limit`, counted over   |
    |                           | the whole upload); ``.rtf`` must start with ``{\\rtf``        |
-   | a refused kind (``.doc``) | nothing: 415 with the registry's refusal ("save it as .docx")|
+   | a refused kind            | nothing: 415 with the registry's refusal (none at present)   |
    | no extension              | any of the above, typed by content (a ZIP or OLE2 file in    |
    |                           | step 2; text by the registry's ``text_pattern``, else txt)   |
    | anything else             | nothing: 415                                                 |
@@ -235,7 +236,9 @@ def _judge_named(fmt: Format, ext: str, head: bytes, seen: str) -> Verdict:
     if fmt.container is Container.IMAGE:
         image = containers.image_mime(head)
         if image is None:
-            raise UnsupportedContentError(f"{says} but the content is {seen}, not a PNG, JPEG, TIFF, WebP or BMP image")
+            raise UnsupportedContentError(
+                f"{says} but the content is {seen}, not a PNG, JPEG, TIFF, WebP, BMP or HEIC/HEIF image"
+            )
         return _of(fmt, mime=image)
     if seen not in _TEXT:  # text kinds
         raise UnsupportedContentError(f"{says}, a text format, but the content is {seen}")
@@ -254,7 +257,7 @@ def _judge_package(fmt: Format, ext: str, head: bytes, seen: str) -> Verdict:
         if typed is not None and typed.kind != fmt.kind:
             return _of(typed, named=False)  # an ODT named .epub: read as what it is
         return _of(fmt, check=typed is None)
-    wanted = "an OLE2 (Outlook) file" if fmt.container is Container.OLE else f"a {ext.upper()} (ZIP) file"
+    wanted = "an OLE2 compound file" if fmt.container is Container.OLE else f"a {ext.upper()} (ZIP) file"
     raise UnsupportedContentError(f"the name says .{ext} ({fmt.label}) but the content is {seen}, not {wanted}")
 
 

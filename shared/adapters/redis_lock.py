@@ -30,15 +30,18 @@ def connect(s: CommonSettings) -> aioredis.Redis:
     )
 
 
-def document_lock_key(document_id: int) -> str:
-    return f"lock:index-document:{document_id}"
+def document_lock_key(document_id: int, part: int | None = None) -> str:
+    """``lock:index-document:{id}``, or ``lock:index-document:{id}:part:{p}`` for part ``p`` of a
+    split document (the document's lock protects parse and split; its parts run side by side)."""
+    base = f"lock:index-document:{document_id}"
+    return base if part is None else f"{base}:part:{part}"
 
 
 class DocumentLock:
-    """``lock:index-document:{documentId}`` with TTL ``ttl_s`` seconds."""
+    """:func:`document_lock_key` (of the document, or of one of its parts) with TTL ``ttl_s`` seconds."""
 
-    def __init__(self, client: aioredis.Redis, document_id: int, ttl_s: float) -> None:
-        self.key = document_lock_key(document_id)
+    def __init__(self, client: aioredis.Redis, document_id: int, ttl_s: float, part: int | None = None) -> None:
+        self.key = document_lock_key(document_id, part)
         self._lock = client.lock(self.key, timeout=ttl_s, blocking=False, thread_local=False)
 
     async def acquire(self) -> bool:

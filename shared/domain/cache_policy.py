@@ -1,7 +1,7 @@
 """Embedding cache rules the adapters need (pure): the key of a text (:func:`text_key`, also
 stored on every chunk as ``document_chunk.text_sha256``) and how many rows to evict (the rest of
 the cache decisions, which chunks miss and how vectors are put together, are the worker's:
-``task_service.embedding_cache``).
+``task_service.indexing.embedding_cache``).
 
 Entries are per user (``embedding_cache.user_id``, sql/0016): a run reads and writes only its
 document owner's entries, so one tenant's upload never hits another's work.

@@ -10,7 +10,7 @@ never here). ``error_code`` is a class attribute, stored in ``index_task.error_c
     Exception
     ├── IndexingError                       (base of the task errors; never raised directly)
     │   ├── InternalError                   internal_error        a bug or an untranslated library error
-    │   ├── TaskTimeoutError                timeout               task hard limit hit, or timed out by the scanner
+    │   ├── TaskTimeoutError                timeout               budget spent, model stalled, or the scanner
     │   ├── DeliveryLimitError              delivery_limit        the message crashed workers too many times
     │   ├── TransientError                  retry inside the task with backoff, then FAILED
     │   │   ├── StorageUnavailableError     storage_unavailable   object store unreachable / timed out (API: 503)
@@ -137,7 +137,8 @@ class InternalError(IndexingError):
 
 
 class TaskTimeoutError(IndexingError):
-    """The task ran past ``TASK_HARD_LIMIT_S`` or lost its heartbeat (status TIMEOUT)."""
+    """A run or part spent its budget, its model completed no batch for ``EMBED_STALL_TIMEOUT_S``,
+    or it lost its heartbeat (status TIMEOUT); the message says which."""
 
     error_code = "timeout"
 

@@ -19,12 +19,14 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from shared.domain.messages import IndexMessage
+from shared.domain.parts import PART_CLAIMABLE, PartStatus
 from shared.domain.states import ACTIVE, CLAIMABLE, QUEUED, RETRYABLE, TERMINAL, DocumentStatus, TaskStatus
 
 
 @dataclass(frozen=True)
 class TaskSnapshot:
-    """The task row joined with its document's generation and status, as read by one query."""
+    """The task row joined with its document's generation and status, as read by one query;
+    ``split``: the task has a split at its generation (its parts run; no second document run)."""
 
     task_id: int
     document_id: int
@@ -38,6 +40,7 @@ class TaskSnapshot:
     retry_count: int
     max_retry_count: int
     update_time: datetime
+    split: bool = False
 
 
 class SkipReason(StrEnum):
@@ -45,6 +48,9 @@ class SkipReason(StrEnum):
     NOT_RUNNABLE = "not_runnable"
     LOCK_HELD_EXHAUSTED = "lock_held_exhausted"
     TASK_MISSING = "task_missing"
+    ALREADY_SPLIT = "already_split"  # a document delivery of a task whose parts run
+    PART_DONE = "part_done"  # a part delivery of a part already staged
+    PART_MISSING = "part_missing"  # a part delivery of a task with no such part at its generation
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,86 @@ def decide_claim(msg: IndexMessage, snap: TaskSnapshot | None) -> ClaimDecision:
         return Skip(SkipReason.STALE_GENERATION)
     if snap.status not in CLAIMABLE:
         return Skip(SkipReason.NOT_RUNNABLE)
+    if snap.split:  # redelivered after the split (its worker died before the ack): the parts run
+        return Skip(SkipReason.ALREADY_SPLIT)
     return Proceed()
+
+
+@dataclass(frozen=True)
+class PartState:
+    """An ``index_part`` row: its ``generation`` (the split's), ``status``, ``attempt`` (the
+    part's claims so far) and range."""
+
+    part: int
+    generation: int
+    status: PartStatus
+    attempt: int
+    first_chunk: int
+    chunk_count: int
+
+
+@dataclass(frozen=True)
+class PartSnapshot:
+    """A task (as :class:`TaskSnapshot`) with one of its parts, read by one query; ``state`` is
+    None when the task has no such part (no split, or the split was deleted)."""
+
+    task: TaskSnapshot
+    state: PartState | None
+
+
+def decide_part_claim(msg: IndexMessage, snap: PartSnapshot | None) -> ClaimDecision:
+    """Decide what to do with a part delivery (``msg.part`` set) once the part's lock is held.
+
+    As :func:`decide_claim`: IDs that disagree with the task row are rejected, a generation
+    other than the task's and document's is stale. Then: a task not RUNNING (swapped, failed,
+    re-armed) is not runnable; a part missing, or of another generation, is skipped; a DONE
+    part is skipped (its vectors are staged: never embedded twice). Raises ValueError for a
+    document message (``msg.part`` None).
+    """
+    if msg.part is None:
+        raise ValueError("decide_part_claim needs a part message")
+    if snap is None:
+        return Skip(SkipReason.TASK_MISSING)
+    task = snap.task
+    if (msg.document_id, msg.kb_id, msg.user_id) != (task.document_id, task.kb_id, task.user_id):
+        return Reject("message IDs disagree with the task row")
+    if msg.generation != task.generation or msg.generation != task.document_generation:
+        return Skip(SkipReason.STALE_GENERATION)
+    if task.status is not TaskStatus.RUNNING:
+        return Skip(SkipReason.NOT_RUNNABLE)
+    part = snap.state
+    if part is None:
+        return Skip(SkipReason.PART_MISSING)
+    if part.part != msg.part:
+        return Reject(f"part row {part.part} read for a message of part {msg.part}")
+    if part.generation != msg.generation:
+        return Skip(SkipReason.STALE_GENERATION)
+    if part.status not in PART_CLAIMABLE:
+        return Skip(SkipReason.PART_DONE)
+    return Proceed()
+
+
+def may_commit_part(snap: PartSnapshot, generation: int, attempt: int) -> bool:
+    """True if a part run holding ``(generation, attempt)`` (the part's attempt) may still
+    stage its vectors. Mirrors the WHERE clause of the part's stage commit."""
+    part = snap.state
+    return (
+        part is not None
+        and _task_runs_parts(snap.task, generation)
+        and part.generation == generation
+        and part.status is PartStatus.RUNNING
+        and part.attempt == attempt
+    )
+
+
+def _task_runs_parts(snap: TaskSnapshot, generation: int) -> bool:
+    """The task side of a part fence: RUNNING and split at ``generation``, document at it too."""
+    return (
+        snap.status is TaskStatus.RUNNING
+        and snap.split
+        and snap.generation == generation
+        and snap.document_generation == generation
+    )
 
 
 class SettledTasks:

@@ -2,12 +2,14 @@
 
 Every layer derives from :data:`FORMATS`: the API's typing by name and by content
 (``knowledge_service/upload/sniff.py``, with the byte rules in ``shared.domain.containers``),
-the worker's dispatch (``task_service/pipeline/parse.py`` imports :attr:`Format.reader`), the
+the worker's dispatch (``task_service/pipeline/parse.py`` resolves :attr:`Format.reader`), the
 upload hint and 415 message, ``GET /api/v1/formats`` (the admin page's file picker), the CLI's
 folder walk and the README's format table (:func:`markdown_table`; a unit test keeps them equal).
 
-Adding a format = one reader module ``task_service/pipeline/readers/<name>.py`` exposing
-``read(data: bytes, limits: ParseLimits) -> ParsedDocument``, one entry here, and tests.
+Adding a format = one reader module in its family under ``task_service/pipeline/readers/``
+exposing ``read(data: bytes, limits: ParseLimits) -> ParsedDocument``, its short name in
+``readers.FAMILIES``, one entry here, and tests. The domain names a reader only by that short
+name (``"docx"``), never by a worker module path.
 
 How the bytes are recognised (:class:`Container`):
 
@@ -24,9 +26,9 @@ How the bytes are recognised (:class:`Container`):
 | ``image``      | one of :attr:`Format.magic` (offset, bytes, MIME)                                |
 
 A ZIP-based format (:attr:`Format.zip_based`) is read only after the ZIP-bomb and nesting
-limits (``ZIP_MAX_*``) pass. A refused format (:attr:`Format.refusal`) is recognised so that
-the answer can say what to do ("save it as .docx") instead of "not allowed"; its reader
-(``readers/ole.py``) only raises that refusal, or ``encrypted`` for a password-protected file.
+limits (``ZIP_MAX_*``) pass. A refused format (:attr:`Format.refusal`) would be recognised so
+that the answer can say what to do instead of "not allowed" (none is, since the legacy Office
+binaries are read: ``readers/legacy/``, issue 29).
 """
 
 from __future__ import annotations
@@ -57,9 +59,6 @@ __all__ = [
     "skip_reason",
 ]
 
-READERS = "task_service.pipeline.readers"
-
-
 class Container(StrEnum):
     """How a format's bytes are recognised (see the module docstring)."""
 
@@ -89,9 +88,9 @@ class Format:
     ``extensions``: lower case, no dot, the canonical one first. ``mime``: what is stored as
     the document's content type; ``mime_aliases`` are recognised too. ``marker``: the ZIP part,
     ODF/EPUB ``mimetype`` value or OLE stream-name prefix that identifies the container (see
-    :class:`Container`). ``reader``: dotted path of the module whose ``read(data, limits)``
-    parses it ("" for a refused format). ``refusal``: set for a format recognised only to be
-    refused, the client-facing reason.
+    :class:`Container`). ``reader``: the short name of its reader (``"docx"``), which the
+    worker's dispatch resolves to a module whose ``read(data, limits)`` parses it. ``refusal``:
+    set for a format recognised only to be refused, the client-facing reason.
     """
 
     kind: str
@@ -126,17 +125,9 @@ class Format:
         return (self.mime, *self.mime_aliases)
 
 
-def _reader(name: str) -> str:
-    return f"{READERS}.{name}"
-
-
-def _legacy(kind: str, label: str, plural: str, app: str, streams: tuple[str, ...], mime: str, save_as: str) -> Format:
-    """A legacy Office binary format: recognised (OLE2 stream names), refused with what to do.
-    Refused rather than converted: bench/RESULTS.md, "legacy" (LibreOffice headless: ~2 s and
-    ~210 MB per file before our own parse)."""
-    return Format(kind, label, (kind,), mime, Container.OLE, _reader("ole"), marker=streams[0],
-                  alt_markers=streams[1:], refusal=f"{plural} (.{kind}) are not supported: open it in {app} or "
-                                                   f"LibreOffice and save it as .{save_as}")
+def _code(kind: str, label: str, extensions: tuple[str, ...], mime: str, *aliases: str) -> Format:
+    """Source code of one language: text, cut at its top-level definitions (``readers/markup/code.py``)."""
+    return Format(kind, label, extensions, mime, Container.TEXT, "code", mime_aliases=aliases)
 
 
 _OOXML = "application/vnd.openxmlformats-officedocument"
@@ -150,53 +141,88 @@ _IMAGE_MAGIC = (
     Magic("image/tiff", ((0, b"MM\x00*"),)),
     Magic("image/webp", ((0, b"RIFF"), (8, b"WEBP"))),
     Magic("image/bmp", ((0, b"BM"), (6, b"\x00\x00\x00\x00"))),  # "BM", file size, 4 reserved zero bytes
+    # HEIF (ISO/IEC 23008-12): an ``ftyp`` box first, its major brand says HEVC-coded (HEIC) or any
+    *(Magic("image/heic", ((4, b"ftyp" + brand),)) for brand in (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis")),
+    *(Magic("image/heif", ((4, b"ftyp" + brand),)) for brand in (b"mif1", b"msf1")),
 )
 
 #: Every format, accepted ones first in the order of the README table; refused ones last.
 FORMATS: tuple[Format, ...] = (
-    Format("pdf", "PDF document", ("pdf",), "application/pdf", Container.PDF, _reader("pdf")),
+    Format("pdf", "PDF document", ("pdf",), "application/pdf", Container.PDF, "pdf"),
     Format("docx", "Word document", ("docx",), f"{_OOXML}.wordprocessingml.document", Container.ZIP,
-           _reader("docx"), marker="word/document.xml"),
+           "docx", marker="word/document.xml"),
     Format("pptx", "PowerPoint presentation", ("pptx", "pptm"), f"{_OOXML}.presentationml.presentation",
-           Container.ZIP, _reader("pptx"), mime_aliases=("application/vnd.ms-powerpoint.presentation.macroEnabled.12",),
+           Container.ZIP, "pptx", mime_aliases=("application/vnd.ms-powerpoint.presentation.macroEnabled.12",),
            marker="ppt/presentation.xml"),
     Format("xlsx", "Excel workbook", ("xlsx", "xlsm"), f"{_OOXML}.spreadsheetml.sheet", Container.ZIP,
-           _reader("xlsx"), mime_aliases=("application/vnd.ms-excel.sheet.macroEnabled.12",),
+           "xlsx", mime_aliases=("application/vnd.ms-excel.sheet.macroEnabled.12",),
            marker="xl/workbook.xml"),
-    Format("odt", "OpenDocument text", ("odt",), f"{_ODF}.text", Container.ZIP_MIMETYPE, _reader("odt"),
+    Format("odt", "OpenDocument text", ("odt",), f"{_ODF}.text", Container.ZIP_MIMETYPE, "odt",
            marker=f"{_ODF}.text"),
     Format("odp", "OpenDocument presentation", ("odp",), f"{_ODF}.presentation", Container.ZIP_MIMETYPE,
-           _reader("odp"), marker=f"{_ODF}.presentation"),
+           "odp", marker=f"{_ODF}.presentation"),
     Format("ods", "OpenDocument spreadsheet", ("ods",), f"{_ODF}.spreadsheet", Container.ZIP_MIMETYPE,
-           _reader("ods"), marker=f"{_ODF}.spreadsheet"),
-    Format("epub", "EPUB e-book", ("epub",), "application/epub+zip", Container.ZIP_MIMETYPE, _reader("epub"),
+           "ods", marker=f"{_ODF}.spreadsheet"),
+    Format("epub", "EPUB e-book", ("epub",), "application/epub+zip", Container.ZIP_MIMETYPE, "epub",
            marker="application/epub+zip"),
-    Format("html", "HTML page", ("html", "htm"), "text/html", Container.TEXT, _reader("html"),
+    Format("html", "HTML page", ("html", "htm"), "text/html", Container.TEXT, "html",
            mime_aliases=("application/xhtml+xml",), text_pattern=r"<!doctype html|<html"),
-    Format("md", "Markdown", ("md", "markdown"), "text/markdown", Container.TEXT, _reader("markdown"),
+    Format("md", "Markdown", ("md", "markdown"), "text/markdown", Container.TEXT, "markdown",
            mime_aliases=("text/x-markdown",)),
-    Format("txt", "Plain text", ("txt",), "text/plain", Container.TEXT, _reader("text")),
-    Format("csv", "CSV / TSV table", ("csv", "tsv"), "text/csv", Container.TEXT, _reader("csv"),
+    Format("txt", "Plain text", ("txt",), "text/plain", Container.TEXT, "text"),
+    Format("csv", "CSV / TSV table", ("csv", "tsv"), "text/csv", Container.TEXT, "csv",
            mime_aliases=("text/tab-separated-values",)),
     Format("json", "JSON / JSON Lines", ("json", "jsonl", "ndjson"), "application/json", Container.TEXT,
-           _reader("jsondoc"), mime_aliases=("application/x-ndjson", "application/jsonl")),
-    Format("xml", "XML", ("xml",), "application/xml", Container.TEXT, _reader("xml"),
+           "jsondoc", mime_aliases=("application/x-ndjson", "application/jsonl")),
+    Format("xml", "XML", ("xml",), "application/xml", Container.TEXT, "xml",
            mime_aliases=("text/xml",), text_pattern=r"<\?xml"),
-    Format("rtf", "Rich Text Format", ("rtf",), "application/rtf", Container.TEXT, _reader("rtf"),
+    Format("rtf", "Rich Text Format", ("rtf",), "application/rtf", Container.TEXT, "rtf",
            mime_aliases=("text/rtf",), text_pattern=r"\{\\rtf", pattern_required=True),
-    Format("eml", "E-mail message", ("eml",), "message/rfc822", Container.TEXT, _reader("eml"),
+    Format("eml", "E-mail message", ("eml",), "message/rfc822", Container.TEXT, "eml",
            text_pattern=_RFC822),
-    Format("msg", "Outlook message", ("msg",), "application/vnd.ms-outlook", Container.OLE, _reader("msg"),
+    Format("msg", "Outlook message", ("msg",), "application/vnd.ms-outlook", Container.OLE, "msg",
            marker="__substg1.0_", alt_markers=("__properties_version1.0",)),
-    Format("image", "Image (OCR)", ("png", "jpg", "jpeg", "tif", "tiff", "webp", "bmp"), "image/png",
-           Container.IMAGE, _reader("image"), mime_aliases=("image/jpeg", "image/tiff", "image/webp", "image/bmp"),
+    Format("image", "Image (OCR)", ("png", "jpg", "jpeg", "tif", "tiff", "webp", "bmp", "heic", "heif"), "image/png",
+           Container.IMAGE, "image",
+           mime_aliases=("image/jpeg", "image/tiff", "image/webp", "image/bmp", "image/heic", "image/heif"),
            magic=_IMAGE_MAGIC),
-    _legacy("doc", "Word 97-2003 document", "Word 97-2003 documents", "Word", ("WordDocument",),
-            "application/msword", "docx"),
-    _legacy("xls", "Excel 97-2003 workbook", "Excel 97-2003 workbooks", "Excel", ("Workbook", "Book"),
-            "application/vnd.ms-excel", "xlsx"),
-    _legacy("ppt", "PowerPoint 97-2003 presentation", "PowerPoint 97-2003 presentations", "PowerPoint",
-            ("PowerPoint Document",), "application/vnd.ms-powerpoint", "pptx"),
+    Format("doc", "Word 97-2003 document", ("doc", "dot"), "application/msword", Container.OLE,
+           "doc", marker="WordDocument"),
+    Format("xls", "Excel 97-2003 workbook", ("xls", "xlt"), "application/vnd.ms-excel", Container.OLE,
+           "xls", marker="Workbook", alt_markers=("Book",)),
+    Format("ppt", "PowerPoint 97-2003 presentation", ("ppt", "pot", "pps"), "application/vnd.ms-powerpoint",
+           Container.OLE, "ppt", marker="PowerPoint Document"),
+    Format("rst", "reStructuredText", ("rst", "rest"), "text/x-rst", Container.TEXT, "rst"),
+    Format("org", "Org mode", ("org",), "text/org", Container.TEXT, "org"),
+    Format("adoc", "AsciiDoc", ("adoc", "asciidoc"), "text/asciidoc", Container.TEXT, "asciidoc"),
+    Format("tex", "LaTeX", ("tex", "latex"), "text/x-tex", Container.TEXT, "latex",
+           mime_aliases=("application/x-tex",)),
+    Format("yaml", "YAML", ("yaml", "yml"), "application/yaml", Container.TEXT, "config",
+           mime_aliases=("text/yaml", "application/x-yaml", "text/x-yaml")),
+    Format("toml", "TOML", ("toml",), "application/toml", Container.TEXT, "config"),
+    Format("ini", "INI / config file", ("ini", "cfg", "conf"), "text/x-ini", Container.TEXT, "config"),
+    Format("log", "Log file", ("log",), "text/x-log", Container.TEXT, "log"),
+    _code("python", "Python source", ("py", "pyi"), "text/x-python", "text/x-script.python"),
+    _code("go", "Go source", ("go",), "text/x-go"),
+    _code("javascript", "JavaScript source", ("js", "mjs", "cjs", "jsx"), "text/javascript",
+          "application/javascript"),
+    _code("typescript", "TypeScript source", ("ts", "tsx", "mts", "cts"), "text/x-typescript",
+          "application/typescript"),
+    _code("java", "Java source", ("java",), "text/x-java"),
+    _code("kotlin", "Kotlin source", ("kt", "kts"), "text/x-kotlin"),
+    _code("csharp", "C# source", ("cs",), "text/x-csharp"),
+    _code("c", "C source / header", ("c", "h"), "text/x-c", "text/x-csrc", "text/x-chdr"),
+    _code("cpp", "C++ source / header", ("cpp", "cc", "cxx", "hpp", "hh", "hxx"), "text/x-c++",
+          "text/x-c++src", "text/x-c++hdr"),
+    _code("rust", "Rust source", ("rs",), "text/rust", "text/x-rust"),
+    _code("ruby", "Ruby source", ("rb",), "text/x-ruby", "application/x-ruby"),
+    _code("php", "PHP source", ("php",), "application/x-httpd-php", "text/x-php"),
+    _code("shell", "Shell script", ("sh", "bash", "zsh"), "application/x-sh", "text/x-shellscript"),
+    _code("sql", "SQL script", ("sql",), "application/sql", "text/x-sql"),
+    _code("swift", "Swift source", ("swift",), "text/x-swift"),
+    _code("scala", "Scala source", ("scala",), "text/x-scala"),
+    _code("lua", "Lua source", ("lua",), "text/x-lua"),
+    _code("perl", "Perl source", ("pl", "pm"), "text/x-perl", "application/x-perl"),
 )
 ACCEPTED: tuple[Format, ...] = tuple(f for f in FORMATS if f.accepted)
 #: Streams of an OLE file that wraps a password-protected OOXML package (MS-OFFCRYPTO §2.3.4).
@@ -284,9 +310,9 @@ def _cells(f: Format) -> Iterable[str]:
         Container.ZIP_MIMETYPE: f"ZIP, `mimetype` = `{f.marker}`",
         Container.OLE: "OLE2 with a " + " or ".join(f"`{m}`" for m in f.markers) + " stream",
         Container.TEXT: _text_rule(f),
-        Container.IMAGE: "PNG, JPEG, TIFF, WebP, BMP magic",
+        Container.IMAGE: "PNG, JPEG, TIFF, WebP, BMP, HEIF magic",
     }[f.container]
-    yield f.refusal or f"`{f.reader.rsplit('.', 1)[-1]}`"
+    yield f.refusal or f"`{f.reader}`"
 
 
 def _text_rule(f: Format) -> str:
@@ -297,8 +323,8 @@ def _text_rule(f: Format) -> str:
 
 
 def markdown_table() -> str:
-    """The README's format table (one row per format; the last column is the reader module in
-    ``task_service/pipeline/readers/``, or the refusal)."""
+    """The README's format table (one row per format; the last column is the reader's short name,
+    ``task_service.pipeline.readers.FAMILIES``, or the refusal)."""
     rows = ["| Format | Extensions | MIME type | Recognised by | Reader / answer |", "|---|---|---|---|---|"]
     rows += ["| " + " | ".join(cell.replace("|", "\\|") for cell in _cells(f)) + " |" for f in FORMATS]
     return "\n".join(rows)

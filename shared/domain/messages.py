@@ -3,7 +3,9 @@ exchange, queue, routing-key and header names: the RabbitMQ adapter, the outbox 
 read them here).
 
 Body: JSON ``{"taskId", "documentId", "kbId", "userId", "generation"}``, IDs only; the worker
-reads everything else from the database.
+reads everything else from the database. A message of one part of a split document (ARCHITECTURE.md,
+"Flow 3") adds ``"part": p`` (0-based); a document message has no ``part`` key at all, so its bytes
+are those of earlier versions.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def delay_queue_name(delay_ms: int) -> str:
 
 
 class IndexMessage(BaseModel):
-    """One indexing request; ``generation`` is the fencing token issued by PostgreSQL."""
+    """One indexing request; ``generation`` is the fencing token issued by PostgreSQL; ``part``
+    names one part of a split task (None: the document itself)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, strict=True)
 
@@ -47,13 +50,24 @@ class IndexMessage(BaseModel):
     kb_id: int = Field(alias="kbId", gt=0)
     user_id: int = Field(alias="userId", gt=0)
     generation: int = Field(gt=0)
+    part: int | None = Field(default=None, ge=0)
 
     def to_json(self) -> bytes:
-        """UTF-8 JSON with the wire (camelCase) names."""
-        return self.model_dump_json(by_alias=True).encode()
+        """UTF-8 JSON with the wire (camelCase) names; ``part`` only when set."""
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
 
     def to_dict(self) -> dict[str, int]:
-        return self.model_dump(by_alias=True)
+        """The wire fields as a dict (``part`` only when set)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+    def for_part(self, part: int) -> IndexMessage:
+        """The message of part ``part`` (0-based) of this document's split; raises
+        ``ValidationError`` for a negative ``part``."""
+        return IndexMessage.model_validate({**self.to_dict(), "part": part})
+
+    def document(self) -> IndexMessage:
+        """The document message this (part) message belongs to."""
+        return self.model_copy(update={"part": None})
 
     @classmethod
     def from_json(cls, body: bytes) -> IndexMessage:

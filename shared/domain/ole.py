@@ -1,7 +1,9 @@
-"""What an OLE compound file (MS-CFB, magic ``D0 CF 11 E0 A1 B1 1A E1``) holds, and how we refuse it.
+"""What an OLE compound file (MS-CFB, magic ``D0 CF 11 E0 A1 B1 1A E1``) holds, and what to answer.
 
-Pure: bytes in, a kind out; no I/O. Used where bytes are typed (upload sniffing) and by the worker,
-so a password-protected DOCX (an OLE container, not a ZIP) or a renamed .doc gets a clear error.
+Pure: bytes in, a kind out; no I/O. Used where bytes are typed (upload sniffing) and by the worker:
+the legacy Office readers (``readers/legacy/``) check the kind first, so a password-protected file
+ends ``encrypted``; where a ZIP package is expected (a password-protected DOCX is an OLE container,
+not a ZIP; a .doc renamed .docx) :func:`refusal` gives a clear error.
 
 Kinds, from the root streams ([MS-CFB] directory; olefile parses it):
 
@@ -22,8 +24,8 @@ unknown_ole    anything else (Visio, Works, MSI, a bare compound file)
 Only the first bytes of a stream are read (the sector chain is followed for at most ``_HEAD``
 bytes), so a 200 MB workbook costs its directory, not a copy of its stream.
 
-Legacy .doc/.xls/.ppt are refused, not converted: LibreOffice headless converts them, but at ~2 s
-and ~210 MB per file before our own parse, and 325 MB of packages (bench/RESULTS.md, "legacy").
+Legacy .doc/.xls/.ppt are read (``task_service/pipeline/readers/legacy/``; the choice of readers:
+bench/RESULTS.md, "legacy-readers").
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ from typing import Literal
 import olefile
 
 from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError, PermanentError, UnsupportedTypeError
-from shared.domain.formats import ENCRYPTED_MESSAGE, by_extension, by_kind
+from shared.domain.formats import ENCRYPTED_MESSAGE
 
-__all__ = ["OLE_MAGIC", "OleKind", "classify_ole", "is_ole", "legacy_message", "refusal"]
+__all__ = ["OLE_MAGIC", "OleKind", "classify_ole", "is_ole", "refusal"]
 
 OleKind = Literal["doc", "xls", "ppt", "msg", "encrypted_ooxml", "encrypted", "unknown_ole"]
 _Base = Literal["doc", "xls", "ppt", "msg", "encrypted_ooxml", "unknown_ole"]
@@ -52,11 +54,11 @@ _XLS_MAX_RECORDS = 64
 # olefile raises these on a malformed container (OSError for its own checks)
 _OLE_ERRORS = (OSError, ValueError, IndexError, KeyError, TypeError, struct.error, RecursionError)
 
-# kind -> (what it is, plural; one of them; the application; the extension to save as)
-_SAVE_AS = {
-    "doc": ("Word 97-2003 documents (.doc)", "Word 97-2003 document (.doc)", "Word", ".docx"),
-    "xls": ("Excel 97-2003 workbooks (.xls)", "Excel 97-2003 workbook (.xls)", "Excel", ".xlsx"),
-    "ppt": ("PowerPoint 97-2003 presentations (.ppt)", "PowerPoint 97-2003 presentation (.ppt)", "PowerPoint", ".pptx"),
+# kind -> (what it is, with its article; its extension)
+_WHAT = {
+    "doc": ("a Word 97-2003 document", ".doc"),
+    "xls": ("an Excel 97-2003 workbook", ".xls"),
+    "ppt": ("a PowerPoint 97-2003 presentation", ".ppt"),
 }
 
 
@@ -75,11 +77,13 @@ def classify_ole(data: bytes) -> OleKind:
 
 
 def refusal(data: bytes) -> PermanentError | None:
-    """The error to raise for the OLE file ``data``, or None when it is read (``msg``).
+    """The error to raise for the OLE file ``data`` where a ZIP package (DOCX, XLSX...) is expected,
+    or None when it is an Outlook message (the caller says what it expected).
 
-    UnsupportedTypeError naming the format to save as (doc/xls/ppt, unknown_ole);
-    EncryptedDocumentError (``encrypted``) for a password-protected file, legacy or OOXML.
-    Raises CorruptDocumentError as ``classify_ole`` does.
+    EncryptedDocumentError (``encrypted``) for a password-protected file, legacy or OOXML;
+    UnsupportedTypeError naming what it is and the extension to upload it with (doc/xls/ppt), or
+    that it is no document type we read (unknown_ole). Raises CorruptDocumentError as
+    ``classify_ole`` does.
     """
     base, encrypted = _inspect(data)
     if base == "msg":
@@ -91,20 +95,11 @@ def refusal(data: bytes) -> PermanentError | None:
             "this OLE compound file is not a document type we read (not Word, Excel, PowerPoint or Outlook); "
             "save it as PDF, .docx, .xlsx or .pptx"
         )
-    what, one, app, ext = _SAVE_AS[base]
+    one, ext = _WHAT[base]
     if encrypted:
-        return EncryptedDocumentError(
-            f"this {one} is password-protected, and {what} are not supported: open it in {app} or "
-            f"LibreOffice, remove the password and save it as {ext}"
-        )
-    return UnsupportedTypeError(by_kind(base).refusal or f"{one} is not supported")
-
-
-def legacy_message(ext: str) -> str | None:
-    """The refusal for a file *named* .doc/.xls/.ppt (``ext`` without the dot, any case), else None:
-    the format registry's (``shared.domain.formats``), which the upload API answers too."""
-    fmt = by_extension(ext.lower().lstrip("."))
-    return None if fmt is None else fmt.refusal
+        return EncryptedDocumentError(f"this is {one}, password-protected: open it in Office or LibreOffice, "
+                                      "remove the password and upload it again")
+    return UnsupportedTypeError(f"this is {one}, not a ZIP-based Office file: upload it named {ext}")
 
 
 def _inspect(data: bytes) -> tuple[_Base, bool]:

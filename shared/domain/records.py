@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy.typing as npt
 
-__all__ = ["Chunk", "ChunkCommit", "Claim", "Duplicate", "NewContent", "OutboxRow", "SkipRecord"]
+__all__ = [
+    "CacheNamespace", "Chunk", "ChunkCommit", "ChunkDetails", "Claim", "DocumentSource", "Duplicate", "NewContent",
+    "OpsSample", "OutboxRow", "PartClaim", "PartCommit", "PartCommitted", "PartRange", "SkipRecord", "SplitCommit",
+    "TermFold",
+]
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,51 @@ class Chunk:
     token_count: int
     page: int | None = None
     section: str | None = None
+
+
+@dataclass(frozen=True)
+class OpsSample:
+    """Gauges read in one pass: unpublished outbox rows, pending dead letters, and per active
+    status ``(count, seconds since the least recently updated one was touched)``."""
+
+    outbox_backlog: int
+    dead_letters_pending: int
+    active: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TermFold:
+    """One fold of the keyword statistics per KB: ``moved`` deltas folded, ``dropped`` terms that
+    no chunk holds any more (removed from ``kb_term``)."""
+
+    moved: int
+    dropped: int
+
+
+@dataclass(frozen=True)
+class ChunkDetails:
+    """A search hit's chunk as the API shows it: its document, filename, place and text."""
+
+    chunk_id: int
+    document_id: int
+    filename: str
+    chunk_index: int
+    content: str
+    page: int | None
+    section: str | None
+
+
+@dataclass(frozen=True)
+class ChunkCopy:
+    """Another chunk of the KB holding a search hit's text (in another document, or elsewhere in the
+    hit's own): where it is."""
+
+    chunk_id: int
+    document_id: int
+    filename: str
+    chunk_index: int
+    page: int | None
+    section: str | None
 
 
 @dataclass(frozen=True)
@@ -93,3 +143,108 @@ class ChunkCommit:
     chunks: Sequence[Chunk]
     embeddings: npt.NDArray[Any]
     warnings: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class DocumentSource:
+    """The stored version of a document a run indexes (the pending one if there is one, else the
+    served one): its ``object_key``, the uploaded ``filename`` and the ``content_type`` the API
+    detected from the bytes (older rows: the client's header; None when unknown)."""
+
+    object_key: str
+    filename: str
+    content_type: str | None
+
+
+@dataclass(frozen=True)
+class CacheNamespace:
+    """What, besides the text, a cached vector depends on: the ``model`` (provider/name),
+    its ``revision`` (the configured one, else ``dim<dim>``) and the vector length ``dim``.
+    Built with :meth:`of`; every embedding-cache statement is scoped to one namespace."""
+
+    model: str
+    revision: str
+    dim: int
+
+    @classmethod
+    def of(cls, model: str, dim: int, revision: str | None = None) -> CacheNamespace:
+        """The namespace of an embedder: ``revision`` if configured, else ``dim<dim>``. Raises
+        ValueError for an empty ``model`` or a ``dim`` below 1."""
+        if not model:
+            raise ValueError("model name must not be empty")
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        return cls(model, revision or f"dim{dim}", dim)
+
+
+# ---------------------------------------------------------------------------------------------
+# A big document in parts (ARCHITECTURE.md, "Flow 3").
+
+
+@dataclass(frozen=True)
+class PartRange:
+    """One part of a split: part ``part`` (0-based) holds chunks ``first_chunk`` ..
+    ``first_chunk + chunk_count - 1`` (``chunk_count`` ≥ 1)."""
+
+    part: int
+    first_chunk: int
+    chunk_count: int
+
+    @property
+    def end_chunk(self) -> int:
+        """One past the part's last chunk index."""
+        return self.first_chunk + self.chunk_count
+
+
+@dataclass(frozen=True)
+class SplitCommit:
+    """What the split writes, under the document run's ``claim``: every chunk of ``document_id``
+    (staged, in order, ``chunks[i].index == i``), the ``parts`` covering them (from
+    :func:`shared.domain.parts.plan_parts`), and the run's extraction ``warnings`` (written to
+    the document by the swap)."""
+
+    claim: Claim
+    document_id: int
+    kb_id: int
+    user_id: int
+    chunks: Sequence[Chunk]
+    parts: Sequence[PartRange]
+    warnings: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class PartClaim:
+    """A worker's claim on one part: its fencing token is ``(generation, attempt)`` with the
+    *part's* attempt (bumped by every claim of the part); the part's range comes with it."""
+
+    task_id: int
+    part: int
+    generation: int
+    attempt: int
+    first_chunk: int
+    chunk_count: int
+
+    @property
+    def end_chunk(self) -> int:
+        """One past the part's last chunk index."""
+        return self.first_chunk + self.chunk_count
+
+
+@dataclass(frozen=True)
+class PartCommit:
+    """What a part's stage commit writes: the ``embeddings`` of its chunks
+    (``(claim.chunk_count, dim)`` float32, row i for chunk ``claim.first_chunk + i``) of
+    ``document_id`` in ``kb_id``, under ``claim``."""
+
+    claim: PartClaim
+    document_id: int
+    kb_id: int
+    embeddings: npt.NDArray[Any]
+
+
+class PartCommitted(StrEnum):
+    """The outcome of a part's stage commit."""
+
+    FENCED = "fenced"  # stale attempt or generation, or the split is gone: nothing written
+    STAGED = "staged"  # the part is DONE, other parts remain
+    SWAPPED = "swapped"  # it was the last part: the document's chunks and vectors were swapped, task SUCCESS

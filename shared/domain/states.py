@@ -18,7 +18,7 @@ class TaskStatus(StrEnum):
     SUCCESS = "SUCCESS"
     FAILED = "FAILED"
     RETRYING = "RETRYING"  # manual retry issued, message re-published
-    TIMEOUT = "TIMEOUT"  # scanner or hard limit stopped it
+    TIMEOUT = "TIMEOUT"  # the scanner, the unit's budget or the stall timeout stopped it
 
 
 class DocumentStatus(StrEnum):

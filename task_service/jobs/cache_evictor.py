@@ -8,10 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import asyncpg
-
-from shared.adapters.postgres.pool import connection
-from shared.adapters.postgres.repo import cache as cache_repo
+from shared.ports import MaintenanceStore
 from shared.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -31,11 +28,10 @@ class EvictConfig:
         return cls(max_rows=s.embedding_cache_max_rows, interval_s=s.embedding_cache_evict_interval_s)
 
 
-async def once(pool: asyncpg.Pool, max_rows: int) -> int | None:
+async def once(store: MaintenanceStore, max_rows: int) -> int | None:
     """One pass: rows deleted, or None when another worker's pass is running.
     Raises ``DatabaseUnavailableError`` (transient)."""
-    async with connection(pool) as conn:
-        deleted = await cache_repo.cache_evict(conn, max_rows, LOW_WATER)
+    deleted = await store.cache_evict(max_rows, LOW_WATER)
     if deleted:
         log.info("embedding cache evicted", extra={"rows": deleted, "max_rows": max_rows})
     return deleted

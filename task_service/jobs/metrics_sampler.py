@@ -5,24 +5,21 @@ serves metrics (``WORKER_METRICS_PORT``). ``rag ops metrics-sampler --once`` pri
 
 from __future__ import annotations
 
-import asyncpg
 from aio_pika.abc import AbstractChannel
 
 from shared.adapters import rabbitmq
-from shared.adapters.postgres.pool import connection
-from shared.adapters.postgres.repo import ops as ops_repo
 from shared.domain import messages
 from shared.domain.errors import TransientError
+from shared.ports import MaintenanceStore
 from task_service.metrics import ACTIVE_STATUSES, WorkerMetrics
 
 #: What a failed pass may raise (logged by ``every``, the loop goes on).
 ERRORS: tuple[type[BaseException], ...] = (TransientError, *rabbitmq.BROKER_ERRORS)
 
 
-async def once(metrics: WorkerMetrics, pool: asyncpg.Pool, channel: AbstractChannel | None) -> None:
+async def once(metrics: WorkerMetrics, store: MaintenanceStore, channel: AbstractChannel | None) -> None:
     """Refresh the sampled gauges from PostgreSQL and (if given) the broker."""
-    async with connection(pool) as conn:
-        sample = await ops_repo.sample(conn)
+    sample = await store.sample()
     metrics.outbox_backlog.set(sample.outbox_backlog)
     for status in ACTIVE_STATUSES:
         count, age = sample.active.get(status, (0, 0.0))

@@ -16,12 +16,13 @@ import asyncpg
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from shared.adapters import rabbitmq
+from shared.adapters.postgres.pg_store import PgMaintenance
 from shared.adapters.postgres.pool import PoolConfig, create_pool
 from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.log import configure
 from shared.settings import WorkerSettings
 from task_service import APP_ID
-from task_service.jobs import cache_evictor, metrics_sampler, relay, scanner, sweep, term_stats
+from task_service.jobs import ann_indexer, cache_evictor, metrics_sampler, relay, scanner, sweep, term_stats
 from task_service.metrics import WorkerMetrics
 
 OneShot = tuple[WorkerSettings, asyncpg.Pool, AbstractConnection, AbstractChannel]
@@ -80,21 +81,29 @@ async def sweep_now() -> Report:
 async def evict_now() -> Report:
     """One embedding-cache eviction pass: {"evicted": rows, or null when another pass was running}."""
     async with with_pool("task_service.cache_evictor") as (settings, pool):
-        return {"evicted": await cache_evictor.once(pool, settings.embedding_cache_max_rows)}
+        return {"evicted": await cache_evictor.once(PgMaintenance(pool), settings.embedding_cache_max_rows)}
+
+
+async def ann_now() -> Report:
+    """Add the vectors of knowledge bases above SEARCH_EXACT_MAX_CHUNKS to the HNSW index now:
+    {"added": rows}."""
+    async with with_pool("task_service.ann_indexer") as (settings, pool):
+        return {"added": await ann_indexer.once(PgMaintenance(pool), batch=settings.ann_index_batch,
+                                                exact_max_chunks=settings.search_exact_max_chunks)}
 
 
 async def fold_now() -> Report:
     """Fold every pending delta of the keyword statistics per KB now: {"folded": deltas,
     "dropped": terms no chunk holds any more, "pending": deltas left (appended meanwhile)}."""
     async with with_pool("task_service.term_stats") as (_, pool):
-        return await term_stats.fold_all(pool)
+        return await term_stats.fold_all(PgMaintenance(pool))
 
 
 async def sample_now() -> Report:
     """One sample of the worker's sampled gauges: {gauge: value, or {label: value}}."""
     async with one_shot("task_service.metrics_sampler") as (_, pool, _conn, channel):
         metrics = WorkerMetrics.unregistered()
-        await metrics_sampler.once(metrics, pool, channel)
+        await metrics_sampler.once(metrics, PgMaintenance(pool), channel)
     return gauges(metrics)
 
 
@@ -118,6 +127,7 @@ OPS: dict[str, Callable[[], Coroutine[Any, Any, Report]]] = {
     "scanner": scan_now,
     "sweep": sweep_now,
     "cache-evictor": evict_now,
+    "ann-indexer": ann_now,
     "metrics-sampler": sample_now,
     "term-stats": fold_now,
 }

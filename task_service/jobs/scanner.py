@@ -1,5 +1,7 @@
-"""Recovery scanner: times out dead RUNNING tasks, re-publishes forgotten queued ones, and turns
-dead-lettered messages into FAILED tasks (kept in ``dead_letter`` for the DLQ CLI).
+"""Recovery scanner: times out dead RUNNING tasks, re-publishes forgotten queued ones, re-arms and
+re-publishes the parts of a split task whose worker vanished or whose message was lost (a split
+task is never timed out as a whole), and turns dead-lettered messages into FAILED tasks (kept in
+``dead_letter`` for the DLQ CLI; a dead-lettered part fails its task and drops the split).
 
 Runs every ``SCAN_INTERVAL_S`` inside each worker (conditional updates make concurrent scanners
 safe); ``rag ops scanner --once`` runs one pass.
@@ -17,13 +19,15 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from shared.adapters.postgres.pool import connection, row_locked
 from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
+from shared.adapters.postgres.repo import parts as parts_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.domain import messages
 from shared.domain.errors import DeliveryLimitError, TaskTimeoutError, TransientError
 from shared.domain.messages import IndexMessage, InvalidMessageError
 from shared.domain.records import Claim
-from shared.domain.scan_policy import ScanAction, ScanThresholds, decide_scan
+from shared.domain.scan_policy import ScanAction, ScanThresholds, decide_part_scan, decide_scan
 from shared.domain.states import TaskStatus
+from shared.domain.time_budget import delivery_bound_s
 from shared.log import bind
 from shared.settings import WorkerSettings
 from task_service.metrics import WorkerMetrics
@@ -36,14 +40,19 @@ class ScanReport:
     timed_out: list[int] = field(default_factory=list)
     republished: list[int] = field(default_factory=list)
     dead_lettered: list[int] = field(default_factory=list)
+    rearmed_parts: list[tuple[int, int]] = field(default_factory=list)  # (task_id, part)
+    republished_parts: list[tuple[int, int]] = field(default_factory=list)
 
 
 def thresholds(s: WorkerSettings) -> ScanThresholds:
+    # A claim waits for at most PREFETCH - 1 other model turns (indexing.model_turn), each within
+    # its own unit's budget: PREFETCH x the largest unit's budget is the oldest a live claim of an
+    # unsplit task can be (time_budget.delivery_bound_s).
+    bound = delivery_bound_s(s.prefetch, s.task_budget_base_s, s.task_budget_per_chunk_s, s.split_min_chunks,
+                             s.part_chunks)
     return ScanThresholds(
         heartbeat_timeout=timedelta(seconds=s.running_heartbeat_timeout_s),
-        # a claim waits for at most PREFETCH - 1 other model turns (handler._model), each within
-        # its own TASK_HARD_LIMIT_S: PREFETCH x T is the oldest a live claim can be
-        hard_limit=timedelta(seconds=s.prefetch * s.task_hard_limit_s),
+        hard_limit=timedelta(seconds=bound),
         requeue_after=timedelta(seconds=s.requeue_after_s),
     )
 
@@ -68,6 +77,34 @@ async def scan_tasks(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport)
                 if not row_locked(exc):
                     raise
                 log.warning("task passed over: its rows are locked by another session", extra={"error": str(exc)})
+
+
+async def scan_parts(pool: asyncpg.Pool, th: ScanThresholds, report: ScanReport) -> None:
+    """One pass over the open parts of split tasks (``scan_policy.decide_part_scan``), each in
+    its own short transaction; locked rows are passed over as in :func:`scan_tasks`."""
+    oldest = min(th.heartbeat_timeout, th.requeue_after).total_seconds()
+    async with connection(pool) as conn:
+        rows = await parts_repo.open_parts_older_than(conn, oldest, 500)
+    for r in rows:
+        decision = decide_part_scan(r["status"], r["dispatched"], r["update_time"], r["now"], th)
+        if decision.action is ScanAction.NONE:
+            continue
+        rearm = decision.action is ScanAction.REARM
+        with bind(task_id=r["task_id"], document_id=r["document_id"], generation=r["generation"],
+                  part=r["part"], attempt=r["attempt"]):
+            try:
+                async with connection(pool) as conn:
+                    row = await parts_repo.republish_part(conn, r["task_id"], r["part"], r["generation"],
+                                                          r["status"], r["update_time"], rearm=rearm)
+            except TransientError as exc:
+                if not row_locked(exc):
+                    raise
+                log.warning("part passed over: its rows are locked by another session", extra={"error": str(exc)})
+                continue
+            if row is not None:
+                log.warning("part re-armed and re-published" if rearm else "queued part re-published",
+                            extra={"reason": decision.reason})
+                (report.rearmed_parts if rearm else report.republished_parts).append((r["task_id"], r["part"]))
 
 
 async def _apply(conn: asyncpg.Connection, r: asyncpg.Record, action: ScanAction, reason: str,
@@ -128,6 +165,7 @@ async def once(pool: asyncpg.Pool, channel: AbstractChannel | None, th: ScanThre
     ``rag_tasks_finished_total`` when ``metrics`` is given."""
     report = ScanReport()
     await scan_tasks(pool, th, report)
+    await scan_parts(pool, th, report)
     if channel is not None:
         await drain_dead_letters(pool, channel, report)
     if metrics is not None:

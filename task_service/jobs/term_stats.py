@@ -10,11 +10,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import asyncpg
-
-from shared.adapters.postgres.pool import connection
-from shared.adapters.postgres.repo import term_stats as term_stats_repo
-from shared.adapters.postgres.repo.term_stats import Fold
+from shared.domain.records import TermFold
+from shared.ports import MaintenanceStore
 from shared.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -32,32 +29,30 @@ class FoldConfig:
         return cls(interval_s=s.term_stats_fold_interval_s)
 
 
-async def once(pool: asyncpg.Pool, batch: int = BATCH) -> Fold | None:
+async def once(store: MaintenanceStore, batch: int = BATCH) -> TermFold | None:
     """One pass: up to ``batch`` deltas folded, or None when another worker's pass is running.
     Raises ``DatabaseUnavailableError`` (transient)."""
-    async with connection(pool) as conn:
-        done = await term_stats_repo.fold(conn, batch)
+    done = await store.fold_term_stats(batch)
     if done is not None and done.moved:
         log.info("term statistics folded", extra={"deltas": done.moved, "terms_dropped": done.dropped})
     return done
 
 
-def full(done: Fold | None, batch: int = BATCH) -> bool:
+def full(done: TermFold | None, batch: int = BATCH) -> bool:
     """The pass moved a whole batch: more is pending, run again at once."""
     return done is not None and done.moved >= batch
 
 
-async def fold_all(pool: asyncpg.Pool, batch: int = BATCH) -> dict[str, int | None]:
+async def fold_all(store: MaintenanceStore, batch: int = BATCH) -> dict[str, int | None]:
     """Fold until nothing is pending: ``{"folded": deltas, "dropped": terms, "pending": left}``
     (``pending`` is what writers appended meanwhile, or what a concurrent pass holds)."""
     moved = dropped = 0
     while True:
-        done = await once(pool, batch)
+        done = await once(store, batch)
         if done is None:
             break
         moved, dropped = moved + done.moved, dropped + done.dropped
         if not full(done, batch):
             break
-    async with connection(pool) as conn:
-        left = await term_stats_repo.pending(conn)
+    left = await store.pending_term_deltas()
     return {"folded": moved, "dropped": dropped, "pending": left}

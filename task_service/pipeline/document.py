@@ -7,12 +7,23 @@ normalizes every block and drops empty ones). ``section`` is the heading path at
 ("Guide > Install > Linux"; a heading block carries the path that ends with itself), ``page``
 the 1-based PDF page. ``warnings`` are sentences for the document API about what was not
 indexed or was altered ("3 images ignored", "NUL bytes removed").
+
+What a reader emits is bounded as it emits it: inside :func:`text_budget` (``parse.py`` opens one
+per document, ``PARSE_MAX_TEXT_CHARS``) every :class:`Block` made is charged its characters, and
+the block past the budget raises ``ParseLimitError`` with the figure, so a small file that repeats
+one part (an EPUB spine, a key path on every leaf, a header on every cell) stops at the budget,
+not after minutes. A block that only re-states text already charged (normalized, or re-sectioned
+by a container such as a mail message) is made with :meth:`Block.restated`, not charged again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+
+from shared.domain.errors import ParseLimitError
 
 SECTION_SEPARATOR = " > "
 
@@ -24,6 +35,59 @@ class Block:
     text: str
     section: str | None = None
     page: int | None = None
+
+    def __post_init__(self) -> None:
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget.charge(len(self.text))
+
+    @classmethod
+    def restated(cls, text: str, section: str | None = None, page: int | None = None) -> Block:
+        """A block of text already charged to the budget (normalized, re-sectioned): not charged again."""
+        block = object.__new__(cls)
+        object.__setattr__(block, "text", text)
+        object.__setattr__(block, "section", section)
+        object.__setattr__(block, "page", page)
+        return block
+
+
+class TextBudget:
+    """Characters of block text one document may give: ``limit`` (``PARSE_MAX_TEXT_CHARS``), ``used``."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def charge(self, chars: int) -> None:
+        """Count ``chars`` more characters; ``ParseLimitError`` naming the figure once past ``limit``."""
+        self.used += chars
+        if self.used > self.limit:
+            raise ParseLimitError(
+                f"the document gives more than {self.limit:,} characters of text (at least {self.used:,} so far); "
+                "the limit is PARSE_MAX_TEXT_CHARS"
+            )
+
+
+_BUDGET: ContextVar[TextBudget | None] = ContextVar("text_budget", default=None)
+
+
+@contextmanager
+def text_budget(limit: int) -> Iterator[TextBudget]:
+    """Charge every :class:`Block` made inside to one budget of ``limit`` characters. Inside an
+    enclosing budget (a document within a document: a mail attachment) the enclosing one is kept,
+    so the whole file counts once."""
+    current = _BUDGET.get()
+    if current is not None:
+        yield current
+        return
+    budget = TextBudget(limit)
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
 
 
 @dataclass(frozen=True)

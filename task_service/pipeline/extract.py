@@ -69,7 +69,8 @@ def extract(
 
     Raises what ``parse_document`` raises (``ParseLimitError``, ``CorruptDocumentError``,
     ``NoTextError``...), ``NoTextError`` when the text has no model token at all, and
-    ``ParseLimitError`` when it gives more than ``chunker.max_chunks`` chunks.
+    ``ParseLimitError`` as soon as it gives more than ``chunker.max_chunks`` chunks (chunking
+    stops there).
     """
     started = time.perf_counter()
     with ocr.progress_to(_ocr_reporter(on_stage)):
@@ -77,12 +78,13 @@ def extract(
     parsed_at = time.perf_counter()
     if on_stage is not None:
         on_stage("CHUNKING")
-    chunks = chunker.chunk(parsed)
+    chunks = chunker.chunk(parsed, limit=chunker.max_chunks)  # stops once past the limit
     if not chunks:
         raise NoTextError()
     if len(chunks) > chunker.max_chunks:
         raise ParseLimitError(
-            f"document gives {len(chunks):,} chunks; the limit is {chunker.max_chunks:,} (CHUNK_MAX_PER_DOCUMENT)"
+            f"document gives more than {chunker.max_chunks:,} chunks (chunking stopped there, "
+            f"{len(parsed.text):,} characters of text); the limit is {chunker.max_chunks:,} (CHUNK_MAX_PER_DOCUMENT)"
         )
     warnings = parsed.warnings
     if chunker.warn_unreadable and (unreadable := unreadable_warning(chunks, chunker)) is not None:

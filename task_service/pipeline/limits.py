@@ -23,7 +23,9 @@ are still read):
 Why the declared sizes can be trusted: Python's ``zipfile.ZipExtFile`` (used by python-docx,
 hence by unstructured) never returns more than the entry's declared ``file_size`` (it truncates
 the inflated data to ``_left = zipinfo.file_size``), so an entry that lies about its size
-yields at most the declared bytes (then a CRC error), never a bomb. Overlapping entries (the
+yields at most the declared bytes (then a CRC error), never a bomb. One ``read()`` of it may
+still inflate far more before cutting (up to 1 GiB per call), so every part is read with
+``readers/_shared/xmlzip.read_entry``: at most the declared size + 1 byte inflated. Overlapping entries (the
 "non-recursive" zip bomb) are caught by the sum of declared sizes.
 """
 
@@ -53,22 +55,31 @@ class ParseLimits:
     zip_max_depth: int = 3
     pdf_max_pages: int = 2_000
     pdf_max_text_chars: int = 50_000_000
-    # JSON / JSONL / XML readers (readers/jsondoc.py, readers/xml.py): STRUCTURED_MAX_DEPTH,
+    # Text any reader may emit for one document (PARSE_MAX_TEXT_CHARS), charged as blocks are made
+    # (``document.text_budget``): no more than CHUNK_MAX_PER_DOCUMENT × CHUNK_MAX_CHARS (40 M) can be
+    # indexed anyway, and 50 M characters chunk in ≈3.6 s (bench/RESULTS.md, chunking).
+    text_max_chars: int = 50_000_000
+    # JSON / JSONL / XML readers (readers/plain/jsondoc.py, readers/plain/xml.py): STRUCTURED_MAX_DEPTH,
     # STRUCTURED_MAX_VALUES (nesting levels; leaf values or text nodes per document)
     structured_max_depth: int = 200
     structured_max_values: int = 2_000_000
-    # e-mail (.eml/.msg, readers/mail.py): MAIL_MAX_DEPTH, MAIL_MAX_NESTING, MAIL_MAX_HEADER_CHARS
+    # e-mail (.eml/.msg, readers/mail/): MAIL_MAX_DEPTH, MAIL_MAX_NESTING, MAIL_MAX_HEADER_CHARS
     mail_max_depth: int = 3
     mail_max_nesting: int = 50
     mail_max_header_chars: int = 100_000
-    # OCR (issue 22; ocr.py, readers/image.py, pdf.py): settings OCR_LANGUAGES, OCR_TESSDATA_DIR, OCR_DPI,
-    # OCR_MAX_PAGES, IMAGE_MAX_PIXELS. 100 pages at ≈0.5-1 s each fit PARSE_CPU_LIMIT_S (bench/ocr.py).
+    # OCR (issue 22; ocr.py, readers/image/reader.py, readers/pdf/reader.py): settings OCR_LANGUAGES,
+    # OCR_TESSDATA_DIR, OCR_DPI, OCR_MAX_PAGES, IMAGE_MAX_PIXELS. 100 pages at ≈0.5-1 s each fit
+    # PARSE_CPU_LIMIT_S (bench/ocr.py).
     ocr_languages: str = "eng+deu+chi_sim+kor+jpn"
     ocr_tessdata_dir: str = "/usr/share/tesseract-ocr/5/tessdata"
     ocr_dpi: int = 200
     ocr_max_pages: int = 100
     image_max_pixels: int = 50_000_000  # A4 at 600 dpi is 35 Mpx; 20,000 × 20,000 px (400 Mpx) is refused
-    # Tables (XLSX/XLSM, ODS, CSV/TSV; readers/tables.py). Bounds time and memory of a sheet read
+    # Pixels OCRed per document (OCR_MAX_PIXELS), summed over the pages or frames to OCR before the
+    # first is rendered: 100 A4 pages at 200 dpi are 387 Mpx; 100 pages of 50 Mpx would run to the
+    # CPU limit (Tesseract ≈0.15-0.25 s per Mpx here), so they are refused at once.
+    ocr_max_pixels: int = 400_000_000
+    # Tables (XLSX/XLSM, ODS, CSV/TSV; readers/_shared/tables.py). Bounds time and memory of a sheet read
     # as rows: cells of the used range per document (TABLE_MAX_CELLS), columns of a sheet
     # (TABLE_MAX_COLUMNS; Excel's own limit is 16,384) and characters of one row / CSV line
     # (TABLE_MAX_ROW_CHARS).
@@ -85,6 +96,7 @@ class ParseLimits:
             zip_max_depth=s.zip_max_depth,
             pdf_max_pages=s.pdf_max_pages,
             pdf_max_text_chars=s.pdf_max_text_chars,
+            text_max_chars=s.parse_max_text_chars,
             structured_max_depth=s.structured_max_depth,
             structured_max_values=s.structured_max_values,
             mail_max_depth=s.mail_max_depth,
@@ -95,6 +107,7 @@ class ParseLimits:
             ocr_dpi=s.ocr_dpi,
             ocr_max_pages=s.ocr_max_pages,
             image_max_pixels=s.image_max_pixels,
+            ocr_max_pixels=s.ocr_max_pixels,
             table_max_cells=s.table_max_cells,
             table_max_columns=s.table_max_columns,
             table_max_row_chars=s.table_max_row_chars,
@@ -149,3 +162,13 @@ def _check_ratio(size: int, compressed: int, limits: ParseLimits, what: str) -> 
 
 def _mib(n: int) -> str:
     return f"{n / MIB:,.1f} MiB"
+
+
+def check_ocr_pixels(pixels: float, pages: int, kind: str, limits: ParseLimits) -> None:
+    """Raise ``ParseLimitError`` when OCR of ``pages`` pages (or frames) of ``pixels`` pixels in all
+    would pass ``limits.ocr_max_pixels`` (``OCR_MAX_PIXELS``); called before any is rendered."""
+    if pixels > limits.ocr_max_pixels:
+        raise ParseLimitError(
+            f"{kind} has {pages:,} page(s) to OCR of {pixels / 1e6:,.0f} Mpx in all; the limit is "
+            f"{limits.ocr_max_pixels / 1e6:,.0f} Mpx per document (OCR_MAX_PIXELS)"
+        )

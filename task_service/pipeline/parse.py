@@ -1,22 +1,28 @@
 """Document bytes → normalized blocks; the reader is chosen by the file extension.
 
 The extension names a format of the registry (``shared.domain.formats``), whose entry names its
-reader module by dotted path (``task_service.pipeline.readers.<name>``, exposing
-``read(data, limits) -> ParsedDocument``). A format whose reader module does not exist (yet) and
-an unknown extension are ``UnsupportedTypeError``; a refused format's reader (``readers/ole.py``)
-raises its refusal (``unsupported_type`` naming the format to save as, or ``encrypted``). For every
-ZIP-based format the ZIP-bomb limits are checked before its reader opens the package; an OLE2
-file where a ZIP package is expected is a password-protected Office file (``encrypted``), a
-legacy one (refused with the format to save as) or corrupt.
+reader by a short name that ``readers.FAMILIES`` resolves to a module of a family package
+(``readers/office/docx.py``, exposing ``read(data, limits) -> ParsedDocument``). A format whose
+reader module does not exist (yet) and an unknown extension are ``UnsupportedTypeError``; a
+refused format (none at present) answers its refusal (``unsupported_type``). For every ZIP-based
+format the ZIP-bomb limits are checked before its reader opens the package; an OLE2 file where a
+ZIP package is expected is a password-protected Office file (``encrypted``), a legacy one (it is
+read under its own extension: ``unsupported_type`` saying which) or corrupt.
 
-| extension        | reader (``readers/``)                                      |
-|------------------|------------------------------------------------------------|
-| pdf              | ``pdf``: pypdfium2 text layer (``pdf.py``)                 |
-| docx             | ``docx``: our OOXML walker over the package parts          |
-| html, htm        | ``html``: ``decode.py`` → ``html.py`` (lexbor, our walker) |
-| md, markdown     | ``markdown``: ``decode.py`` → ``markdown.py`` (pyromark)   |
-| txt              | ``text``: ``decode.py`` → ``normalize.reflow_plain_text``  |
-| the others       | one module per format (the README's format table)          |
+| extension        | reader (``readers/``)                                            |
+|------------------|------------------------------------------------------------------|
+| pdf              | ``pdf``: pypdfium2 text layer (``pdf/reader.py``)                |
+| docx             | ``docx``: our OOXML walker over the package parts (``office/``)  |
+| html, htm        | ``html``: ``decode.py`` → ``web/html.py`` (lexbor, our walker)   |
+| md, markdown     | ``markdown``: ``decode.py`` → ``web/markdown.py`` (pyromark)     |
+| txt              | ``text``: ``decode.py`` → ``normalize.reflow_plain_text``        |
+| eml, msg         | ``mail/``: attachments through :func:`attachment_reader`         |
+| the others       | one module per format (the README's format table)                |
+
+A mail reader (``TAKES_ATTACHMENTS``) gets the attachment reader built here with the same
+limits as the message (:func:`attachment_reader`): an attachment is parsed as a document of
+its own under the configured limits, and an attached message by the mail reader of its
+extension one level deeper.
 
 Plain text does not go through unstructured's ``partition_text``: measured on this 2-core
 machine with the spaCy model loaded, it took 3.41 s for the first 100,000 characters and
@@ -28,7 +34,7 @@ reflow + normalization parses the whole novel in 0.53-0.61 s (3 runs).
 Known cost of the unstructured path: the same classification runs on every HTML/MD
 element. Measured: 3,000 paragraphs of the novel as a 764 KB HTML file take 19.6 s (≈25 s/MB;
 97 % in ``unstructured.nlp.tokenize.sent_tokenize``); HTML and Markdown therefore have their
-own readers (``html.py``, ``markdown.py``; figures in ``bench/RESULTS.md``, section parsers),
+own readers (``web/html.py``, ``web/markdown.py``; figures in ``bench/RESULTS.md``, section parsers),
 which also keep what unstructured lost (``<details>``, ``<figcaption>``, text outside
 ``<main>``, Markdown link targets, anything after 256 levels of nesting or a 10 MB text node).
 
@@ -40,20 +46,25 @@ package, PDF page count and text size) are checked here (``limits.py``), whereve
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 
 from shared.domain import formats, ole
 from shared.domain.errors import CorruptDocumentError, DependencyMissingError, NoTextError, UnsupportedTypeError
 from shared.domain.formats import Format
 from shared.domain.normalize import has_visible_text, normalize_text
-from task_service.pipeline.document import Block, ParsedDocument
+from task_service.pipeline import readers
+from task_service.pipeline.document import Block, ParsedDocument, text_budget
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
+from task_service.pipeline.readers.mail.common import Attachments, ReadInto
 
 __all__ = [
     "SUPPORTED_EXTENSIONS",
     "Reader",
+    "attachment_reader",
     "document_kind",
     "ensure_parsers_ready",
     "parse_document",
@@ -71,6 +82,15 @@ class Reader:
 
     read: Callable[[bytes, ParseLimits], ParsedDocument]
     normalized: bool = False
+
+    @classmethod
+    def of(cls, module: ModuleType) -> Reader:
+        """The reader a module exposes; a mail reader (``TAKES_ATTACHMENTS``) gets
+        :func:`attachment_reader` of the limits it is called with."""
+        read = module.read
+        if getattr(module, "TAKES_ATTACHMENTS", False):
+            return cls(lambda data, limits: read(data, limits, attachment_reader(limits)))
+        return cls(read, bool(getattr(module, "NORMALIZED", False)))
 
 
 _WARM_UP: tuple[tuple[str, bytes], ...] = (
@@ -94,19 +114,52 @@ def ensure_parsers_ready() -> None:
 
 
 def reader_for(fmt: Format) -> Reader:
-    """The reader module the registry names for ``fmt``, imported (a refused format's reader
-    only raises its refusal).
+    """The reader module the registry names for ``fmt`` (``readers.FAMILIES``), imported (a
+    refused format's reader only raises its refusal).
 
     Raises ``UnsupportedTypeError`` for a format whose reader module does not exist,
     ``DependencyMissingError`` when the module imports a library that is not installed.
     """
+    return Reader.of(_module(fmt))
+
+
+def _module(fmt: Format) -> ModuleType:
+    name = readers.module_of(fmt.reader)
+    if name is None:
+        raise UnsupportedTypeError(f"{fmt.label} files cannot be read by this version (no reader)")
     try:
-        module = importlib.import_module(fmt.reader)
+        return importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        if exc.name is not None and (fmt.reader + ".").startswith(exc.name + "."):  # the reader module itself
+        if exc.name is not None and (name + ".").startswith(exc.name + "."):  # the reader module itself
             raise UnsupportedTypeError(f"{fmt.label} files cannot be read by this version (no reader)") from None
         raise DependencyMissingError(f"the {fmt.label} reader needs {exc.name!r}, which is not installed") from exc
-    return Reader(module.read, bool(getattr(module, "NORMALIZED", False)))
+
+
+def attachment_reader(limits: ParseLimits) -> Attachments:
+    """What a mail reader reads its attachments with: :func:`parse_document` under ``limits``
+    for the extensions of an accepted format (``None`` for others), and the mail readers'
+    ``read_into`` by extension for attached messages."""
+
+    def read(filename: str, data: bytes, depth: int) -> ParsedDocument | None:
+        del depth
+        suffix = filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
+        return parse_document(data, filename, limits) if suffix in SUPPORTED_EXTENSIONS else None
+
+    return Attachments(read, _nested_readers())
+
+
+@functools.cache
+def _nested_readers() -> Mapping[str, ReadInto]:
+    """Extension → ``read_into`` of every mail reader (a module with ``TAKES_ATTACHMENTS``)."""
+    nested: dict[str, ReadInto] = {}
+    for fmt in formats.ACCEPTED:
+        name = readers.module_of(fmt.reader)
+        if name is None:
+            continue
+        module = importlib.import_module(name)
+        if getattr(module, "TAKES_ATTACHMENTS", False):
+            nested.update(dict.fromkeys(fmt.extensions, module.read_into))
+    return nested
 
 
 def document_kind(filename: str) -> str:
@@ -143,10 +196,11 @@ def parse_document(data: bytes, filename: str, limits: ParseLimits = DEFAULT_LIM
     reader = reader_for(fmt)
     if fmt.zip_based:
         _check_package(fmt, data, limits)
-    parsed = reader.read(data, limits)
+    with text_budget(limits.text_max_chars):
+        parsed = reader.read(data, limits)
     clean = str if reader.normalized else normalize_text
     blocks = tuple(
-        Block(text, block.section, block.page)
+        Block.restated(text, block.section, block.page)
         for block in parsed.blocks
         if has_visible_text(text := clean(block.text))
     )

@@ -9,10 +9,11 @@ import re
 import pytest
 
 from tests.e2e.conftest import WorkerFactory
-from tests.support import ROOT, Api
+from tests.support import CASES as SHARED_CASES
+from tests.support import Api
 from tests.support.pdfgen import pdf_pages, text_page
 
-CASES = ROOT.parent / "shared" / "cases" / "extraction"
+CASES = SHARED_CASES / "extraction"
 HTML_MARKERS = (
     "BARETEXTMARK PARAMARK INSMARK DELMARK BRBEFOREMARK BRAFTERMARK DIVMARK SPANMARK SUMMARYMARK DETAILSMARK "
     "DTMARK DDMARK FIGCAPMARK ADDRESSMARK SECTIONMARK PREMARK QUOTEMARK CENTERMARK FONTMARK MARKTAGMARK "

@@ -13,9 +13,10 @@ from collections.abc import Callable
 
 from tests.e2e.conftest import WorkerFactory
 from tests.fidelity import Sample
-from tests.support import ROOT, Api
+from tests.support import CASES as SHARED_CASES
+from tests.support import Api
 
-CASES = ROOT.parent / "shared" / "cases" / "formats"
+CASES = SHARED_CASES / "formats"
 HANDED: dict[str, tuple[str, ...]] = {
     "speaker-notes-and-groups.pptx": ("Corvalline", "Duskmarrow", "Wistlecombe", "Ambergrove"),
     "two-sheets.xlsx": ("Hollowmere", "Pennywhistle"),
@@ -57,7 +58,7 @@ def _first(samples: Callable[[], list[Sample]]) -> Callable[[], Sample]:
 
 
 def _generated() -> dict[str, Callable[[], Sample]]:
-    from tests.fidelity import docs_corpus, mail_corpus, odp_corpus, pptx_corpus, sheet_corpus
+    from tests.fidelity import docs_corpus, kept_corpus, mail_corpus, odp_corpus, pptx_corpus, sheet_corpus
 
     out: dict[str, Callable[[], Sample]] = {
         "pptx": _first(pptx_corpus.samples),
@@ -70,18 +71,23 @@ def _generated() -> dict[str, Callable[[], Sample]]:
     }
     for kind in docs_corpus.KINDS:
         out[kind] = _first(lambda kind=kind: docs_corpus.samples(kind))  # type: ignore[misc]
+    for kind in kept_corpus.KINDS:  # issue 29: legacy Office, markup, code, configuration, logs
+        out[kind] = _first(lambda kind=kind: kept_corpus.samples(kind))  # type: ignore[misc]
     return out
 
 
 def _scans() -> dict[str, tuple[str, bytes, tuple[str, ...], tuple[str, ...]]]:
     """An image, a scanned PDF and a half-scanned PDF, rendered from known text (OCR)."""
+    from tests.fidelity import kept_corpus
     from tests.support import ocrgen
     from tests.support.pdfgen import text_page
 
     page = ocrgen.degrade(ocrgen.language_page("eng", 200))
     quillmoor = ocrgen.page_image(("The Quillmoor depot closes at six.",), 200)
+    heic = kept_corpus.heic_sample()
     return {
         "image png": ("notice.png", ocrgen.png_bytes(page), ("Rookhaven", "drainage"), ()),
+        "image heic": (heic.filename, heic.data, heic.must, ()),
         "scanned pdf": ("scan.pdf", ocrgen.scanned_pdf([page, quillmoor]), ("Rookhaven", "Quillmoor"), ()),
         "half-scanned pdf": ("half.pdf", ocrgen.scanned_pdf([text_page("The Gantrell ferry sails at noon"), quillmoor]),
                              ("Gantrell", "Quillmoor"), ()),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from task_service.pipeline.limits import DEFAULT_LIMITS
-from task_service.pipeline.readers import csv
+from task_service.pipeline.readers.plain import csv
 
 
 def test_a_100000_row_csv_is_read_row_by_row() -> None:

@@ -18,8 +18,12 @@ from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.domain import records
 from shared.domain.fencing import Action, EnqueueDecision
 from shared.domain.states import TaskStatus
-from task_service.embedding_cache import text_key
+from task_service.indexing.embedding_cache import text_key
 from tests.integration.helpers import DIM, chunk_set, claim_attempt, commit, new_document
+
+
+def NS(model: str, revision: str) -> records.CacheNamespace:
+    return records.CacheNamespace(model, revision, DIM)
 
 
 def _vecs(n: int, seed: int) -> np.ndarray:
@@ -39,17 +43,17 @@ async def test_store_then_lookup_by_namespace_first_writer_wins(db: asyncpg.Conn
     user, doc = await _owner(db)
     keys = [text_key(f"chunk {i}") for i in range(5)]
     vecs = _vecs(5, 1)
-    assert await cache_repo.cache_lookup(db, user, model, "dim384", DIM, keys) == {}
-    assert await cache_repo.cache_store(db, user, doc, model, "dim384", DIM, keys[:3], vecs[:3]) == 3
+    assert await cache_repo.cache_lookup(db, user, NS(model, "dim384"), keys) == {}
+    assert await cache_repo.cache_store(db, user, doc, NS(model, "dim384"), keys[:3], vecs[:3]) == 3
     # ON CONFLICT DO NOTHING: a second writer of the same texts adds only what is new
-    assert await cache_repo.cache_store(db, user, doc, model, "dim384", DIM, keys[1:], _vecs(4, 2)) == 2
-    got = await cache_repo.cache_lookup(db, user, model, "dim384", DIM, keys + keys[:1])
+    assert await cache_repo.cache_store(db, user, doc, NS(model, "dim384"), keys[1:], _vecs(4, 2)) == 2
+    got = await cache_repo.cache_lookup(db, user, NS(model, "dim384"), keys + keys[:1])
     assert set(got) == set(keys)
     np.testing.assert_allclose(got[keys[1]], vecs[1], atol=1e-6)  # the first writer's vector
     assert got[keys[0]].dtype == np.float32 and got[keys[0]].shape == (DIM,)
     # another revision (or model) never reads these vectors
-    assert await cache_repo.cache_lookup(db, user, model, "rev-2", DIM, keys) == {}
-    assert await cache_repo.cache_lookup(db, user, model + "x", "dim384", DIM, keys) == {}
+    assert await cache_repo.cache_lookup(db, user, NS(model, "rev-2"), keys) == {}
+    assert await cache_repo.cache_lookup(db, user, NS(model + "x", "dim384"), keys) == {}
 
 
 async def test_another_user_neither_reads_nor_touches_the_entries(db: asyncpg.Connection) -> None:
@@ -57,13 +61,13 @@ async def test_another_user_neither_reads_nor_touches_the_entries(db: asyncpg.Co
     model = f"m-{uuid.uuid4().hex}"
     (alice, alice_doc), (bob, bob_doc) = await _owner(db), await _owner(db)
     keys = [text_key(f"secret {i}") for i in range(3)]
-    assert await cache_repo.cache_store(db, alice, alice_doc, model, "r", DIM, keys, _vecs(3, 7)) == 3
-    assert await cache_repo.cache_lookup(db, bob, model, "r", DIM, keys) == {}
-    assert await cache_repo.cache_touch(db, bob, model, "r", keys, 0) == 0
+    assert await cache_repo.cache_store(db, alice, alice_doc, NS(model, "r"), keys, _vecs(3, 7)) == 3
+    assert await cache_repo.cache_lookup(db, bob, NS(model, "r"), keys) == {}
+    assert await cache_repo.cache_touch(db, bob, NS(model, "r"), keys, 0) == 0
     # a document that is not the owner's writes nothing
-    assert await cache_repo.cache_store(db, bob, alice_doc, model, "r", DIM, keys, _vecs(3, 8)) == 0
+    assert await cache_repo.cache_store(db, bob, alice_doc, NS(model, "r"), keys, _vecs(3, 8)) == 0
     # Bob's own copy is his: the same texts, a second set of rows
-    assert await cache_repo.cache_store(db, bob, bob_doc, model, "r", DIM, keys, _vecs(3, 8)) == 3
+    assert await cache_repo.cache_store(db, bob, bob_doc, NS(model, "r"), keys, _vecs(3, 8)) == 3
     assert await db.fetchval("SELECT count(DISTINCT user_id) FROM embedding_cache WHERE model = $1", model) == 2
 
 
@@ -78,24 +82,24 @@ async def test_concurrent_writers_of_overlapping_keys_neither_deadlock_nor_dupli
 
     async def write(order: list[int]) -> int:
         async with pool.acquire() as conn:
-            return await cache_repo.cache_store(conn, user, doc, model, "r", DIM, [keys[i] for i in order],
+            return await cache_repo.cache_store(conn, user, doc, NS(model, "r"), [keys[i] for i in order],
                                                 vecs[order])
 
     added = await asyncio.gather(*(write(list(range(50))[::step]) for step in (1, -1, 1, -1)))
     assert sum(added) == 50
     async with pool.acquire() as conn:
-        assert len(await cache_repo.cache_lookup(conn, user, model, "r", DIM, keys)) == 50
+        assert len(await cache_repo.cache_lookup(conn, user, NS(model, "r"), keys)) == 50
 
 
 async def test_a_hit_touches_last_used_at_most_once_per_interval(db: asyncpg.Connection) -> None:
     model = f"m-{uuid.uuid4().hex}"
     user, doc = await _owner(db)
     keys = [text_key("hot"), text_key("cold")]
-    await cache_repo.cache_store(db, user, doc, model, "r", DIM, keys, _vecs(2, 4))
-    assert await cache_repo.cache_touch(db, user, model, "r", keys, 3600) == 0  # just written: fresh enough
+    await cache_repo.cache_store(db, user, doc, NS(model, "r"), keys, _vecs(2, 4))
+    assert await cache_repo.cache_touch(db, user, NS(model, "r"), keys, 3600) == 0  # just written: fresh enough
     await db.execute("UPDATE embedding_cache SET last_used = now() - interval '2 hours' WHERE model = $1", model)
-    assert await cache_repo.cache_touch(db, user, model, "r", keys[:1], 3600) == 1
-    assert await cache_repo.cache_touch(db, user, model, "r", keys[:1], 3600) == 0  # second hit: no write
+    assert await cache_repo.cache_touch(db, user, NS(model, "r"), keys[:1], 3600) == 1
+    assert await cache_repo.cache_touch(db, user, NS(model, "r"), keys[:1], 3600) == 0  # second hit: no write
     ages = dict(await db.fetch("SELECT text_sha256, now() - last_used > interval '1 hour' FROM embedding_cache"
                                " WHERE model = $1", model))
     assert ages == {keys[0]: False, keys[1]: True}
@@ -106,19 +110,19 @@ async def test_eviction_deletes_the_least_recently_used_above_the_bound(db: asyn
     user, doc = await _owner(db)
     before = int(await db.fetchval("SELECT count(*) FROM embedding_cache"))
     keys = [text_key(f"lru {i}") for i in range(20)]
-    await cache_repo.cache_store(db, user, doc, model, "r", DIM, keys, _vecs(20, 5))
+    await cache_repo.cache_store(db, user, doc, NS(model, "r"), keys, _vecs(20, 5))
     # older than anything else in the table: key i last used at 2000-01-01 + i s
     for i, k in enumerate(keys):
         await db.execute("UPDATE embedding_cache SET last_used = timestamptz '2000-01-01' + make_interval(secs => $2)"
                          " WHERE model = $1 AND text_sha256 = $3", model, i, k)
     assert await cache_repo.cache_evict(db, before + 20, 0.9) == 0  # within the bound
     assert await cache_repo.cache_evict(db, before + 10, 1.0) == 10
-    left = await cache_repo.cache_lookup(db, user, model, "r", DIM, keys)
+    left = await cache_repo.cache_lookup(db, user, NS(model, "r"), keys)
     assert set(left) == set(keys[10:])
 
 
 async def _cached(conn: asyncpg.Connection, user: int, model: str, texts: list[str]) -> set[str]:
-    got = await cache_repo.cache_lookup(conn, user, model, "r", DIM, [text_key(t) for t in texts])
+    got = await cache_repo.cache_lookup(conn, user, NS(model, "r"), [text_key(t) for t in texts])
     return {t for t in texts if text_key(t) in got}
 
 
@@ -137,14 +141,14 @@ async def test_a_document_delete_releases_the_texts_no_chunk_of_the_owner_has(db
         assert await claim_attempt(db, msg.task_id, 1) == 1
         assert await commit(db, msg, 1, 1, chunks, vecs[:len(chunks)])
     texts = [c.content for c in a]
-    await cache_repo.cache_store(db, user, first.document_id, model, "r", DIM, [text_key(t) for t in texts], vecs)
+    await cache_repo.cache_store(db, user, first.document_id, NS(model, "r"), [text_key(t) for t in texts], vecs)
     assert await _cached(db, user, model, texts) == set(texts)
     # stored keys match what the database computes for a chunk (the trigger's formula)
     assert await db.fetchval("SELECT bool_and(text_sha256 = sha256(convert_to(content, 'UTF8')))"
                              " FROM document_chunk WHERE document_id = $1", first.document_id)
     assert await documents_repo.delete_document(db, first.document_id)
     assert await _cached(db, user, model, texts) == {shared_text}  # the second document still has it
-    assert await cache_repo.cache_store(db, user, first.document_id, model, "r", DIM,
+    assert await cache_repo.cache_store(db, user, first.document_id, NS(model, "r"),
                                         [text_key(texts[1])], vecs[1:2]) == 0  # deleted: nothing added
     # a version swap keeps what the old version had
     snap = await tasks_repo.load_task_snapshot(db, second.task_id)

@@ -16,6 +16,8 @@ import pytest
 
 from knowledge_service.search.retrieval import Mode, SearchParams, search
 from shared.adapters.postgres.migrate import migrate
+from shared.adapters.postgres.pg_store import PgMaintenance
+from shared.adapters.postgres.reads import PgSearch
 from shared.adapters.postgres.repo import term_stats as term_stats_repo
 from shared.adapters.postgres.repo import users as users_repo
 from task_service.jobs import term_stats as term_stats_job
@@ -65,7 +67,8 @@ async def _fold_all(conn: asyncpg.Connection) -> None:
 
 
 async def _answers(conn: asyncpg.Connection, kb: int) -> dict[str, list[tuple[int, float]]]:
-    return {q: [(h.chunk_id, h.score) for h in await search(conn, kb, Mode.KEYWORD, q, None, 10, SearchParams())]
+    reads = PgSearch(conn)
+    return {q: [(h.chunk_id, h.score) for h in await search(reads, kb, Mode.KEYWORD, q, None, 10, SearchParams())]
             for q in QUERIES}
 
 
@@ -97,7 +100,7 @@ async def test_tenant_b_scores_do_not_depend_on_tenant_a_words(db: asyncpg.Conne
     assert await _answers(db, b) == alone
 
     # and the other way round: A sees its own frequencies, not B's
-    hits = await search(db, a, Mode.KEYWORD, "ledger", None, 3, SearchParams())
+    hits = await search(PgSearch(db), a, Mode.KEYWORD, "ledger", None, 3, SearchParams())
     assert hits == []
 
 
@@ -106,12 +109,12 @@ async def test_tenant_a_frequencies_count_for_a_only(db: asyncpg.Connection) -> 
     a, b = await _kb(db), await _kb(db)
     await _doc(db, a, [f"common word {i}" for i in range(50)] + ["common rarity"])
     await _doc(db, b, ["common rarity"])
-    [hit_a] = [h for h in await search(db, a, Mode.KEYWORD, "common rarity zzz", None, 5, SearchParams())
+    [hit_a] = [h for h in await search(PgSearch(db), a, Mode.KEYWORD, "common rarity zzz", None, 5, SearchParams())
                if h.content == "common rarity"]
-    [hit_b] = await search(db, b, Mode.KEYWORD, "common rarity zzz", None, 5, SearchParams())
+    [hit_b] = await search(PgSearch(db), b, Mode.KEYWORD, "common rarity zzz", None, 5, SearchParams())
     assert hit_b.score == 1.0  # both words in B's one chunk: the whole weight held
     assert hit_a.score == 1.0  # in A too (its chunk holds both)
-    only_common_a = await search(db, a, Mode.KEYWORD, "common rarity", None, 60, SearchParams())
+    only_common_a = await search(PgSearch(db), a, Mode.KEYWORD, "common rarity", None, 60, SearchParams())
     partial = next(h for h in only_common_a if h.content == "common word 0")
     assert partial.score < 0.1  # "common" is in every chunk of A: it carries almost no weight there
 
@@ -189,6 +192,6 @@ async def test_the_job_folds_everything_pending(db: asyncpg.Connection, pool: as
     kb = await _kb(db)
     await _doc(db, kb, B_TEXTS)
     before = await term_stats_repo.kb_document_frequencies(db, kb, ["", "ledger"])
-    report = await term_stats_job.fold_all(pool, batch=7)  # several passes of 7 deltas
+    report = await term_stats_job.fold_all(PgMaintenance(pool), batch=7)  # several passes of 7 deltas
     assert report["folded"] is not None and report["folded"] > 7 and report["pending"] == 0
     assert await term_stats_repo.kb_document_frequencies(db, kb, ["", "ledger"]) == before == {"": 5, "ledger": 2}

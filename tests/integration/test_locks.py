@@ -1,4 +1,4 @@
-"""``shared.adapters.redis_lock.DocumentLock`` and ``task_service.lease.run_with_lease`` against real Redis
+"""``shared.adapters.redis_lock.DocumentLock`` and ``task_service.indexing.lease.run_with_lease`` against real Redis
 (session DB)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 
 from shared.adapters.redis_lock import DocumentLock
 from shared.domain.errors import LockLostError
-from task_service.lease import run_with_lease
+from task_service.indexing.lease import run_with_lease
 from tests.integration.helpers import apoll
 
 _ids = itertools.count(int(time.time() * 1000))

@@ -14,18 +14,16 @@ from shared.domain.errors import NoTextError
 from task_service.pipeline import ocr
 from task_service.pipeline.limits import DEFAULT_LIMITS
 from task_service.pipeline.parse import parse_document
-from task_service.pipeline.readers import image
+from task_service.pipeline.readers.image import reader as image
+from tests.support import CASES
 
 pytest.importorskip("tesserocr")
 ocrgen = pytest.importorskip("tests.support.ocrgen")
 if not (Path(DEFAULT_LIMITS.ocr_tessdata_dir) / "chi_sim.traineddata").exists():
     pytest.skip("Tesseract language data not installed (make ocr)", allow_module_level=True)
 
-_ROOT = Path(__file__).resolve().parents[2]
-#: The handed case: ../shared/cases beside the main checkout (a worktree under /work/wt finds /work/shared).
-HALF_SCANNED = next((p for p in (_ROOT.parent / "shared", _ROOT.parent.parent / "shared")
-                     if (p / "cases" / "formats" / "half-scanned.pdf").exists()), _ROOT.parent / "shared"
-                    ) / "cases" / "formats" / "half-scanned.pdf"
+#: The handed case (``tests.support.CASES``: ../shared/cases, or /work/shared/cases from a worktree).
+HALF_SCANNED = CASES / "formats" / "half-scanned.pdf"
 
 
 @pytest.mark.parametrize("lang", ["eng", "deu", "chi_sim"])

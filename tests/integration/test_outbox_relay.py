@@ -152,6 +152,7 @@ async def test_worker_gauges_are_sampled_from_the_database_and_the_broker(
     pool: asyncpg.Pool, broker: AbstractConnection, publisher: rabbitmq.Publisher, index_queue: AbstractQueue,
 ) -> None:
     """``sample_once`` reads the outbox backlog, active tasks (count, oldest age) and queue depths."""
+    from shared.adapters.postgres.pg_store import PgMaintenance
     from task_service.jobs.metrics_sampler import once as sample_once
     from task_service.metrics import WorkerMetrics
 
@@ -164,7 +165,7 @@ async def test_worker_gauges_are_sampled_from_the_database_and_the_broker(
     channel = await broker.channel()
 
     async def sampled() -> bool:
-        await sample_once(metrics, pool, channel)
+        await sample_once(metrics, PgMaintenance(pool), channel)
         return (metrics.registry.get_sample_value("rag_queue_messages", {"queue": messages.QUEUE}) or 0) >= 1
 
     await apoll(sampled, deadline_s=10, what="the queue depth sampled")

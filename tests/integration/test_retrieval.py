@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from knowledge_service.search.retrieval import Mode, SearchParams, keyword_ranking, search, vector_ranking
+from shared.adapters.postgres.reads import PgSearch
 from shared.adapters.postgres.repo import users as users_repo
 
 DIM = 384
@@ -54,9 +55,9 @@ async def test_exact_and_hnsw_vector_search_agree_on_a_small_kb(db: asyncpg.Conn
     q = vecs[7] + 0.1 * _unit(1, 2)[0]
     truth = [ids[int(i)] for i in np.argsort(-(vecs @ (q / np.linalg.norm(q))))[:10]]
     async with db.transaction():
-        exact = await vector_ranking(db, kb, q, 10, SearchParams(exact_max_chunks=1000))
+        exact = await vector_ranking(PgSearch(db), kb, q, 10, SearchParams(exact_max_chunks=1000))
     async with db.transaction():
-        hnsw = await vector_ranking(db, kb, q, 10, SearchParams(exact_max_chunks=0, ef_search=400))
+        hnsw = await vector_ranking(PgSearch(db), kb, q, 10, SearchParams(exact_max_chunks=0, ef_search=400))
     assert [cid for cid, _ in exact] == truth
     assert set(cid for cid, _ in hnsw) == set(truth)
     assert exact[0][1] == pytest.approx(float(vecs[7] @ q / np.linalg.norm(q)), abs=1e-4)
@@ -77,7 +78,7 @@ async def test_keyword_finds_identifiers_cjk_and_accents(db: asyncpg.Connection)
     p = SearchParams()
 
     async def top(q: str) -> int:
-        return (await keyword_ranking(db, kb, q, 5, p))[0][0]
+        return (await keyword_ranking(PgSearch(db), kb, q, 5, p))[0][0]
 
     assert await top("XK-4471") == ids[1]
     assert await top("4471") == ids[1]
@@ -86,35 +87,35 @@ async def test_keyword_finds_identifiers_cjk_and_accents(db: asyncpg.Connection)
     assert await top("尊严") == ids[2]
     assert await top("cafe creme") == ids[3]
     assert await top("café") == ids[3]
-    got = await keyword_ranking(db, kb, "XK-4471", 5, p)
+    got = await keyword_ranking(PgSearch(db), kb, "XK-4471", 5, p)
     assert [cid for cid, _ in got] == [ids[1]]  # the other KB's chunk is not returned
     assert 1.0 < got[0][1] <= 2.0  # all terms (1) + the whole query as a phrase (1)
-    assert await keyword_ranking(db, kb, "nothing here matches", 5, p) == []
-    assert await keyword_ranking(db, kb, "!!!", 5, p) == []
+    assert await keyword_ranking(PgSearch(db), kb, "nothing here matches", 5, p) == []
+    assert await keyword_ranking(PgSearch(db), kb, "!!!", 5, p) == []
 
 
 async def test_hybrid_reports_both_ranks_page_and_section(db: asyncpg.Connection) -> None:
     kb = await _kb(db)
     vecs = _unit(3, 5)
     ids = await _doc(db, kb, ["alpha beta", "gamma delta PN-88A1", "epsilon"], vecs, page=2, section="Intro")
-    hits = await search(db, kb, Mode.HYBRID, "PN-88A1", vecs[1], 3, SearchParams())
+    hits = await search(PgSearch(db), kb, Mode.HYBRID, "PN-88A1", vecs[1], 3, SearchParams())
     assert hits[0].chunk_id == ids[1]
     assert hits[0].sources == {"vector": 1, "keyword": 1}
     assert hits[0].score == pytest.approx(1 + 2 / 61)  # RRF + 1: the only chunk holding the code (decisive)
     assert (hits[0].page, hits[0].section) == (2, "Intro")
     assert all(h.sources.keys() == {"vector"} for h in hits[1:])
-    only_kw = await search(db, kb, Mode.KEYWORD, "gamma", None, 3, SearchParams())
+    only_kw = await search(PgSearch(db), kb, Mode.KEYWORD, "gamma", None, 3, SearchParams())
     assert [(h.chunk_id, h.sources) for h in only_kw] == [(ids[1], {"keyword": 1})]
     with pytest.raises(ValueError):
-        await search(db, kb, Mode.VECTOR, "x", None, 3, SearchParams())
+        await search(PgSearch(db), kb, Mode.VECTOR, "x", None, 3, SearchParams())
 
 
 async def test_hybrid_through_a_pool_runs_both_lists_and_agrees(db: asyncpg.Connection, pool: asyncpg.Pool) -> None:
     kb = await _kb(db)
     vecs = _unit(4, 6)
     ids = await _doc(db, kb, ["alpha", "beta ZX-9", "gamma", "delta"], vecs)
-    one = await search(db, kb, Mode.HYBRID, "ZX-9", vecs[2], 4, SearchParams())
-    two = await search(pool, kb, Mode.HYBRID, "ZX-9", vecs[2], 4, SearchParams())
+    one = await search(PgSearch(db), kb, Mode.HYBRID, "ZX-9", vecs[2], 4, SearchParams())
+    two = await search(PgSearch(pool), kb, Mode.HYBRID, "ZX-9", vecs[2], 4, SearchParams())
     assert [(h.chunk_id, h.sources) for h in one] == [(h.chunk_id, h.sources) for h in two]
     assert {h.chunk_id: h.sources for h in two}[ids[1]]["keyword"] == 1
 
@@ -131,10 +132,11 @@ async def test_copies_of_a_file_never_show_the_same_chunk_twice(db: asyncpg.Conn
                                                                                for i, cid in enumerate(other)}
     for mode in Mode:
         for db_or_pool in (db, pool):
-            hits = await search(db_or_pool, kb, mode, "harbour ferry", vecs[2], 9, SearchParams(candidate_depth=4))
+            hits = await search(PgSearch(db_or_pool), kb, mode, "harbour ferry", vecs[2], 9,
+                                SearchParams(candidate_depth=4))
             keys = [content[h.chunk_id] for h in hits]
             assert len(keys) == len(set(keys)), (mode, keys)
             assert len(hits) == 9, (mode, keys)  # 6 distinct chunks of the copies + 3 of the other file
             assert all(h.chunk_id in copies[0] for h in hits if content[h.chunk_id][0] == "c"), mode  # oldest copy
-    top = await search(db, kb, Mode.VECTOR, "x", vecs[2], 1, SearchParams())
+    top = await search(PgSearch(db), kb, Mode.VECTOR, "x", vecs[2], 1, SearchParams())
     assert top[0].chunk_id == copies[0][2] and top[0].score == pytest.approx(1.0, abs=1e-5)

@@ -22,24 +22,22 @@ from pathlib import Path
 
 import pytest
 
-from shared.domain.errors import CorruptDocumentError, IndexingError, ParseLimitError
+from shared.domain.errors import CorruptDocumentError, ExtractionCancelled, IndexingError, ParseLimitError
 from shared.settings import WorkerSettings
-from task_service.pipeline import sandbox as sandbox_module
 from task_service.pipeline.chunk import Chunker, ChunkSettings, load_minilm_tokenizer
 from task_service.pipeline.extract import Extraction, extract
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_limits
 from task_service.pipeline.parse import parse_text
 from task_service.pipeline.sandbox import (
-    ExtractionCancelled,
     InProcessParser,
     SandboxedParser,
     SandboxLimits,
     parser_from_settings,
 )
-from tests.support import process_state
+from task_service.pipeline.sandbox import child as sandbox_module
+from tests.support import CORPUS, process_state
 from tests.support.pdfgen import PAGE, assemble
 
-CORPUS = Path(__file__).parents[3] / "shared" / "corpus"
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
 MIB = 1024 * 1024
 
@@ -170,7 +168,7 @@ def test_generators_build_valid_files() -> None:
 
 
 def test_docx_bomb_is_refused_before_the_reader_sees_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from task_service.pipeline.readers import docx as docx_reader
+    from task_service.pipeline.readers.office import docx as docx_reader
 
     def must_not_run(*a: object, **k: object) -> str:
         raise AssertionError("the bomb reached the DOCX reader")

@@ -11,10 +11,12 @@ import asyncpg
 import numpy as np
 import pytest
 
-from knowledge_service.search.retrieval import _KEYWORD, Mode, SearchParams, keyword_ranking, search
+from knowledge_service.search.retrieval import Mode, SearchParams, keyword_ranking, search
 from shared.adapters.postgres.migrate import migrate
+from shared.adapters.postgres.reads import PgSearch
 from shared.adapters.postgres.repo import term_stats as term_stats_repo
 from shared.adapters.postgres.repo import users as users_repo
+from shared.adapters.postgres.repo.search import KEYWORD_SQL
 
 ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 DIM = 384
@@ -91,11 +93,11 @@ async def test_keyword_candidates_come_from_the_kb_index_and_stay_in_the_kb(db: 
     mine, other = await _kb(db), await _kb(db)
     ids = await _doc(db, mine, ["the freight ledger QX-7731", "an unrelated note"], _unit(2, 1))
     await _doc(db, other, ["the freight ledger QX-7731 copied elsewhere"], _unit(1, 2))
-    got = await keyword_ranking(db, mine, "QX-7731 ledger", 5, SearchParams())
+    got = await keyword_ranking(PgSearch(db), mine, "QX-7731 ledger", 5, SearchParams())
     assert [cid for cid, _ in got] == [ids[0]]
     async with db.transaction():
         await db.execute("SET LOCAL enable_seqscan = off")  # a tiny test table: the planner would scan
-        plan = "\n".join(r[0] for r in await db.fetch("EXPLAIN " + _KEYWORD, "QX-7731 ledger", mine, 5, 2000, 5000))
+        plan = "\n".join(r[0] for r in await db.fetch("EXPLAIN " + KEYWORD_SQL, "QX-7731 ledger", mine, 5, 2000, 5000))
     assert "document_chunk_kb_tsv_idx" in plan
     assert "document_info" not in plan  # the KB filter is inside the index, no join per candidate
 
@@ -103,12 +105,12 @@ async def test_keyword_candidates_come_from_the_kb_index_and_stay_in_the_kb(db: 
 async def test_folded_term_stats_rank_as_pending_ones(db: asyncpg.Connection) -> None:
     kb = await _kb(db)
     await _doc(db, kb, [f"harbour ferry timetable {i} ZQ-{i}9" for i in range(5)], _unit(5, 3))
-    pending = await search(db, kb, Mode.KEYWORD, "ferry ZQ-39", None, 3, SearchParams())
+    pending = await search(PgSearch(db), kb, Mode.KEYWORD, "ferry ZQ-39", None, 3, SearchParams())
     assert pending and pending[0].content == "harbour ferry timetable 3 ZQ-39"
-    while (await term_stats_repo.fold(db, 1000) or term_stats_repo.Fold(1, 0)).moved:
+    while (done := await term_stats_repo.fold(db, 1000)) is None or done.moved:
         pass
     assert await db.fetchval("SELECT count(*) FROM kb_term_delta WHERE kb_id = $1", kb) == 0
-    folded = await search(db, kb, Mode.KEYWORD, "ferry ZQ-39", None, 3, SearchParams())
+    folded = await search(PgSearch(db), kb, Mode.KEYWORD, "ferry ZQ-39", None, 3, SearchParams())
     assert [(h.chunk_id, h.score) for h in folded] == [(h.chunk_id, h.score) for h in pending]
 
 
@@ -124,6 +126,6 @@ async def test_hybrid_keeps_a_code_only_the_keyword_list_finds(db: asyncpg.Conne
     query_vec = _unit(1, 5)[0]
     for i in (3, 17, 28):
         for text in (f"INV-{4000 + i}-{i:06x}", f"which depot filed reference INV-{4000 + i}-{i:06x}?"):
-            hits = await search(pool, kb, Mode.HYBRID, text, query_vec, 5, SearchParams())
+            hits = await search(PgSearch(pool), kb, Mode.HYBRID, text, query_vec, 5, SearchParams())
             assert hits[0].chunk_id == ids[i], text
             assert hits[0].score > 1  # decisive exact hit

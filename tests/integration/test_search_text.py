@@ -16,6 +16,7 @@ from pgvector.asyncpg import register_vector
 from knowledge_service.schemas import SearchRequest
 from knowledge_service.search.retrieval import Mode, SearchParams, keyword_ranking, search
 from shared.adapters.postgres.migrate import migrate
+from shared.adapters.postgres.reads import PgSearch
 from shared.adapters.postgres.repo import users as users_repo
 from task_service.pipeline.parse import parse_text
 
@@ -70,12 +71,13 @@ async def test_identical_chunk_texts_are_one_hit_within_and_across_documents(
     second = await _doc(db, kb, ["harbour ferry notes three", para], np.stack([vecs[3], same]))
     for mode in Mode:
         for db_or_pool in (db, pool):
-            hits = await search(db_or_pool, kb, mode, "harbour ferry QW-77", same, 5, SearchParams(candidate_depth=3))
+            hits = await search(PgSearch(db_or_pool), kb, mode, "harbour ferry QW-77", same, 5,
+                                SearchParams(candidate_depth=3))
             texts = [h.content for h in hits]
             assert texts.count(para) == 1, (mode, texts)
             assert len(hits) == 4, (mode, texts)  # the paragraph + three distinct notes
             assert next(h.chunk_id for h in hits if h.content == para) in (first[0], first[2], first[4], second[1])
-    top = await search(db, kb, Mode.KEYWORD, "QW-77", None, 5, SearchParams())
+    top = await search(PgSearch(db), kb, Mode.KEYWORD, "QW-77", None, 5, SearchParams())
     assert [h.chunk_id for h in top] == [first[0]]  # equal scores: the first chunk is kept
 
 
@@ -92,7 +94,8 @@ async def test_a_collapsed_hit_names_every_other_chunk_holding_its_text(
     second_doc = await db.fetchval("SELECT document_id FROM document_chunk WHERE id = $1", second[1])
     for mode in Mode:
         for db_or_pool in (db, pool):
-            hits = await search(db_or_pool, kb, mode, "Tamberlyn depot Ostrowick", vecs[0], 5, SearchParams())
+            hits = await search(PgSearch(db_or_pool), kb, mode, "Tamberlyn depot Ostrowick", vecs[0], 5,
+                                SearchParams())
             [hit] = [h for h in hits if h.content == para]
             held = {hit.chunk_id, *(c.chunk_id for c in hit.also_in)}
             assert held == {first[0], first[2], second[1]}, (mode, hit)
@@ -118,7 +121,7 @@ async def test_keyword_finds_a_word_inside_a_run(db: asyncpg.Connection, script:
     kb = await _kb(db)
     text, word, other = _RUNS[script]
     ids = await _doc(db, kb, [other, text, other + " " + other])
-    got = await keyword_ranking(db, kb, word, 5, SearchParams())
+    got = await keyword_ranking(PgSearch(db), kb, word, 5, SearchParams())
     assert [cid for cid, _ in got][:1] == [ids[1]], script
     assert got[0][1] > 1.0  # the whole word matched as a phrase
 
@@ -130,7 +133,7 @@ async def test_cjk_and_latin_keyword_search_still_work(db: asyncpg.Connection) -
                               "error code XK-4471 means the pump lost pressure", "Le café crème était délicieux"])
     p = SearchParams()
     for query, want in (("尊严", ids[0]), ("人", ids[0]), ("人間", ids[1]), ("4471", ids[2]), ("cafe creme", ids[3])):
-        assert (await keyword_ranking(db, kb, query, 5, p))[0][0] == want, query
+        assert (await keyword_ranking(PgSearch(db), kb, query, 5, p))[0][0] == want, query
 
 
 # ---------------------------------------------------------------- item 3: invisible characters
@@ -142,7 +145,7 @@ async def test_words_split_by_invisible_characters_are_found_by_the_visible_word
     ids = await _doc(db, kb, [content, "nothing to see here"])
     for typed in ("invisible", "marker", "wordjoiner", "mark\u200ber"):
         query = SearchRequest(query=typed).query
-        assert [cid for cid, _ in await keyword_ranking(db, kb, query, 5, SearchParams())] == [ids[0]], typed
+        assert [cid for cid, _ in await keyword_ranking(PgSearch(db), kb, query, 5, SearchParams())] == [ids[0]], typed
 
 
 # ---------------------------------------------------------------- the migration recomputes old rows
@@ -169,8 +172,8 @@ async def test_migration_0014_recomputes_the_keyword_index_of_existing_chunks() 
             assert await conn.fetchval(  # the GIN index is back
                 "SELECT count(*) FROM pg_indexes WHERE indexname = 'document_chunk_content_tsv_idx'") == 1
             assert 15 in await migrate(dsn)  # then the KB's own keyword index (issue 20) serves the ranking
-            assert [c for c, _ in await keyword_ranking(conn, kb, "ทุเรียน", 5, SearchParams())] == [ids[0]]
-            assert [c for c, _ in await keyword_ranking(conn, kb, "서울", 5, SearchParams())] == [ids[1]]
+            assert [c for c, _ in await keyword_ranking(PgSearch(conn), kb, "ทุเรียน", 5, SearchParams())] == [ids[0]]
+            assert [c for c, _ in await keyword_ranking(PgSearch(conn), kb, "서울", 5, SearchParams())] == [ids[1]]
         finally:
             await conn.close()
     finally:
@@ -258,10 +261,10 @@ async def test_every_word_of_every_token_type_is_found_by_keyword(db: asyncpg.Co
     ids = await _doc(db, kb, texts)
     for (alias, (_, words)), chunk_id in zip(TOKEN_SAMPLES.items(), ids, strict=False):
         for word in words:
-            found = [cid for cid, _ in await keyword_ranking(db, kb, word, 5, SearchParams())]
+            found = [cid for cid, _ in await keyword_ranking(PgSearch(db), kb, word, 5, SearchParams())]
             assert chunk_id in found, (alias, word, found)
     for word in ("Order", "username", "inline-image", "<username>", "List<Order>"):
-        found = [cid for cid, _ in await keyword_ranking(db, kb, word, 5, SearchParams())]
+        found = [cid for cid, _ in await keyword_ranking(PgSearch(db), kb, word, 5, SearchParams())]
         assert found[:1] == [ids[-1]], (word, found)
 
 
@@ -275,9 +278,10 @@ async def test_migration_0019_recomputes_the_keyword_index_and_the_term_statisti
         try:
             kb = await _kb(conn)
             [chunk] = await _doc(conn, kb, ["Replace <placeholder> with the Quillmoor depot's name."])
-            assert await keyword_ranking(conn, kb, "placeholder", 5, SearchParams()) == []  # before: a tag
+            assert await keyword_ranking(PgSearch(conn), kb, "placeholder", 5, SearchParams()) == []  # before: a tag
             assert await migrate(dsn) == [19]
-            assert [c for c, _ in await keyword_ranking(conn, kb, "placeholder", 5, SearchParams())] == [chunk]
+            found = await keyword_ranking(PgSearch(conn), kb, "placeholder", 5, SearchParams())
+            assert [c for c, _ in found] == [chunk]
             terms = {r["term"]: r["df"] for r in await conn.fetch(
                 "SELECT term, df FROM kb_term WHERE kb_id = $1", kb)}
             assert terms["placeholder"] == 1 and terms["quillmoor"] == 1 and terms[""] == 1

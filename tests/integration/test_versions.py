@@ -73,7 +73,8 @@ async def test_pending_version_is_served_only_once_committed(db: asyncpg.Connect
     d = await _doc(db, msg.document_id)
     assert (d["status"], d["filename"], d["object_key"]) == ("INDEXED", "doc.txt", served["object_key"])
     assert (d["pending_filename"], d["pending_object_key"]) == ("v2.txt", new.object_key)
-    assert await documents_repo.document_source(db, msg.document_id) == (new.object_key, "v2.txt", "text/plain")
+    assert await documents_repo.document_source(db, msg.document_id) == records.DocumentSource(
+        new.object_key, "v2.txt", "text/plain")
     assert await _removals(db) == set()  # nothing released yet: the served object is still served
 
     attempt = await claim_attempt(db, msg.task_id, gen2.generation)

@@ -21,7 +21,19 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT.parent / "shared" / "corpus"
+
+
+def _shared_dir() -> Path:
+    """The team's material: ``../shared`` beside the checkout (``/work/main``); from a worktree
+    (``/work/wt/<name>``), where that is missing, ``/work/shared``."""
+    beside = ROOT.parent / "shared"
+    return beside if beside.is_dir() else Path("/work/shared")
+
+
+#: ``/work/shared`` (corpus/, cases/, seeds/): see :func:`_shared_dir`.
+SHARED = _shared_dir()
+CORPUS = SHARED / "corpus"
+CASES = SHARED / "cases"
 # One set of resources per pytest session (several sessions may run at once); processes started
 # by the session inherit RAG_TEST_ID and so use the same ones.
 # Under pytest-xdist every worker inherits the controller's RAG_TEST_ID: the worker id is

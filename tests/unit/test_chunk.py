@@ -7,7 +7,6 @@ import itertools
 import re
 import time
 from functools import cache
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,9 +19,9 @@ from shared.domain.errors import DependencyMissingError
 from shared.domain.records import Chunk
 from task_service.pipeline.chunk import Chunker, load_minilm_tokenizer
 from task_service.pipeline.document import Block, ParsedDocument
+from tests.support import CORPUS
 from tests.support.bigtext import big_line, markdown_table
 
-CORPUS = Path(__file__).parents[3] / "shared" / "corpus"
 NOVEL = CORPUS / "book-war-and-peace-1225p.txt"
 needs_novel = pytest.mark.skipif(not NOVEL.is_file(), reason=f"{NOVEL} not found")
 
@@ -377,7 +376,7 @@ def test_property_ascii_word_path_counts_exactly(text: str, max_tokens: int, max
 
 
 def test_word_count_cache_is_bounded_and_stays_exact(monkeypatch: pytest.MonkeyPatch) -> None:
-    from task_service.pipeline import chunk as chunk_module
+    from task_service.pipeline.chunk import chunker as chunk_module
 
     monkeypatch.setattr(chunk_module, "_WORD_CACHE_SIZE", 50)
     small = Chunker(tokenizer(), 40, 8, 300)

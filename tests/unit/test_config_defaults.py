@@ -15,7 +15,8 @@ from shared.adapters.s3 import StorageConfig
 from shared.domain.scan_policy import ScanThresholds
 from shared.settings import CommonSettings, WorkerSettings
 from task_service.consumer import ConsumerConfig
-from task_service.handler import HandlerConfig
+from task_service.indexing.config import HandlerConfig
+from task_service.jobs.ann_indexer import AnnConfig
 from task_service.jobs.cache_evictor import EvictConfig
 from task_service.jobs.relay import RelayConfig
 from task_service.jobs.scanner import ScanConfig, thresholds
@@ -62,14 +63,22 @@ def test_the_configs_are_built_from_the_settings() -> None:
     assert ConsumerConfig.from_settings(DEFAULTS).delay_ms == DEFAULTS.delay_ms
     assert RelayConfig.from_settings(DEFAULTS).dispatch_limit == DEFAULTS.dispatch_limit
     assert ScanConfig.from_settings(DEFAULTS).thresholds == thresholds(DEFAULTS)
+    assert AnnConfig.from_settings(DEFAULTS) == AnnConfig(30.0, 1000, 40_000)
     assert isinstance(DEFAULTS, CommonSettings)
     assert "secret" not in repr(StorageConfig.from_settings(DEFAULTS.model_copy(
         update={"s3_secret_key": DEFAULTS.s3_secret_key.__class__("secret")})))
 
 
 def test_the_scanner_allows_a_claim_the_wait_for_prefetched_model_turns() -> None:
-    """With PREFETCH 2 a claim may wait one other model turn: the scanner's hard limit is 2 x T."""
-    s = WorkerSettings.model_construct(prefetch=2, task_hard_limit_s=850.0)
-    assert thresholds(s).hard_limit.total_seconds() == 1700.0
-    one = WorkerSettings.model_construct(prefetch=1, task_hard_limit_s=1500.0)
-    assert thresholds(one).hard_limit.total_seconds() == 1500.0
+    """With PREFETCH 2 a claim may wait one other model turn: the scanner's hard limit is 2 x the
+    largest unit's budget, with PREFETCH 1 once that."""
+    s = WorkerSettings.model_construct(prefetch=2)
+    one = WorkerSettings.model_construct(prefetch=1)
+    assert thresholds(s).hard_limit.total_seconds() == 2 * thresholds(one).hard_limit.total_seconds()
+
+
+def test_the_scanner_allows_prefetch_times_the_largest_units_budget() -> None:
+    """PREFETCH x (TASK_BUDGET_BASE_S + max(SPLIT_MIN_CHUNKS - 1, PART_CHUNKS) x per chunk) (issue 31)."""
+    s = WorkerSettings.model_construct(prefetch=2)
+    assert thresholds(s).hard_limit.total_seconds() == 2 * (300 + 511 * 0.5)
+    assert thresholds(s) == ScanThresholds()  # the policy's stated default is the settings' one

@@ -23,7 +23,7 @@ from task_service.consumer import (
     delay_attempts,
     failed_deliveries,
 )
-from task_service.handler import IndexHandler, Outcome
+from task_service.indexing.delivery import IndexHandler, Outcome
 from task_service.metrics import WorkerMetrics
 from tests.fakes import FakePublisher
 

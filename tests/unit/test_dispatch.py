@@ -88,3 +88,20 @@ def test_never_more_than_k_per_user_and_each_row_once(
             if left and left[0].needs_slot:
                 used = in_flight.get(user, 0) + sum(1 for r in chosen if r.user_id == user and r.needs_slot)
                 assert used >= k
+
+
+def test_each_part_of_a_split_task_is_its_own_unit() -> None:
+    parts = [HeldRow(i, 7, 1, part=i - 1) for i in range(1, 5)]  # task 7's parts 0..3
+    other = HeldRow(5, 9, 2)
+    assert ids(choose_releases([*parts, other], {}, k=2, limit=100)) == [1, 5, 2]
+
+
+def test_a_second_row_of_the_same_part_takes_no_second_slot() -> None:
+    held = [HeldRow(1, 7, 1, part=0), HeldRow(2, 7, 1, part=0), HeldRow(3, 7, 1, part=1)]
+    assert ids(choose_releases(held, {}, k=1, limit=100)) == [1, 2]
+
+
+def test_another_users_document_waits_for_one_part_not_the_book() -> None:
+    """User 1 has K parts dispatched; user 2's upload goes out at once: its slot is free."""
+    book = [HeldRow(i, 7, 1, part=i + 2) for i in range(1, 20)]
+    assert ids(choose_releases([*book, HeldRow(100, 9, 2)], {1: 2}, k=2, limit=100)) == [100]

@@ -13,7 +13,9 @@ from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError, P
 from shared.domain.normalize import normalize_text
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
-from task_service.pipeline.readers import epub, jsondoc, odt, rtf, xml
+from task_service.pipeline.readers.odf import odt
+from task_service.pipeline.readers.plain import jsondoc, rtf, xml
+from task_service.pipeline.readers.web import epub
 from tests.fidelity import Sample, docs_corpus, zip_bytes
 
 Reader = Callable[[bytes, ParseLimits], ParsedDocument]

@@ -1,4 +1,4 @@
-"""DOCX reader (``task_service.pipeline.docx``): the fidelity corpus, the handed cases, the shared corpus
+"""DOCX reader (``task_service.pipeline.readers.office.docx``): the fidelity corpus, the handed cases, the shared corpus
 (nothing unstructured found may be lost), sections, warnings, and broken packages."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 from shared.domain.errors import CorruptDocumentError, ParseLimitError, UnsupportedTypeError
 from task_service.pipeline.document import ParsedDocument
-from task_service.pipeline.docx import extract_docx
 from task_service.pipeline.parse import parse_document, parse_text
+from task_service.pipeline.readers.office.docx import extract_docx
 from tests.fidelity import Sample, docx_corpus, zip_bytes
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""List labels (``task_service.pipeline.docx_numbering``): templates, formats, restarts, overrides,
+"""List labels (``task_service.pipeline.readers.office.numbering``): templates, formats, restarts, overrides,
 shared counters, numbering from paragraph styles, hostile values; and the labels in ``extract_docx``."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from collections.abc import Sequence
 import pytest
 from lxml import etree
 
-from task_service.pipeline.docx import extract_docx
-from task_service.pipeline.docx_numbering import MAX_LABEL, ListNumbering, format_number
+from task_service.pipeline.readers.office.docx import extract_docx
+from task_service.pipeline.readers.office.labels import MAX_LABEL, format_number
+from task_service.pipeline.readers.office.numbering import ListNumbering
 
 W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
 

@@ -1,4 +1,4 @@
-"""The embedding cache's pure decisions (task_service.embedding_cache): misses, assembly, eviction."""
+"""The embedding cache's pure decisions (task_service.indexing.embedding_cache): misses, assembly, eviction."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from shared.domain.cache_policy import eviction_count
-from task_service.embedding_cache import assemble, namespace, plan, text_key
+from shared.domain.records import CacheNamespace
+from task_service.indexing.embedding_cache import assemble, plan, text_key
 
 DIM = 4
 
@@ -24,13 +25,13 @@ def test_key_is_the_sha256_of_the_utf8_text() -> None:
 
 
 def test_namespace_defaults_the_revision_to_the_dimension() -> None:
-    assert namespace("all-MiniLM-L6-v2", 384) == namespace("all-MiniLM-L6-v2", 384, "dim384")
-    assert namespace("m", 384, "2024-05").revision == "2024-05"
-    assert namespace("m", 384).revision != namespace("m", 768).revision
+    assert CacheNamespace.of("all-MiniLM-L6-v2", 384) == CacheNamespace.of("all-MiniLM-L6-v2", 384, "dim384")
+    assert CacheNamespace.of("m", 384, "2024-05").revision == "2024-05"
+    assert CacheNamespace.of("m", 384).revision != CacheNamespace.of("m", 768).revision
     with pytest.raises(ValueError):
-        namespace("", 384)
+        CacheNamespace.of("", 384)
     with pytest.raises(ValueError):
-        namespace("m", 0)
+        CacheNamespace.of("m", 0)
 
 
 def test_everything_cached_sends_nothing_to_the_model() -> None:

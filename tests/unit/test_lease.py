@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from shared.domain.errors import StaleGenerationError
-from task_service.lease import run_with_lease
+from task_service.indexing.lease import run_with_lease
 
 
 async def test_work_that_finished_during_a_failed_renewal_keeps_its_result() -> None:

@@ -1,4 +1,4 @@
-"""E-mail readers (``task_service.pipeline.readers.eml`` / ``msg``): the fidelity corpus, the body
+"""E-mail readers (``task_service.pipeline.readers.mail.eml`` / ``msg``): the fidelity corpus, the body
 choice, attachments and their sections, nesting limits, and bad input."""
 
 from __future__ import annotations
@@ -11,17 +11,29 @@ import pytest
 from shared.domain.errors import CorruptDocumentError, NoTextError, ParseLimitError
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
-from task_service.pipeline.readers import eml, msg, rtf
+from task_service.pipeline.parse import attachment_reader, parse_document
+from task_service.pipeline.readers.mail import eml, msg
+from task_service.pipeline.readers.mail.common import Attachments
+from task_service.pipeline.readers.plain import rtf
 from tests.fidelity import Sample, mail_corpus
 from tests.fidelity.msg_writer import Attachment, Message, build_msg
 
 SAMPLES = mail_corpus.samples()
 
 
+def _eml(data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParsedDocument:
+    """The .eml reader as the dispatch calls it (attachments read under the same ``limits``)."""
+    return eml.read(data, limits, attachment_reader(limits))
+
+
+def _msg(data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParsedDocument:
+    return msg.read(data, limits, attachment_reader(limits))
+
+
 def _read(sample: Sample) -> ParsedDocument:
     if sample.filename.endswith(".eml"):
-        return eml.read(sample.data)
-    return msg.read(sample.data)
+        return _eml(sample.data)
+    return _msg(sample.data)
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.name for s in SAMPLES])
@@ -50,7 +62,7 @@ def test_header_block_comes_first() -> None:
 
 def test_msg_header_fields() -> None:
     sample = next(s for s in SAMPLES if s.name == "msg-plain")
-    head = msg.read(sample.data).blocks[0].text
+    head = _msg(sample.data).blocks[0].text
     assert "From: Mia MSGFROMMARK <mia@example.org>" in head
     assert "To: Tom MSGTOMARK <tom@example.org>" in head
     assert "Date: Fri, 01 Mar 2024 12:00:00 +0000" in head
@@ -71,7 +83,7 @@ def test_injected_attachment_reader_gets_name_bytes_and_depth() -> None:
         calls.append((name, data, depth))
         return None
 
-    eml.read(next(s for s in SAMPLES if s.name == "eml-attachments").data, read_attachment=reader)
+    eml.read(next(s for s in SAMPLES if s.name == "eml-attachments").data, DEFAULT_LIMITS, Attachments(reader))
     assert calls[0] == ("notes.txt", b"attached text ATTTXTMARK", 0)
 
 
@@ -90,8 +102,33 @@ def _nested_eml(levels: int) -> bytes:
     return inner.as_bytes()
 
 
+def _eml_with_csv(columns: int) -> bytes:
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["Subject"] = "quarterly figures"
+    message["From"] = "a@example.org"
+    message.set_content("the table is attached")
+    header = ",".join(f"c{i}" for i in range(columns))
+    row = ",".join(f"WIDEMARK{i}" for i in range(columns))
+    message.add_attachment(f"{header}\n{row}\n".encode(), maintype="text", subtype="csv", filename="wide.csv")
+    return message.as_bytes()
+
+
+def test_an_attachment_is_parsed_under_the_configured_limits() -> None:
+    """Issue 27: attachments were parsed under the default limits. A CSV attachment wider than
+    the configured ``table_max_columns`` is refused as such (a warning naming the limit) while
+    the message is read; the same attachment under the default limits is read."""
+    data = _eml_with_csv(40)
+    narrow = ParseLimits(table_max_columns=10)
+    for doc in (_eml(data, narrow), parse_document(data, "figures.eml", narrow)):
+        assert "WIDEMARK" not in doc.text and "quarterly figures" in doc.text
+        assert any(w.startswith("attachment wide.csv not read:") and "TABLE_MAX_COLUMNS" in w for w in doc.warnings)
+    assert "WIDEMARK39" in parse_document(data, "figures.eml").text
+
+
 def test_shallow_excess_nesting_is_a_warning() -> None:
-    doc = eml.read(_nested_eml(5), ParseLimits(mail_max_depth=3))
+    doc = _eml(_nested_eml(5), ParseLimits(mail_max_depth=3))
     assert "DEEPESTMARK" not in doc.text and "level 2" in doc.text
     assert any("deeper than 3 levels (MAIL_MAX_DEPTH)" in w for w in doc.warnings)
 
@@ -99,7 +136,7 @@ def test_shallow_excess_nesting_is_a_warning() -> None:
 def test_nesting_bomb_is_a_parse_limit() -> None:
     started = time.perf_counter()
     with pytest.raises(ParseLimitError, match="MAIL_MAX_NESTING"):
-        eml.read(_nested_eml(100))
+        _eml(_nested_eml(100))
     assert time.perf_counter() - started < 10
 
 
@@ -108,13 +145,13 @@ def test_msg_nesting_bomb_is_a_parse_limit() -> None:
     for _ in range(100):
         inner = Message(subject="level", body="y", attachments=[Attachment("in.msg", message=inner)])
     with pytest.raises(ParseLimitError, match="MAIL_MAX_NESTING"):
-        msg.read(build_msg(inner))
+        _msg(build_msg(inner))
 
 
 def test_huge_header_line_is_cut_in_bounded_time() -> None:
     data = b"Subject: " + b"ab cd " * 1_000_000 + b"HEADTAILMARK\r\nFrom: a@b.c\r\n\r\nbody BODYMARK\r\n"
     started = time.perf_counter()
-    doc = eml.read(data)
+    doc = _eml(data)
     assert time.perf_counter() - started < 10
     assert "BODYMARK" in doc.text
     assert any("MAIL_MAX_HEADER_CHARS" in w for w in doc.warnings)
@@ -122,7 +159,7 @@ def test_huge_header_line_is_cut_in_bounded_time() -> None:
 
 def test_truncated_mime_keeps_what_it_has() -> None:
     sample = next(s for s in SAMPLES if s.name == "eml-attachments")
-    doc = eml.read(sample.data[: len(sample.data) // 3])
+    doc = _eml(sample.data[: len(sample.data) // 3])
     assert "BODYWITHATTMARK" in doc.text
     assert any("damaged MIME structure" in w for w in doc.warnings)
 
@@ -130,18 +167,18 @@ def test_truncated_mime_keeps_what_it_has() -> None:
 def test_bogus_base64_gives_a_warning_not_a_crash() -> None:
     head = b"Subject: b64\r\nContent-Type: text/plain\r\nContent-Transfer-Encoding: base64\r\n\r\n"
     body = base64.b64encode(b"decoded words B64OKMARK")[:-3] + b"!!!*\r\n"
-    doc = eml.read(head + body)
+    doc = _eml(head + body)
     assert "Subject: b64" in doc.text
     assert any("damaged MIME structure" in w for w in doc.warnings)
 
 
 def test_not_a_message() -> None:
     with pytest.raises(NoTextError):
-        eml.read(b"")
+        _eml(b"")
     with pytest.raises(CorruptDocumentError):
-        msg.read(b"not a compound file")
+        _msg(b"not a compound file")
     with pytest.raises(CorruptDocumentError):
-        msg.read(build_msg(Message(subject="x"))[:700])
+        _msg(build_msg(Message(subject="x"))[:700])
 
 
 def test_rtf_body_plain_and_encapsulated_html() -> None:
@@ -166,7 +203,7 @@ def test_a_thin_plain_part_beside_the_html_text_keeps_both() -> None:
     # The plain part has more "words" (a tracking link's pieces) and none of the HTML's text (issue 29).
     plain = "View this e-mail in your browser: https://mail.example/v?id=a1b2c3&u=d4e5f6&list=g7h8&src=nl-2026-12"
     html = "<p>The Wexholm depot reopens on Monday; the Kasprzak shuttle runs hourly.</p>"
-    text = eml.read(_alternative(plain, html)).text
+    text = _eml(_alternative(plain, html)).text
     assert "Wexholm" in text and "Kasprzak" in text and "View this e-mail" in text
     assert text.index("View this e-mail") < text.index("Wexholm")  # plain first
 
@@ -174,5 +211,5 @@ def test_a_thin_plain_part_beside_the_html_text_keeps_both() -> None:
 def test_two_copies_of_one_body_are_read_once_the_richer() -> None:
     plain = "The Wexholm depot reopens on Monday.\nSee https://depot.example/wexholm"
     html = "<p>The <b>Wexholm</b> depot reopens on Monday, and the Kasprzak shuttle runs hourly.</p>"
-    text = eml.read(_alternative(plain, html)).text
+    text = _eml(_alternative(plain, html)).text
     assert text.count("Wexholm") == 1 and "Kasprzak" in text

@@ -10,7 +10,7 @@ import pytest
 from shared.domain.errors import ParseLimitError
 from task_service.pipeline import ocr
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
-from task_service.pipeline.readers import image
+from task_service.pipeline.readers.image import reader as image
 
 
 def test_a_page_without_text_over_a_scan_needs_ocr() -> None:

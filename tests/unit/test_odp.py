@@ -1,4 +1,4 @@
-"""ODP reader (``task_service.pipeline.readers.odp``): the fidelity corpus, reading order, sections,
+"""ODP reader (``task_service.pipeline.readers.odf.odp``): the fidelity corpus, reading order, sections,
 warnings and skipped pictures, and broken or hostile packages."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError, ParseLimitError
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
-from task_service.pipeline.readers import ods, odt
-from task_service.pipeline.readers.odp import read, read_with_images
+from task_service.pipeline.readers.odf import ods, odt
+from task_service.pipeline.readers.odf.odp import read, read_with_images
 from tests.fidelity import odp_corpus, zip_bytes
 
 PARSED = read(odp_corpus.deck(), DEFAULT_LIMITS)

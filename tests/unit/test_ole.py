@@ -9,7 +9,7 @@ import olefile
 import pytest
 
 from shared.domain.errors import CorruptDocumentError, EncryptedDocumentError, UnsupportedTypeError
-from shared.domain.ole import classify_ole, is_ole, legacy_message, refusal
+from shared.domain.ole import classify_ole, is_ole, refusal
 from tests.fidelity.cfb_writer import write_cfb
 
 BIG = 5000  # over the 4,096-byte mini-stream cutoff: the stream lives in regular sectors
@@ -118,11 +118,11 @@ def test_ppt_encryption(streams: dict[str, bytes], kind: str) -> None:
 @pytest.mark.parametrize(
     ("streams", "error", "words"),
     [
-        ({"WordDocument": fib()}, UnsupportedTypeError, ["Word 97-2003 documents (.doc)", "save it as .docx"]),
-        ({"Workbook": workbook(BOF, EOF_)}, UnsupportedTypeError, ["Excel 97-2003 workbooks (.xls)", ".xlsx"]),
-        ({"PowerPoint Document": b"\0" * BIG}, UnsupportedTypeError, ["PowerPoint 97-2003", "save it as .pptx"]),
-        ({"WordDocument": fib(flags=0x0100)}, EncryptedDocumentError, ["password-protected", ".doc)", ".docx"]),
-        ({"Workbook": workbook(BOF, FILEPASS)}, EncryptedDocumentError, ["password-protected", ".xlsx"]),
+        ({"WordDocument": fib()}, UnsupportedTypeError, ["a Word 97-2003 document", "upload it named .doc"]),
+        ({"Workbook": workbook(BOF, EOF_)}, UnsupportedTypeError, ["an Excel 97-2003 workbook", "named .xls"]),
+        ({"PowerPoint Document": b"\0" * BIG}, UnsupportedTypeError, ["PowerPoint 97-2003", "upload it named .ppt"]),
+        ({"WordDocument": fib(flags=0x0100)}, EncryptedDocumentError, ["a Word 97-2003 document, password-protected"]),
+        ({"Workbook": workbook(BOF, FILEPASS)}, EncryptedDocumentError, ["Excel 97-2003 workbook, password"]),
         ({"EncryptionInfo": b"\0" * 8, "EncryptedPackage": b"\0" * 8}, EncryptedDocumentError, ["password"]),
         ({"Contents": b"\0" * 8}, UnsupportedTypeError, ["OLE compound file", ".docx"]),
     ],
@@ -190,25 +190,16 @@ def test_writer_rejects_bad_names() -> None:
         write_cfb({"a": b"1", "a/b": b"2"})
 
 
-def test_worker_reader_raises_the_refusal() -> None:
+def test_legacy_readers_check_the_kind_first() -> None:
+    """The legacy readers (``readers/legacy``) answer from the compound file's kind before reading."""
     from task_service.pipeline.limits import ParseLimits
-    from task_service.pipeline.readers import ole as reader
+    from task_service.pipeline.readers.legacy import doc, xls
 
     with pytest.raises(EncryptedDocumentError, match="password-protected"):
-        reader.read(write_cfb({"EncryptionInfo": b"\0" * 8, "EncryptedPackage": b"\0" * 8}), ParseLimits())
-    with pytest.raises(UnsupportedTypeError, match=r"save it as \.xlsx"):
-        reader.read(write_cfb({"Workbook": workbook(BOF, EOF_)}), ParseLimits())
+        doc.read(write_cfb({"EncryptionInfo": b"\0" * 8, "EncryptedPackage": b"\0" * 8}), ParseLimits())
+    with pytest.raises(UnsupportedTypeError, match=r"Excel 97-2003 workbook"):
+        doc.read(write_cfb({"Workbook": workbook(BOF, EOF_)}), ParseLimits())
     with pytest.raises(UnsupportedTypeError, match=r"\.msg"):
-        reader.read(write_cfb({"__substg1.0_0037001F": b"S\0"}), ParseLimits())
+        xls.read(write_cfb({"__substg1.0_0037001F": b"S\0"}), ParseLimits())
     with pytest.raises(CorruptDocumentError):
-        reader.read(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1garbage", ParseLimits())
-
-
-def test_legacy_message_by_name() -> None:
-    assert legacy_message("DOC") == (
-        "Word 97-2003 documents (.doc) are not supported: open it in Word or LibreOffice and save it as .docx"
-    )
-    assert legacy_message(".xls") is not None and "save it as .xlsx" in str(legacy_message(".xls"))
-    assert "save it as .pptx" in str(legacy_message("ppt"))
-    assert legacy_message("docx") is None
-    assert str(refusal(write_cfb({"WordDocument": fib()}))) == legacy_message("doc")
+        xls.read(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1garbage", ParseLimits())

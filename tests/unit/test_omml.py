@@ -1,4 +1,4 @@
-"""Office math → linear text (``task_service.pipeline.omml``): every structure, separators, and that
+"""Office math → linear text (``task_service.pipeline.readers.office.equations``): every structure, separators, and that
 every word and number of an equation is a word of its own for the embedding model's tokenizer."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from lxml import etree
 
 from task_service.pipeline.chunk import load_minilm_tokenizer
-from task_service.pipeline.docx import extract_docx
-from task_service.pipeline.omml import math_text
+from task_service.pipeline.readers.office.docx import extract_docx
+from task_service.pipeline.readers.office.equations import math_text
 from tests.unit.test_docx import package
 
 NS = ('xmlns:m="http://schemas.openxmlformats.org/officeDocument/2006/math" '

@@ -26,8 +26,8 @@ from shared.domain.errors import (
 from shared.domain.normalize import normalize_text, reflow_plain_text
 from task_service.pipeline.decode import decode_text, sniff_html_charset
 from task_service.pipeline.parse import document_kind, ensure_parsers_ready, parse_text
+from tests.support import CORPUS
 
-CORPUS = Path(__file__).parents[3] / "shared" / "corpus"
 REPO = Path(__file__).parents[2]
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
 
@@ -153,7 +153,7 @@ def test_corrupt_docx(data: bytes) -> None:
         parse_text(data, "broken.docx")
 
 
-@pytest.mark.parametrize("filename", ["virus.exe", "README", "old.doc", "archive.pdf.zip", "drawing.odg", ".txt.bak"])
+@pytest.mark.parametrize("filename", ["virus.exe", "README", "old.wpd", "archive.pdf.zip", "drawing.odg", ".txt.bak"])
 def test_unsupported_types(filename: str) -> None:
     with pytest.raises(UnsupportedTypeError) as info:
         parse_text(b"whatever", filename)

@@ -1,8 +1,8 @@
-"""Reading order from character boxes (pure: ``pdf_layout``), on synthetic boxes."""
+"""Reading order from character boxes (pure: ``readers/pdf/layout.py``), on synthetic boxes."""
 
 from __future__ import annotations
 
-from task_service.pipeline.pdf_layout import HYPHEN, Char, frame, page_lines, page_text, snap
+from task_service.pipeline.readers.pdf.layout import HYPHEN, Char, frame, page_lines, page_text, snap
 
 W, H = 5.0, 7.0  # every synthetic glyph: 5 pt wide, 7 pt high
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from shared.domain.errors import NoTextError
-from task_service.pipeline.hyphens import resolve_line_hyphens
 from task_service.pipeline.parse import parse_document
+from task_service.pipeline.readers.pdf.hyphens import resolve_line_hyphens
 from tests.support.pdfgen import pdf_pages, text_page
 
 WORDS = {"long", "term", "introduction", "well", "known", "synthesis"}.__contains__

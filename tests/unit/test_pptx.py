@@ -1,4 +1,4 @@
-"""PPTX reader (``task_service.pipeline.readers.pptx``): the fidelity corpus, reading order, sections,
+"""PPTX reader (``task_service.pipeline.readers.office.pptx``): the fidelity corpus, reading order, sections,
 warnings and skipped pictures, the handed case, and broken or hostile packages."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from shared.domain.errors import CorruptDocumentError, ParseLimitError, UnsupportedTypeError
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS
-from task_service.pipeline.readers.pptx import read, read_with_images
+from task_service.pipeline.readers.office.pptx import read, read_with_images
 from tests.fidelity import pptx_corpus, zip_bytes
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from task_service.progress import ProgressThrottle, Stage, embedded_share
+from task_service.indexing.progress import ProgressThrottle, Stage, embedded_share
 
 
 def test_first_report_is_written_then_progress_at_most_once_per_interval() -> None:

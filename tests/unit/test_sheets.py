@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import zipfile
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -13,16 +12,18 @@ from shared.domain.errors import CorruptDocumentError, ParseLimitError
 from shared.domain.ole import OLE_MAGIC
 from task_service.pipeline.document import ParsedDocument
 from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits
-from task_service.pipeline.readers import csv, ods, tables, xlsx
+from task_service.pipeline.readers._shared import tables
+from task_service.pipeline.readers.odf import ods
+from task_service.pipeline.readers.office import xlsx
+from task_service.pipeline.readers.plain import csv
 from tests.fidelity import Sample, sheet_corpus
+from tests.support import CASES
 
 READERS: dict[str, Callable[[bytes, ParseLimits], ParsedDocument]] = {
     "xlsx": xlsx.read, "xlsm": xlsx.read, "ods": ods.read, "csv": csv.read, "tsv": csv.read,
 }
-# ../shared/cases next to the checkout (/work/main), or two levels up from a worktree (/work/wt/<name>)
-_REPO = Path(__file__).resolve().parents[2]
-HANDED = next((p for p in (_REPO.parent / "shared", _REPO.parent.parent / "shared")
-               if (p / "cases").is_dir()), _REPO.parent / "shared") / "cases" / "formats" / "two-sheets.xlsx"
+# tests.support.CASES: ../shared/cases next to the checkout, or /work/shared/cases from a worktree
+HANDED = CASES / "formats" / "two-sheets.xlsx"
 SMALL = ParseLimits(table_max_cells=1_000, table_max_columns=50, table_max_row_chars=2_000)
 
 

@@ -168,7 +168,7 @@ def test_content_of_another_format_is_judged_as_what_it_is(name: str, head: byte
     ("binary.txt", bytes(range(256)) * 4, "binary data"),
     ("tool.exe", b"MZ\x90\x00", ".exe is not allowed"),
     ("archive.zip", DOCX, ".zip is not allowed"),
-    ("sheet.xls", b"just text", "Excel 97-2003 workbooks (.xls) are not supported"),
+    ("sheet.xls", b"just text", "(Excel 97-2003 workbook) but the content is text, not an OLE2 compound file"),
     ("no-extension", b"\x7fELF\x02\x01\x01\x00", "binary data"),
 ])
 def test_judge_refuses(name: str, head: bytes, reason: str) -> None:

@@ -225,7 +225,11 @@ function stageText(d) {
   if (t.status === "WAITING" || t.status === "RETRYING") {
     return t.queue_position ? `${t.status.toLowerCase()} (#${t.queue_position} in queue)` : t.status.toLowerCase();
   }
-  if (t.status === "RUNNING") return (t.stage || "claimed").toLowerCase();
+  if (t.status === "RUNNING") {
+    const stage = (t.stage || "claimed").toLowerCase().replace("_", " ");
+    // a big document embedded in parts by any worker (issue 31): "embedding · 40/79 parts"
+    return t.parts ? `${stage} · ${t.parts.done}/${t.parts.total} parts` : stage;
+  }
   if (t.status === "SUCCESS") return "done";
   return `${t.status.toLowerCase()}${t.stage ? ` in ${t.stage.toLowerCase()}` : ""}`;
 }

@@ -11,20 +11,24 @@ import asyncpg
 
 from shared.adapters.object_removal import remove_released_quietly
 from shared.adapters.postgres.pool import Pooled, connection
+from shared.adapters.postgres.repo import ann as ann_repo
 from shared.adapters.postgres.repo import cache as cache_repo
 from shared.adapters.postgres.repo import chunks as chunks_repo
 from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
 from shared.adapters.postgres.repo import documents as documents_repo
 from shared.adapters.postgres.repo import knowledge_bases as kb_repo
+from shared.adapters.postgres.repo import ops as ops_repo
 from shared.adapters.postgres.repo import outbox as outbox_repo
+from shared.adapters.postgres.repo import parts as parts_repo
 from shared.adapters.postgres.repo import runs as runs_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
+from shared.adapters.postgres.repo import term_stats as term_stats_repo
 from shared.adapters.postgres.repo import users as users_repo
 from shared.adapters.s3 import ObjectStore
 from shared.domain.errors import EnqueueContention, KnowledgeBaseNotFound
 from shared.domain.fencing import EnqueueDecision, TaskSnapshot
 from shared.domain.messages import IndexMessage
-from shared.domain.records import Duplicate, NewContent, OutboxRow
+from shared.domain.records import Duplicate, NewContent, OutboxRow, SplitCommit
 from shared.ports import IssueRefused
 
 
@@ -109,8 +113,11 @@ class PgWorkerStore:
     """:class:`shared.ports.WorkerStore` over an asyncpg pool: the repository functions, each
     call on its own pooled connection (:class:`Pooled`)."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, dispatch_limit: int | None = None) -> None:
+        """``dispatch_limit``: K of fair dispatch (a split's first parts are released at once
+        into its user's free slots); None holds every part row for the relay."""
         self.pool = pool
+        self._dispatch_limit = dispatch_limit
 
     load_task_snapshot = Pooled(tasks_repo.load_task_snapshot)
     claim_task = Pooled(tasks_repo.claim_task)
@@ -125,3 +132,33 @@ class PgWorkerStore:
     record_skips = Pooled(runs_repo.record_skips)
     commit_chunks = Pooled(chunks_repo.commit_chunks)
     finish_unsuccessfully = Pooled(tasks_repo.finish_unsuccessfully)
+    mark_published = Pooled(outbox_repo.mark_published)
+
+    load_part_snapshot = Pooled(parts_repo.load_part_snapshot)
+    claim_part = Pooled(parts_repo.claim_part)
+    part_claim_is_current = Pooled(parts_repo.part_claim_is_current)
+    read_part_chunks = Pooled(parts_repo.read_part_chunks)
+    part_heartbeat = Pooled(parts_repo.part_heartbeat)
+    report_part_progress = Pooled(parts_repo.report_part_progress)
+    commit_part = Pooled(parts_repo.commit_part)
+    finish_part_unsuccessfully = Pooled(parts_repo.finish_part_unsuccessfully)
+
+    async def split_task(self, commit: SplitCommit) -> list[OutboxRow] | None:
+        async with connection(self.pool) as conn:
+            return await parts_repo.split_task(conn, commit, self._dispatch_limit)
+
+
+class PgMaintenance:
+    """The ``MaintenanceStore`` port over ``pool``: the worker's single-statement jobs (cache
+    eviction, the fold of the keyword statistics, the gauge sample, the ANN job), each method the
+    repository function on its own pooled connection."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    cache_evict = Pooled(cache_repo.cache_evict)
+    fold_term_stats = Pooled(term_stats_repo.fold)
+    pending_term_deltas = Pooled(term_stats_repo.pending)
+    sample = Pooled(ops_repo.sample)
+    kbs_needing_ann = Pooled(ann_repo.kbs_needing_ann)
+    add_to_ann = Pooled(ann_repo.add_to_ann)

@@ -13,35 +13,37 @@ import numpy as np
 from pgvector import Vector
 
 from shared.domain.cache_policy import eviction_count
+from shared.domain.records import CacheNamespace
 
 
 # ------------------------------------------------------------------ embedding cache
 # Every entry belongs to a user (sql/0016): ``owner`` is the document's user, and no statement
 # here reads or writes another user's entries.
 async def cache_lookup(
-    conn: asyncpg.Connection, owner: int, model: str, revision: str, dim: int, keys: Sequence[bytes]
+    conn: asyncpg.Connection, owner: int, ns: CacheNamespace, keys: Sequence[bytes]
 ) -> dict[bytes, np.ndarray]:
-    """``{text sha256: (dim,) float32 vector}`` of ``owner``'s cached keys among ``keys`` (a
-    read: no ``last_used`` write here, see :func:`cache_touch`)."""
+    """``{text sha256: (ns.dim,) float32 vector}`` of ``owner``'s cached keys among ``keys`` in
+    namespace ``ns`` (a read: no ``last_used`` write here, see :func:`cache_touch`)."""
     if not keys:
         return {}
     rows = await conn.fetch(
         "SELECT text_sha256, embedding FROM embedding_cache WHERE user_id = $1 AND text_sha256 = ANY($5::bytea[])"
         " AND model = $2 AND revision = $3 AND dim = $4",
-        owner, model, revision, dim, list(set(keys)),
+        owner, ns.model, ns.revision, ns.dim, list(set(keys)),
     )
     return {bytes(r["text_sha256"]): np.asarray(r["embedding"].to_numpy(), dtype=np.float32) for r in rows}
 
 
 async def cache_store(
-    conn: asyncpg.Connection, owner: int, document_id: int, model: str, revision: str, dim: int,
-    keys: Sequence[bytes], vectors: np.ndarray,
+    conn: asyncpg.Connection, owner: int, document_id: int, ns: CacheNamespace, keys: Sequence[bytes],
+    vectors: np.ndarray,
 ) -> int:
-    """Add ``vectors[i]`` under ``(owner, keys[i])`` (ON CONFLICT DO NOTHING: a concurrent
-    writer's vector for the same text is as good), in ONE transaction holding a key-share lock on
-    the document row: a delete of the document either waits for this commit (and its release
-    then sees these rows) or has committed (nothing is added: returns 0). Rows are inserted in
-    key order, so two writers of overlapping key sets cannot deadlock. Returns the rows added."""
+    """Add ``vectors[i]`` (``(len(keys), ns.dim)``) under ``(owner, ns, keys[i])`` (ON CONFLICT
+    DO NOTHING: a concurrent writer's vector for the same text is as good), in ONE transaction
+    holding a key-share lock on the document row: a delete of the document either waits for this
+    commit (and its release then sees these rows) or has committed (nothing is added: returns 0).
+    Rows are inserted in key order, so two writers of overlapping key sets cannot deadlock.
+    Returns the rows added."""
     if len(keys) != len(vectors):
         raise ValueError(f"{len(keys)} keys but {len(vectors)} vectors")
     if not keys:
@@ -56,15 +58,15 @@ async def cache_store(
             "WITH ins AS (INSERT INTO embedding_cache (user_id, model, revision, text_sha256, dim, embedding)"
             " SELECT $1, $2, $3, k, $4, v FROM unnest($5::bytea[], $6::vector[]) WITH ORDINALITY AS u(k, v, n)"
             " ORDER BY n ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) FROM ins",
-            owner, model, revision, dim, [keys[i] for i in order], [Vector(vectors[i]) for i in order],
+            owner, ns.model, ns.revision, ns.dim, [keys[i] for i in order], [Vector(vectors[i]) for i in order],
         )
     return int(added)
 
 
 async def cache_touch(
-    conn: asyncpg.Connection, owner: int, model: str, revision: str, keys: Sequence[bytes], min_age_s: float
+    conn: asyncpg.Connection, owner: int, ns: CacheNamespace, keys: Sequence[bytes], min_age_s: float
 ) -> int:
-    """Set ``last_used = now()`` on ``owner``'s cached ``keys`` last touched more than
+    """Set ``last_used = now()`` on ``owner``'s cached ``keys`` (namespace ``ns``) last touched more than
     ``min_age_s`` ago (so a hot entry is written at most once per interval, not once per hit);
     rows another transaction holds are skipped, never waited for. Returns the rows touched."""
     if not keys:
@@ -75,7 +77,7 @@ async def cache_touch(
         " AND text_sha256 = ANY($4::bytea[]) AND model = $2 AND revision = $3"
         " AND last_used < now() - make_interval(secs => $5)"
         " ORDER BY text_sha256 FOR UPDATE SKIP LOCKED) RETURNING 1) SELECT count(*) FROM t",
-        owner, model, revision, sorted(set(keys)), float(min_age_s),
+        owner, ns.model, ns.revision, sorted(set(keys)), float(min_age_s),
     )
     return int(touched)
 

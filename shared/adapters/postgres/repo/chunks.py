@@ -7,6 +7,7 @@ their own transaction. Lock order is always ``document_info`` row, then ``index_
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import asyncpg
 
@@ -48,7 +49,7 @@ async def commit_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> bool:
             doc = await _fence(conn, commit)
             await _replace_chunks(conn, commit)
             await fault_point("in_commit")
-            await _promote(conn, commit)
+            await promote(conn, commit.document_id, len(commit.chunks), commit.claim.generation, commit.warnings)
             if doc["pending_object_key"] is not None:  # the swap released the served object
                 await queue_object_removal(conn, doc["object_key"])
     except Rollback:
@@ -106,8 +107,13 @@ async def _replace_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> None
     )
 
 
-async def _promote(conn: asyncpg.Connection, commit: ChunkCommit) -> None:
-    """Document INDEXED with the run's warnings; a pending version becomes the served one."""
+async def promote(
+    conn: asyncpg.Connection, document_id: int, chunk_count: int, generation: int, warnings: Sequence[str]
+) -> None:
+    """Inside the commit's transaction (document row locked, generation checked): document
+    INDEXED with ``chunk_count`` chunks and the run's ``warnings``; a pending version becomes the
+    served one (the caller queues the object it replaces). Shared by ``commit_chunks`` and the
+    swap of a split (``repo.parts``)."""
     await conn.execute(
         "UPDATE document_info SET status = 'INDEXED', chunk_count = $2, error_message = NULL,"
         " warnings = $4::jsonb, update_time = now(),"
@@ -119,5 +125,5 @@ async def _promote(conn: asyncpg.Connection, commit: ChunkCommit) -> None:
         " dedup_slot = dedup_slot AND pending_sha256 IS NULL,"
         f" object_key = COALESCE(pending_object_key, object_key), {CLEAR_PENDING}"
         " WHERE id = $1 AND index_generation = $3",
-        commit.document_id, len(commit.chunks), commit.claim.generation, json.dumps(list(commit.warnings)),
+        document_id, chunk_count, generation, json.dumps(list(warnings)),
     )

@@ -19,9 +19,9 @@ from shared.adapters.postgres.repo.sql import (
     TASK_JSON,
     atomic,
 )
-from shared.adapters.postgres.repo.tasks import IN_FLIGHT_LOCK_SQL
+from shared.adapters.postgres.repo.tasks import IN_FLIGHT_LOCK_SQL, drop_split
 from shared.domain.messages import IndexMessage
-from shared.domain.records import NewContent, OutboxRow
+from shared.domain.records import DocumentSource, NewContent, OutboxRow
 from shared.domain.states import DocumentStatus, TaskStatus
 
 
@@ -159,6 +159,10 @@ async def delete_document(conn: asyncpg.Connection, document_id: int) -> bool:
         if r is None:
             return False
         texts = await chunk_keys(conn, [document_id])
+        await conn.execute(  # a split's parts not yet published (the split itself cascades)
+            "DELETE FROM outbox WHERE part IS NOT NULL AND published_at IS NULL AND task_id IN"
+            " (SELECT id FROM index_task WHERE document_id = $1)", document_id,
+        )
         await conn.execute("DELETE FROM document_info WHERE id = $1", document_id)
         await cache_release(conn, r["user_id"], texts)
         for key in (r["object_key"], r["pending_object_key"]):
@@ -186,20 +190,22 @@ async def drop_pending(conn: asyncpg.Connection, document_id: int) -> bool:
             " update_time = now() WHERE id = $1 RETURNING index_generation",
             document_id,
         )
-        await conn.execute(
+        task_id = await conn.fetchval(
             "UPDATE index_task SET generation = $2,"
             f" status = CASE WHEN status IN {ACTIVE_SQL} THEN '{TaskStatus.FAILED}' ELSE status END,"
             " error_code = 'pending_dropped', error_message = 'the pending version was dropped;"
             " the served version is unchanged', end_time = now(), update_time = now()"
-            " WHERE document_id = $1",
+            " WHERE document_id = $1 RETURNING id",
             document_id, gen,
         )
+        if task_id is not None:
+            await drop_split(conn, task_id)
         await queue_object_removal(conn, key)
     return True
 
 
-async def document_source(conn: asyncpg.Connection, document_id: int) -> tuple[str, str, str | None] | None:
-    """``(object_key, filename, content_type)`` of the version to index — the pending one if
+async def document_source(conn: asyncpg.Connection, document_id: int) -> DocumentSource | None:
+    """The object key, filename and content type of the version to index — the pending one if
     there is one, else the served one — None if the document was deleted.
 
     ``content_type`` is the type the API detected from the bytes (older rows: the client's header).
@@ -213,4 +219,4 @@ async def document_source(conn: asyncpg.Connection, document_id: int) -> tuple[s
         " FROM document_info WHERE id = $1",
         document_id,
     )
-    return None if r is None else (r["object_key"], r["filename"], r["content_type"])
+    return None if r is None else DocumentSource(r["object_key"], r["filename"], r["content_type"])

@@ -3,21 +3,15 @@ statement, like :mod:`shared.adapters.postgres.repo`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import asyncpg
 
 from shared.adapters.postgres.repo.sql import ACTIVE_SQL
+from shared.domain.records import OpsSample
 
 
-@dataclass(frozen=True)
-class Sample:
-    """Gauges read in one pass: unpublished outbox rows, pending dead letters, and per active
-    status ``(count, seconds since the least recently updated one was touched)``."""
-
-    outbox_backlog: int
-    dead_letters_pending: int
-    active: dict[str, tuple[int, float]] = field(default_factory=dict)
+async def ping(conn: asyncpg.Connection) -> bool:
+    """True once the database answered a trivial statement (readiness)."""
+    return bool(await conn.fetchval("SELECT true"))
 
 
 async def outbox_backlog(conn: asyncpg.Connection) -> int:
@@ -25,7 +19,7 @@ async def outbox_backlog(conn: asyncpg.Connection) -> int:
     return int(await conn.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL"))
 
 
-async def sample(conn: asyncpg.Connection) -> Sample:
+async def sample(conn: asyncpg.Connection) -> OpsSample:
     """Outbox backlog, pending dead letters and active tasks by status (partial indexes only)."""
     row = await conn.fetchrow(
         "SELECT (SELECT count(*) FROM outbox WHERE published_at IS NULL) AS outbox,"
@@ -35,7 +29,7 @@ async def sample(conn: asyncpg.Connection) -> Sample:
         "SELECT status, count(*) AS n, extract(epoch FROM now() - min(update_time))::float8 AS age"
         f" FROM index_task WHERE status IN {ACTIVE_SQL} GROUP BY status"
     )
-    return Sample(int(row["outbox"]), int(row["dead"]),
+    return OpsSample(int(row["outbox"]), int(row["dead"]),
                   {r["status"]: (int(r["n"]), float(r["age"] or 0.0)) for r in active})
 
 

@@ -10,21 +10,22 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from shared.domain.records import Claim, SkipRecord
+from shared.domain.records import Claim, PartClaim, SkipRecord
 
 
 async def record_embedding_run(
-    conn: asyncpg.Connection, claim: Claim, document_id: int, chunk_count: int, worker: str,
+    conn: asyncpg.Connection, claim: Claim | PartClaim, document_id: int, chunk_count: int, worker: str,
     *, cache_hits: int = 0, cache_misses: int | None = None,
 ) -> None:
-    """One row per embedding step of the run holding ``claim``: ``chunk_count`` chunks,
-    ``cache_hits`` of them served from the embedding cache, ``cache_misses`` (default: all) sent
-    to the model; 0 misses = no model call."""
+    """One row per embedding step of the run (or part: its ``part``, the part's attempt) holding
+    ``claim``: ``chunk_count`` chunks, ``cache_hits`` of them served from the embedding cache,
+    ``cache_misses`` (default: all) sent to the model; 0 misses = no model call."""
     misses = chunk_count - cache_hits if cache_misses is None else cache_misses
+    part = claim.part if isinstance(claim, PartClaim) else None
     await conn.execute(
         "INSERT INTO embedding_run (task_id, document_id, generation, attempt, chunk_count, worker,"
-        " cache_hits, cache_misses) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        claim.task_id, document_id, claim.generation, claim.attempt, chunk_count, worker, cache_hits, misses,
+        " cache_hits, cache_misses, part) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        claim.task_id, document_id, claim.generation, claim.attempt, chunk_count, worker, cache_hits, misses, part,
     )
 
 

@@ -4,14 +4,17 @@ column lists, JSON shapes.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from contextlib import AbstractAsyncContextManager, nullcontext
+from enum import StrEnum
 
 import asyncpg
 
+from shared.domain.parts import PART_CLAIMABLE
 from shared.domain.states import ACTIVE, CLAIMABLE, QUEUED, TaskStatus, sources_for
 
 
-def sql_in(statuses: frozenset[TaskStatus] | set[TaskStatus]) -> str:
+def sql_in(statuses: Collection[StrEnum]) -> str:
     """``('A','B')`` for ``status IN ...``: status lists come from :mod:`shared.domain.states`, never
     restated here (the values are enum members, not input)."""
     return "(" + ",".join(f"'{s.value}'" for s in sorted(statuses)) + ")"
@@ -32,6 +35,7 @@ class Rollback(Exception):
 ACTIVE_SQL = sql_in(ACTIVE)  # in flight: the per-user cap, the scanner, metrics
 CLAIMABLE_SQL = sql_in(CLAIMABLE)
 QUEUED_SQL = sql_in(QUEUED)  # published, waiting for a worker
+PART_CLAIMABLE_SQL = sql_in(PART_CLAIMABLE)  # index_part rows a part claim may take
 
 
 #: a dead-lettered message fails its task only while it is in flight (and FAILED is allowed)
@@ -45,7 +49,12 @@ TASK_COLUMNS = (
     # approximate place in the queue: waiting tasks re-armed or re-published before this one, + 1
     f" CASE WHEN t.status IN {QUEUED_SQL} THEN 1 + (SELECT count(*) FROM index_task w"
     f"  WHERE w.status IN {QUEUED_SQL} AND (w.update_time, w.id) < (t.update_time, t.id))"
-    " END AS queue_position"
+    " END AS queue_position,"
+    # a split task's parts (issue 31): {"total", "done", "running", "waiting"}; NULL when not split
+    " (SELECT jsonb_build_object('total', count(*), 'done', count(*) FILTER (WHERE p.status = 'DONE'),"
+    "  'running', count(*) FILTER (WHERE p.status = 'RUNNING'),"
+    "  'waiting', count(*) FILTER (WHERE p.status = 'WAITING'))"
+    "  FROM index_part p WHERE p.task_id = t.id HAVING count(*) > 0) AS parts"
 )
 
 

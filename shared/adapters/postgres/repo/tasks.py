@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 
 from shared.adapters.postgres.repo.objects import queue_object_removal
-from shared.adapters.postgres.repo.outbox import insert_outbox
+from shared.adapters.postgres.repo.outbox import delete_part_outbox, insert_outbox
 from shared.adapters.postgres.repo.sql import (
     ACTIVE_SQL,
     CLAIMABLE_SQL,
@@ -48,8 +48,9 @@ async def load_task_snapshot(conn: asyncpg.Connection, task_id: int) -> TaskSnap
     r = await conn.fetchrow(
         "SELECT t.id, t.document_id, t.kb_id, t.user_id, t.status, t.generation, t.attempt,"
         " d.index_generation, d.status AS document_status, t.retry_count, t.max_retry_count,"
-        " t.update_time FROM index_task t JOIN document_info d ON d.id = t.document_id"
-        " WHERE t.id = $1",
+        " t.update_time, EXISTS (SELECT 1 FROM index_split s WHERE s.task_id = t.id"
+        "   AND s.generation = t.generation) AS split"
+        " FROM index_task t JOIN document_info d ON d.id = t.document_id WHERE t.id = $1",
         task_id,
     )
     if r is None:
@@ -60,7 +61,7 @@ async def load_task_snapshot(conn: asyncpg.Connection, task_id: int) -> TaskSnap
         document_generation=r["index_generation"],
         document_status=DocumentStatus(r["document_status"]),
         retry_count=r["retry_count"], max_retry_count=r["max_retry_count"],
-        update_time=r["update_time"],
+        update_time=r["update_time"], split=r["split"],
     )
 
 
@@ -114,6 +115,7 @@ async def issue_generation(
         )
         if task_id is None:
             raise Rollback
+        await drop_split(conn, snap.task_id)  # every part fenced out: nothing staged stays
         msg = IndexMessage(
             task_id=snap.task_id, document_id=snap.document_id, kb_id=snap.kb_id,
             user_id=snap.user_id, generation=int(gen),
@@ -150,11 +152,13 @@ async def try_issue_generation(
 
 # ------------------------------------------------------------------ worker
 async def claim_task(conn: asyncpg.Connection, task_id: int, generation: int) -> Claim | None:
-    """Claim: RUNNING, attempt + 1 (the claim's fencing token). None if not claimable any more."""
+    """Claim: RUNNING, attempt + 1 (the claim's fencing token). None if not claimable any more,
+    or if the task is split (its parts run; a document delivery redelivered after the split)."""
     v = await conn.fetchval(
         "UPDATE index_task SET status = 'RUNNING', attempt = attempt + 1, start_time = now(),"
         " end_time = NULL, stage = 'DOWNLOADING', progress = 0, update_time = now()"
-        f" WHERE id = $1 AND generation = $2 AND status IN {CLAIMABLE_SQL} RETURNING attempt",
+        f" WHERE id = $1 AND generation = $2 AND status IN {CLAIMABLE_SQL}"
+        " AND NOT EXISTS (SELECT 1 FROM index_split WHERE task_id = $1) RETURNING attempt",
         task_id, generation,
     )
     return None if v is None else Claim(task_id, generation, int(v))
@@ -238,12 +242,15 @@ async def finish_unsuccessfully(
 async def active_tasks_older_than(conn: asyncpg.Connection, seconds: float, limit: int) -> list[asyncpg.Record]:
     """Active tasks untouched for ``seconds``, with the database's ``now`` (one clock). Tasks
     waiting for a dispatch slot (held outbox row, not dispatched) are left out: they wait in
-    PostgreSQL by design and the relay releases them; nothing of theirs is in the broker."""
+    PostgreSQL by design and the relay releases them; nothing of theirs is in the broker. Split
+    tasks are left out too (their parts are scanned instead)."""
     return list(
         await conn.fetch(
             "SELECT id, document_id, status, generation, attempt, start_time, update_time, now() AS now"
             f" FROM index_task WHERE status IN {ACTIVE_SQL}"
             " AND (status = 'RUNNING' OR dispatched_at IS NOT NULL)"
+            # a split task is never timed out as a whole: its parts are watched (repo.parts)
+            " AND NOT EXISTS (SELECT 1 FROM index_split s WHERE s.task_id = index_task.id)"
             " AND (update_time < now() - make_interval(secs => $1)"
             "      OR (status = 'RUNNING' AND start_time < now() - make_interval(secs => $1)))"
             " ORDER BY update_time LIMIT $2",
@@ -290,12 +297,20 @@ async def fail_dead_lettered(
         )
         if ok is None:
             return False
+        await drop_split(conn, task_id)
         await conn.execute(  # a served version stays served (see finish_unsuccessfully)
             "UPDATE document_info SET status = 'FAILED', error_message = $2, update_time = now()"
             " WHERE id = $1 AND status <> 'INDEXED'",
             doc_id, error_message,
         )
     return True
+
+
+async def drop_split(conn: asyncpg.Connection, task_id: int) -> None:
+    """Inside a transaction that ends or re-arms the task (new generation, failure, DLQ drain):
+    the task's split (parts and staged rows cascade) and its unpublished part outbox rows go."""
+    await conn.execute("DELETE FROM index_split WHERE task_id = $1", task_id)
+    await delete_part_outbox(conn, task_id)
 
 
 #: The transaction-scoped advisory lock serializing one user's new work (``$1``: user id).

@@ -8,9 +8,10 @@ always their sum (:data:`KB_DF_SQL`), so folding changes no score.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import asyncpg
+
+from shared.domain.records import TermFold
 
 _FOLD_LOCK_KEY = 0x4B425446  # "KBTF": one fold at a time across workers
 
@@ -41,18 +42,10 @@ SELECT (SELECT count(*) FROM moved) AS moved,
 """
 
 
-@dataclass(frozen=True)
-class Fold:
-    """One fold: ``moved`` deltas folded, ``dropped`` terms that no chunk holds any more
-    (removed from ``kb_term``); ``None`` from :func:`fold` when another fold was running."""
-
-    moved: int
-    dropped: int
-
-
-async def fold(conn: asyncpg.Connection, batch: int) -> Fold | None:
+async def fold(conn: asyncpg.Connection, batch: int) -> TermFold | None:
     """Fold up to ``batch`` pending deltas into ``kb_term`` in ONE transaction (readers see the
-    deltas or their sum, never both or neither). Raises ValueError if ``batch`` < 1."""
+    deltas or their sum, never both or neither); None when another fold was running. Raises
+    ValueError if ``batch`` < 1."""
     if batch < 1:
         raise ValueError("batch must be >= 1")
     async with conn.transaction():
@@ -65,7 +58,7 @@ async def fold(conn: asyncpg.Connection, batch: int) -> Fold | None:
                 "DELETE FROM kb_term k USING unnest($1::bigint[], $2::text[]) AS z(kb_id, term)"
                 " WHERE k.kb_id = z.kb_id AND k.term = z.term AND k.df <= 0", kbs, terms,
             )
-    return Fold(int(r["moved"]), len(kbs))
+    return TermFold(int(r["moved"]), len(kbs))
 
 
 async def pending(conn: asyncpg.Connection) -> int:
