@@ -88,6 +88,8 @@ bench: migrate netns-tools
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench.parsers
 	$(BIN)/python -m bench.chunking
+	$(BIN)/python -m bench.pdf_columns
+	$(BIN)/python -m bench.csv_sniff
 	$(BIN)/python -m bench.retrieval
 	$(BIN)/python -m bench.pipeline
 	$(BIN)/python -m bench.upload
@@ -108,6 +110,9 @@ bench: migrate netns-tools
 	$(BIN)/python -m bench.search_layers
 	$(BIN)/python -m bench.kept_text
 	$(BIN)/python -m bench.edge
+<<<<<<< HEAD
+	$(BIN)/python -m bench.term_stats
+=======
 	$(BIN)/python -m bench.swap
 
 # The legacy Office readers against their candidates (bench/legacy_readers.py): LibreOffice writes the
@@ -118,6 +123,7 @@ bench-legacy:
 	dpkg -s $(LEGACY_BENCH_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(LEGACY_BENCH_PACKAGES); }
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench.legacy_readers $(if $(REAL),--real $(REAL))
+>>>>>>> main
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -117,7 +117,8 @@ async def run(seconds: float, attackers: int, size: int, big: int) -> str:
         f"{statistics.median(r.seconds for r in refusals) * 1000:.1f} ms (median of 5, max "
         f"{max(r.seconds for r in refusals) * 1000:.1f} ms), "
         f"{statistics.median(r.sent for r in refusals) / 1024:.0f} KiB of the header sent by then;",
-        f"- `GET /healthz`, a fresh connection every {PROBE_EVERY_S * 1000:.0f} ms for {seconds:.0f} s, ms:",
+        f"- `GET /healthz`, a fresh connection every {PROBE_EVERY_S * 1000:.0f} ms for {seconds:.0f} s (load "
+        f"average {os.getloadavg()[0]:.1f} at the end: the machine is shared), ms:",
         "",
         "| while | probes | p50 | p99 | max |",
         "|---|---:|---:|---:|---:|",

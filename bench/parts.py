@@ -11,6 +11,9 @@
 * ``real``: the real model (the default ONNX runtime) on this machine, same document: today's single
   path (``SPLIT_MIN_CHUNKS`` above the document, so one delivery embeds it all) with 1 worker, then
   the parts with 1 and 2 workers, in one run. Goal: the parts no slower than the single path.
+* ``busy``: the real model beside ``HOGS`` CPU-bound processes (``while True``) on this machine, one
+  worker: a document of about 6,400 chunks and one of the largest allowed size (about 19,400), each
+  must end INDEXED (before: TIMEOUT at 850 s, 74 % embedded). Figure: seconds, chunks/s, status.
 * ``small``: upload → INDEXED of ``SMALL_DOCS`` small documents one after the other (one worker,
   real model, cache off), p50 / p90. Run it on the checkout before and after a change: the figure
   is compared across the two runs (small documents never split, so no setting stands in for "before").
@@ -42,6 +45,8 @@ LATENCY_MS = 200
 BATCH = 8
 WORDS = 3_100_000  # ~160 words per chunk of 250 tokens with 32 of overlap: ~19,400 chunks
 SMALL_DOCS = 30
+HOGS = 4
+BUSY_WORDS = (1_020_000, WORDS)  # ~6,400 and ~19,400 chunks
 SMALL_WORDS = 300
 #: the single path in ``real`` mode: never split, and a per-chunk budget that keeps the start-up
 #: guard (PREFETCH x (base + 20,000 x per chunk) < CONSUMER_TIMEOUT_S) satisfied
@@ -147,6 +152,35 @@ async def real(words_each: int, counts: list[int], split: dict[str, str]) -> lis
     return steps
 
 
+def _hog() -> None:
+    while True:
+        pass
+
+
+async def busy(sizes: tuple[int, ...], hogs: int) -> list[Step]:
+    """Each document indexed by one worker (real model) beside ``hogs`` busy processes."""
+    import multiprocessing
+
+    procs = [multiprocessing.Process(target=_hog, daemon=True) for _ in range(hogs)]
+    for p in procs:
+        p.start()
+    steps: list[Step] = []
+    try:
+        async with Stack("partsbusy") as stack:
+            url = await stack.start_api()
+            await stack.start_worker(prefetch="1", **NO_CACHE)
+            _, token = await stack.create_user()
+            async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"},
+                                         timeout=300) as http:
+                for i, n in enumerate(sizes):
+                    doc = documents(words(), 1, n, seed=40 + i)[0]
+                    steps.append(await index_one(stack, http, f"busy-{i}", doc, f"beside {hogs} CPU hogs", 1))
+    finally:
+        for p in procs:
+            p.kill()
+    return steps
+
+
 async def small(docs: int) -> list[float]:
     """Seconds from each upload's 202 to its INDEXED, documents uploaded one after the other."""
     files = documents(words(), docs, SMALL_WORDS, seed=7)
@@ -200,7 +234,8 @@ def report_small(lat: list[float], load: tuple[float, float]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="a small document, 1-2 workers, print only (CI)")
-    ap.add_argument("--mode", choices=["standin", "real", "small"], default="standin")
+    ap.add_argument("--mode", choices=["standin", "real", "busy", "small"], default="standin")
+    ap.add_argument("--words", type=int, action="append", help="busy mode: document sizes in words (repeatable)")
     args = ap.parse_args()
     before = os.getloadavg()[0]
     words_each = 60_000 if args.smoke else WORDS
@@ -213,6 +248,10 @@ def main() -> None:
         text = report_steps(steps, args.mode, words_each, (before, os.getloadavg()[0]))
     elif args.mode == "real":
         steps = asyncio.run(real(words_each, [1] if args.smoke else [1, 2], split))
+        text = report_steps(steps, args.mode, words_each, (before, os.getloadavg()[0]))
+    elif args.mode == "busy":
+        sizes = (words_each,) if args.smoke else tuple(args.words or BUSY_WORDS)
+        steps = asyncio.run(busy(sizes, 1 if args.smoke else HOGS))
         text = report_steps(steps, args.mode, words_each, (before, os.getloadavg()[0]))
     else:
         text = report_small(asyncio.run(small(4 if args.smoke else SMALL_DOCS)), (before, os.getloadavg()[0]))

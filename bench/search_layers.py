@@ -38,7 +38,7 @@ DOCS = 150
 
 async def run(rounds: int) -> str:
     from knowledge_service.search import retrieval
-    from shared.adapters.embedding.configured import embedder_from_settings
+    from shared.adapters.embedding.configured import EmbedderConfig, build_configured
     from shared.adapters.postgres.pool import PoolConfig, create_pool
     from shared.adapters.postgres.reads import PgSearch
     from shared.adapters.postgres.repo import search as search_repo
@@ -52,7 +52,7 @@ async def run(rounds: int) -> str:
         _, token = await stack.create_user()
         settings = KnowledgeSettings()
         pool = await create_pool(PoolConfig.from_settings(settings), app_name="bench-layers")
-        embedder = embedder_from_settings(settings, threads=settings.search_embed_threads)
+        embedder = build_configured(EmbedderConfig.from_settings(settings, threads=settings.search_embed_threads))
         params = retrieval.SearchParams()
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
             kb = await stack.create_kb(http, "layers")

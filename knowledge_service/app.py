@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from knowledge_service import web
+from knowledge_service.config import ApiConfig
 from knowledge_service.deps import Resources
 from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
@@ -21,15 +22,16 @@ from knowledge_service.security_headers import SecurityHeadersMiddleware
 from shared import usecases
 from shared.adapters import rabbitmq
 from shared.adapters.embedding import SentenceTransformerEmbedder
-from shared.adapters.embedding.configured import embedder_from_settings
+from shared.adapters.embedding.configured import EmbedderConfig, build_configured
 from shared.adapters.embedding.local import set_torch_threads
 from shared.adapters.postgres.migrate import migrate
 from shared.adapters.postgres.pool import PoolConfig, create_pool
 from shared.adapters.postgres.reads import PgReads, PgSearch
+from shared.adapters.redis_lock import RedisConfig
 from shared.adapters.redis_lock import connect as redis_connect
 from shared.adapters.s3 import POOL_CONNECTIONS as STORAGE_THREADS
 from shared.adapters.s3 import ObjectStore, StorageConfig
-from shared.bootstrap import usecase_deps
+from shared.bootstrap import UsecaseConfig, usecase_deps
 from shared.settings import KnowledgeSettings
 
 log = logging.getLogger("knowledge_service")
@@ -40,8 +42,7 @@ async def _open_publisher(settings: KnowledgeSettings, metrics: ApiMetrics) -> r
     after its node is lost; connected (and the topology declared) now if a node answers, else at
     the first publish (uploads meanwhile go to the outbox)."""
     publisher = rabbitmq.FailoverPublisher(
-        settings.amqp_url.get_secret_value(), name="knowledge_service", heartbeat_s=settings.amqp_heartbeat_s,
-        timeout_s=settings.amqp_publish_timeout_s, delay_ms=settings.delay_ms, app_id="knowledge_service",
+        rabbitmq.BrokerConfig.from_settings(settings), name="knowledge_service", app_id="knowledge_service",
         on_failure=metrics.publish_failures.labels("api").inc,
     )
     if not await publisher.ensure_open():
@@ -60,13 +61,14 @@ async def _open(settings: KnowledgeSettings, metrics: ApiMetrics) -> Resources:
     pool = await create_pool(PoolConfig.from_settings(settings), app_name="knowledge_service")
     store = ObjectStore(StorageConfig.from_settings(settings))
     await store.ensure_bucket()
-    redis = redis_connect(settings)
-    embedder = embedder_from_settings(settings, threads=settings.search_embed_threads)
+    redis = redis_connect(RedisConfig.from_settings(settings))
+    embedder = build_configured(EmbedderConfig.from_settings(settings, threads=settings.search_embed_threads))
     if isinstance(embedder, SentenceTransformerEmbedder) and embedder.runtime == "torch":
         set_torch_threads(settings.search_embed_threads)  # a query's encode() beside a busy worker
     publisher = await _open_publisher(settings, metrics)
-    return Resources(settings, store, redis, embedder, publisher,
-                     usecase_deps(settings, pool, store, publisher), PgReads(pool), PgSearch(pool), metrics)
+    deps = usecase_deps(UsecaseConfig.from_settings(settings), pool, store, publisher)
+    return Resources(ApiConfig.from_settings(settings), store, redis, embedder, publisher, deps,
+                     PgReads(pool), PgSearch(pool), metrics)
 
 
 async def _close(res: Resources) -> None:

@@ -7,24 +7,26 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 import redis.asyncio as aioredis
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from knowledge_service.config import ApiConfig
 from knowledge_service.metrics import ApiMetrics
 from shared import usecases
 from shared.adapters.embedding import Embedder
 from shared.adapters.postgres.reads import PgReads
 from shared.adapters.rabbitmq import FailoverPublisher
 from shared.adapters.s3 import ObjectStore
+from shared.domain.errors import UnauthorizedError
 from shared.ports import SearchReads
-from shared.settings import KnowledgeSettings
 
 
 @dataclass
 class Resources:
     """Everything the routes use; built and closed by the lifespan (the composition root)."""
 
-    settings: KnowledgeSettings
+    #: what the routes read of the settings, built once (``ApiConfig.from_settings``)
+    config: ApiConfig
     store: ObjectStore
     redis: aioredis.Redis
     embedder: Embedder
@@ -56,19 +58,16 @@ def token_digest(token: str) -> bytes:
 async def current_user(
     res: Res, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> int:
-    """The user id behind ``Authorization: Bearer <token>``; 401 if missing, unknown or revoked,
-    ``DatabaseUnavailableError`` (503) if the token cannot be checked."""
-    unauthorized = HTTPException(
-        status.HTTP_401_UNAUTHORIZED, "invalid or missing bearer token", headers={"WWW-Authenticate": "Bearer"}
-    )
+    """The user id behind ``Authorization: Bearer <token>``; ``UnauthorizedError`` (401) if
+    missing, unknown or revoked, ``DatabaseUnavailableError`` (503) if the token cannot be checked."""
     if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials:
-        raise unauthorized
+        raise UnauthorizedError()
     digest = token_digest(creds.credentials)
     user_id = await res.reads.user_for_token(digest)  # DatabaseUnavailableError → 503
     # Looked up by SHA-256 digest: an index comparison on the digest leaks nothing usable about
     # the secret (no prefix of the token can be probed through timing).
     if user_id is None:
-        raise unauthorized
+        raise UnauthorizedError()
     return user_id
 
 

@@ -185,11 +185,16 @@ class EdgeProtocol(HttpToolsProtocol):
 
     def refuse(self, status: int) -> None:
         """Answer ``status`` (408, 414, 431) and close without reading anything more: FIN after
-        the answer, reading paused, the socket reset after ``linger_s``."""
+        the answer, reading paused, the socket reset after ``linger_s``. While an earlier request's
+        response is still being sent (a pipelined head), no answer is written into it: the
+        connection is reset at once."""
         self._refused = True
         self._disarm()
         transport = self.transport
         if transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            transport.abort()
             return
         transport.write(refusal(status))
         transport.pause_reading()

@@ -1,9 +1,10 @@
-"""HTTP error responses: the one table from domain errors to status codes, and the 422 fix.
+"""HTTP error responses: domain errors written out as answers, and the 422 fix.
 
-Use cases raise :mod:`shared.domain.errors` ``ServiceError`` subclasses; :data:`EXCEPTION_HANDLERS`
-turns them into ``{"detail": ..., "error_code": ...}`` answers (:data:`STATUS_FOR`; the code is
-the class's ``error_code``, e.g. ``knowledge_base_not_found``, ``in_flight_limit``, a 415's
-``unsupported_type`` or ``encrypted``), and an unavailable dependency
+Use cases, the authentication and the routes raise :mod:`shared.domain.errors` ``ServiceError``
+subclasses, which carry their answer: ``http_status``, ``error_code`` (e.g.
+``knowledge_base_not_found``, ``in_flight_limit``, a 415's ``unsupported_type`` or ``encrypted``),
+the body's detail and the headers; :data:`EXCEPTION_HANDLERS` turns them into
+``{"detail": ..., "error_code": ...}`` answers, and an unavailable dependency
 (``StorageUnavailableError``, ``DatabaseUnavailableError``) into a 503, never a 500. Nothing else
 in the API builds an error status. Every error body carries ``error_code``: FastAPI's and
 Starlette's own (401 from authentication, 404 of an unknown path, 405, a validation 422) get
@@ -28,20 +29,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from shared.domain.errors import (
-    DatabaseUnavailableError,
-    EnqueueConflict,
-    EnqueueContention,
-    InFlightLimitExceeded,
-    MalformedUploadError,
-    MissingFileError,
-    NotFoundError,
-    ServiceError,
-    StorageUnavailableError,
-    UnsupportedUploadError,
-    UploadRejectedError,
-    UploadTooLargeError,
-)
+from shared.domain.errors import DatabaseUnavailableError, ServiceError, StorageUnavailableError, UploadRejectedError
 
 log = logging.getLogger(__name__)
 
@@ -95,26 +83,6 @@ async def http_exception(request: Request, exc: Exception) -> Response:
 
 
 # ------------------------------------------------------------------ domain errors → HTTP
-#: The one table from use-case errors to HTTP status codes (most specific class first).
-STATUS_FOR: tuple[tuple[type[ServiceError], int], ...] = (
-    (NotFoundError, 404),
-    (EnqueueConflict, 409),
-    (EnqueueContention, 409),  # a concurrent request changed the task first: re-read and decide
-    (InFlightLimitExceeded, 429),
-    (UploadTooLargeError, 413),
-    (UnsupportedUploadError, 415),
-    (MissingFileError, 422),
-    (MalformedUploadError, 400),
-    (UploadRejectedError, 400),
-)
-
-
-def status_for(exc: ServiceError) -> int:
-    """The HTTP status of a use-case error (:data:`STATUS_FOR`; 400 for an unlisted one)."""
-    for cls, code in STATUS_FOR:
-        if isinstance(exc, cls):
-            return code
-    return 400
 
 
 def _error(status_code: int, detail: Any, headers: dict[str, str] | None = None, *, error_code: str) -> JSONResponse:
@@ -123,21 +91,13 @@ def _error(status_code: int, detail: Any, headers: dict[str, str] | None = None,
 
 
 async def service_error(request: Request, exc: Exception) -> JSONResponse:
-    """``{"detail": ..., "error_code": exc.error_code}`` with the status of :func:`status_for`."""
+    """``{"detail": exc.response_detail(), "error_code": exc.error_code}``, status
+    ``exc.http_status``, headers ``exc.response_headers()``."""
     assert isinstance(exc, ServiceError)
-    code = status_for(exc)
-    if isinstance(exc, EnqueueConflict):
-        return _error(code, encodable({"reason": exc.reason, "status": exc.status}), error_code=exc.error_code)
-    if isinstance(exc, InFlightLimitExceeded):
-        headers = {"Retry-After": str(exc.retry_after_s)}
-        if exc.before_body:  # refused before an upload body was read: do not drain it
-            headers["Connection"] = "close"
-        return _error(code, encodable(str(exc)), headers, error_code=exc.error_code)
     if isinstance(exc, UploadRejectedError):
-        log.info("upload refused", extra={"status": code, "reason": str(exc)})
-        # Close the connection: the rest of the body is not read (nor drained for ever).
-        return _error(code, encodable(exc.detail), {"Connection": "close"}, error_code=exc.error_code)
-    return _error(code, encodable(str(exc)), error_code=exc.error_code)
+        log.info("upload refused", extra={"status": exc.http_status, "reason": str(exc)})
+    return _error(exc.http_status, encodable(exc.response_detail()), exc.response_headers() or None,
+                  error_code=exc.error_code)
 
 
 async def storage_unavailable(request: Request, exc: Exception) -> JSONResponse:

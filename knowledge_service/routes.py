@@ -16,16 +16,17 @@ import logging
 from typing import Annotated, Any
 
 import asyncpg
-from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
+from fastapi import APIRouter, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
 from knowledge_service import schemas, streams, upload
 from knowledge_service.deps import Res, UserId
 from knowledge_service.search import retrieval
+from knowledge_service.search.modes import SearchMode
 from shared import usecases
 from shared.domain import formats
-from shared.domain.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound
+from shared.domain.errors import DocumentNotFound, KnowledgeBaseNotFound, TaskNotFound, TopKTooLargeError
 from shared.domain.fencing import Action
 from shared.domain.records import Duplicate, NewContent
 from shared.domain.states import DocumentStatus
@@ -96,9 +97,8 @@ async def _document_out(res: Res, user_id: int, document_id: Id) -> schemas.Docu
 
 @router.post("/knowledge-bases", status_code=201, response_model=schemas.KnowledgeBaseOut)
 async def create_kb(body: schemas.KnowledgeBaseCreate, res: Res, user_id: UserId) -> schemas.KnowledgeBaseOut:
-    s = res.settings
-    row = await usecases.create_knowledge_base(res.deps, user_id, body.name, model=s.embedding_model,
-                                               dim=s.embedding_dim)
+    row = await usecases.create_knowledge_base(res.deps, user_id, body.name, model=res.config.embedding_model,
+                                               dim=res.config.embedding_dim)
     return schemas.KnowledgeBaseOut.model_validate(row)
 
 
@@ -161,8 +161,8 @@ async def list_formats(user_id: UserId) -> schemas.FormatList:
 async def _receive(request: Request, res: Res, kb_id: int) -> NewContent:
     """Stream the ``file`` part into storage (see :mod:`knowledge_service.upload`). Raises
     ``UploadRejectedError`` subclasses and ``StorageUnavailableError``; nothing is stored then."""
-    return await upload.receive_upload(request, res.store, kb_id=kb_id, limit=res.settings.max_upload_bytes,
-                                       part_size=res.settings.upload_part_size)
+    return await upload.receive_upload(request, res.store, kb_id=kb_id, limit=res.config.max_upload_bytes,
+                                       part_size=res.config.upload_part_size)
 
 
 @router.post("/knowledge-bases/{kb_id}/documents", status_code=202, response_model=schemas.UploadAccepted,
@@ -317,22 +317,12 @@ async def retry_task(
 @router.post("/knowledge-bases/{kb_id}/search", response_model=schemas.SearchResponse)
 async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: UserId) -> schemas.SearchResponse:
     """Vector, keyword or hybrid (default) search; scores per mode in :mod:`knowledge_service.search.retrieval`."""
-    s = res.settings
-    if body.top_k > s.search_max_top_k:
-        raise HTTPException(422, [{  # FastAPI's validation-error shape
-            "type": "less_than_equal", "loc": ["body", "top_k"], "input": body.top_k,
-            "msg": f"top_k must be at most {s.search_max_top_k} (SEARCH_MAX_TOP_K)",
-            "ctx": {"le": s.search_max_top_k},
-        }])
+    if body.top_k > res.config.search_max_top_k:
+        raise TopKTooLargeError(body.top_k, res.config.search_max_top_k)  # 422, FastAPI's validation-error shape
     await _owned_kb(res, user_id, kb_id)
-    mode = retrieval.Mode(body.mode)
-    vector = None if mode is retrieval.Mode.KEYWORD else (await res.embedder.embed([body.query]))[0]
-    params = retrieval.SearchParams(
-        candidate_depth=s.search_candidate_depth, rrf_k=s.search_rrf_k, exact_max_chunks=s.search_exact_max_chunks,
-        ef_search=s.search_ef_search, keyword_budget=s.search_keyword_budget,
-        keyword_max_candidates=s.search_keyword_max_candidates,
-    )
-    hits = await retrieval.search(res.search, kb_id, mode, body.query, vector, body.top_k, params)
+    mode = body.mode
+    vector = None if mode is SearchMode.KEYWORD else (await res.embedder.embed([body.query]))[0]
+    hits = await retrieval.search(res.search, kb_id, mode, body.query, vector, body.top_k, res.config.search)
     return schemas.SearchResponse(mode=body.mode, results=[
         schemas.SearchHit(document_id=h.document_id, filename=h.filename, chunk_index=h.chunk_index,
                           content=h.content, page=h.page, section=h.section, score=h.score, sources=h.sources,

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from knowledge_service.search.modes import DEFAULT_MODE, SearchMode
 from shared.domain.normalize import has_model_token, normalize_text
 
 
@@ -168,14 +169,11 @@ class ChunkPage(BaseModel):
     total: int
 
 
-SearchMode = Literal["vector", "keyword", "hybrid"]
-
-
 class SearchRequest(_Strict):
     query: str = Field(min_length=1, max_length=10_000,
                        description="cleaned like document text (control characters, lone surrogates, NFC)")
     top_k: int = Field(5, ge=1, description="at most the search_max_top_k setting (422 above)")
-    mode: SearchMode = "hybrid"
+    mode: SearchMode = DEFAULT_MODE
 
     @field_validator("query", mode="before")
     @classmethod

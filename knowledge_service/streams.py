@@ -29,12 +29,13 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import asyncpg
-from fastapi import HTTPException, Request, status
+from fastapi import Request
 from sse_starlette import EventSourceResponse
 
 from knowledge_service import events, schemas
+from knowledge_service.config import EventsConfig
 from knowledge_service.deps import Resources, token_digest
-from shared.settings import KnowledgeSettings
+from shared.domain.errors import StreamLimitError
 
 T = TypeVar("T")
 FULL_READ_SHARE_S = 1.0  # a KB's full read is reused by its other streams for this long, seconds
@@ -42,15 +43,6 @@ SSE_PING_S = 15  # comment lines that keep proxies from closing a quiet stream
 SSE_429: dict[int | str, dict[str, Any]] = {
     429: {"description": "too many open event streams (per user or in all); retry after Retry-After seconds"}
 }
-
-
-class StreamLimitError(HTTPException):
-    """429: too many open streams (for this user, or in all)."""
-
-    def __init__(self, scope: str, retry_after_s: int) -> None:
-        super().__init__(status.HTTP_429_TOO_MANY_REQUESTS,
-                         f"too many open event streams ({scope}); retry after {retry_after_s} s",
-                         headers={"Retry-After": str(retry_after_s)})
 
 
 @dataclass
@@ -65,10 +57,8 @@ class StreamGate:
     shared: dict[tuple[Any, ...], tuple[float, asyncio.Future[Any]]] = field(default_factory=dict)
 
     @classmethod
-    def from_settings(cls, s: KnowledgeSettings) -> StreamGate:
-        share = max(1, min(s.events_db_share, s.db_pool_max - 1))
-        return cls(s.events_max_streams_per_user, s.events_max_streams, s.events_retry_after_s,
-                   asyncio.Semaphore(share))
+    def from_config(cls, c: EventsConfig) -> StreamGate:
+        return cls(c.max_streams_per_user, c.max_streams, c.retry_after_s, asyncio.Semaphore(c.db_share))
 
     @property
     def open_total(self) -> int:
@@ -114,10 +104,10 @@ class StreamGate:
 
 
 def gate_of(request: Request, res: Resources) -> StreamGate:
-    """The app's gate, made on first use from its settings."""
+    """The app's gate, made on first use from its config."""
     gate: StreamGate | None = getattr(request.app.state, "stream_gate", None)
     if gate is None:
-        gate = request.app.state.stream_gate = StreamGate.from_settings(res.settings)
+        gate = request.app.state.stream_gate = StreamGate.from_config(res.config.events)
     return gate
 
 
@@ -134,7 +124,7 @@ def _guard(res: Resources, gate: StreamGate, digest: bytes, user_id: int, kb_id:
         token_ok, kb_ok = await gate.run(allowed)
         return None if token_ok and kb_ok else ("revoked" if not token_ok else "kb_deleted")
 
-    return events.Guard(check, res.settings.events_token_check_s)
+    return events.Guard(check, res.config.events.token_check_s)
 
 
 def _respond(gate: StreamGate, user_id: int, stream: AsyncIterator[dict[str, str]]) -> EventSourceResponse:
@@ -156,7 +146,7 @@ def kb_stream(request: Request, res: Resources, user_id: int, kb_id: int,
               document: Callable[[asyncpg.Record], schemas.DocumentOut]) -> EventSourceResponse:
     """The ``GET /knowledge-bases/{id}/events`` response (ownership checked by the caller)."""
     gate = gate_of(request, res)
-    s = res.settings
+    s = res.config.events
 
     async def load_changes(since: datetime | None) -> events.Changes:
         async def read() -> events.Changes:
@@ -167,9 +157,8 @@ def kb_stream(request: Request, res: Resources, user_id: int, kb_id: int,
             return await gate.once(("kb", user_id, kb_id), FULL_READ_SHARE_S, read)
         return await gate.run(read)
 
-    stream = events.kb_events(load_changes, interval_s=s.events_poll_interval_s, kb_id=kb_id,
-                              max_s=s.events_max_stream_s, resync_s=s.events_resync_s,
-                              overlap_s=s.events_watermark_overlap_s,
+    stream = events.kb_events(load_changes, interval_s=s.poll_interval_s, kb_id=kb_id,
+                              max_s=s.max_stream_s, resync_s=s.resync_s, overlap_s=s.watermark_overlap_s,
                               guard=_guard(res, gate, _bearer(request), user_id, kb_id))
     return _respond(gate, user_id, stream)
 
@@ -185,7 +174,7 @@ def task_stream(request: Request, res: Resources, user_id: int, task_id: int) ->
         row = await gate.run(read)
         return None if row is None else schemas.TaskOut.model_validate(dict(row.items())).model_dump(mode="json")
 
-    stream = events.task_events(load, interval_s=res.settings.events_poll_interval_s, task_id=task_id,
-                                max_s=res.settings.events_max_stream_s,
+    stream = events.task_events(load, interval_s=res.config.events.poll_interval_s, task_id=task_id,
+                                max_s=res.config.events.max_stream_s,
                                 guard=_guard(res, gate, _bearer(request), user_id, None))
     return _respond(gate, user_id, stream)

@@ -8,6 +8,7 @@
     rag requeue-stuck                   rag dlq list | rag dlq replay ID
     rag ops JOB --once                  (relay, scanner, sweep, cache-evictor, metrics-sampler)
     rag worker                          rag api
+    rag migrate [--target N]            rag build-model [--force]
 
 User commands (upload, status, search, retry, reindex, kb) go through the HTTP API (``--api-url`` /
 ``RAG_API_URL``; the token from ``RAG_TOKEN``, ``--token-file`` or ``--token-stdin``: see
@@ -72,6 +73,14 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     except (OSError, asyncpg.PostgresError, TransientError) as exc:
         _fail(f"{type(exc).__name__}: {exc} (check DATABASE_URL / AMQP_URL in .env or the environment)")
+
+
+def _run_sync(call: Callable[[], T]) -> T:
+    """:func:`_run` for a call that runs its own event loop."""
+    try:
+        return call()
+    except (OSError, asyncpg.PostgresError, TransientError) as exc:
+        _fail(f"{type(exc).__name__}: {exc} (check DATABASE_URL in .env or the environment)")
 
 
 def _print_json(value: Any) -> None:
@@ -478,6 +487,35 @@ def _ops_command(run: Callable[[], Coroutine[Any, Any, Report]]) -> Callable[[bo
 
 for _name, _run_job in OPS.items():
     ops_app.command(_name)(_ops_command(_run_job))
+
+
+# ------------------------------------------------------------------ install steps
+
+
+@app.command()
+def migrate(
+    target: Annotated[int | None, typer.Option("--target", help="apply migrations up to this version only",
+                                               min=1)] = None,
+) -> None:
+    """Create the database if missing and apply the pending sql/ migrations (forward-only); refuses,
+    exit 1, when an applied migration's file was edited since (checksums)."""
+    from shared.adapters.postgres.migrate import run
+    from shared.domain.errors import ConfigurationError
+
+    try:
+        applied = _run_sync(lambda: run(target))
+    except ConfigurationError as exc:
+        _fail(str(exc))
+    print(f"migrations applied: {applied or 'none (up to date)'}")
+
+
+@app.command(name="build-model", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def build_model(ctx: typer.Context) -> None:
+    """Build the embedding model's fused ONNX graph unless a current one exists (EMBEDDING_RUNTIME=onnx;
+    needs torch: the build step). Its options pass to the builder: --force rebuilds."""
+    from shared.adapters.embedding import onnx_graph
+
+    raise typer.Exit(onnx_graph.main(list(ctx.args)))
 
 
 # ------------------------------------------------------------------ services

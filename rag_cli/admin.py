@@ -90,7 +90,7 @@ async def requeue_stuck(waiting_after_s: float | None, running_after_s: float | 
     then one outbox relay pass so re-published messages leave at once:
     ``{"timed_out": [task ids], "republished": [...], "dead_lettered": [...], "published": n,
     "rearmed_parts": [[task id, part], ...], "republished_parts": [...]}`` (parts of split tasks)."""
-    from shared.adapters.rabbitmq import Publisher
+    from shared.adapters.rabbitmq import BrokerConfig, open_publisher
     from task_service import APP_ID
     from task_service.jobs import relay, scanner
     from task_service.jobs.oneshot import one_shot
@@ -98,7 +98,7 @@ async def requeue_stuck(waiting_after_s: float | None, running_after_s: float | 
     async with one_shot("rag.requeue-stuck") as (settings, pool, conn, channel):
         th = _thresholds(scanner.thresholds(settings), waiting_after_s, running_after_s)
         report = await scanner.once(pool, channel, th)
-        publisher = await Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID)
+        publisher = await open_publisher(BrokerConfig.from_settings(settings), conn, app_id=APP_ID)
         published = await relay.once(pool, publisher, grace_s=0.0, dispatch_limit=settings.dispatch_limit,
                                      batch=10_000)
     return {"timed_out": report.timed_out, "republished": report.republished,
@@ -116,12 +116,12 @@ def _thresholds(base: ScanThresholds, waiting_after_s: float | None, running_aft
 
 
 async def dlq_list(include_replayed: bool) -> list[dict[str, Any]]:
-    from task_service.dlq import list_dead
+    from task_service.dlq import DlqConfig, list_dead
 
-    return await list_dead(WorkerSettings(), include_replayed)
+    return await list_dead(DlqConfig.from_settings(WorkerSettings()), include_replayed)
 
 
 async def dlq_replay(dead_letter_id: int) -> dict[str, Any]:
-    from task_service.dlq import replay
+    from task_service.dlq import DlqConfig, replay
 
-    return await replay(WorkerSettings(), dead_letter_id)
+    return await replay(DlqConfig.from_settings(WorkerSettings()), dead_letter_id)

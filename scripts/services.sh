@@ -19,7 +19,9 @@
 #   SERVICES_TIMEOUT         seconds to wait for each service to become ready (default 90)
 #
 # Bash does the apt installs and starts the services; URL parsing, the SeaweedFS identities JSON,
-# readiness probes and waiting are scripts/svc.py (the system's python3, standard library only).
+# readiness probes and waiting are scripts/svc.py, run by the project's virtualenv ($VENV: `make
+# services` installs it first), whose probes use the services' own clients (MinIO SDK, redis-py,
+# asyncpg).
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -50,8 +52,9 @@ line() { printf '%-10s %-5s %-28s %s\n' "$1" "$2" "$3" "${4:-}"; }   # name stat
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# The system's python3 (/usr/bin: no virtualenv needed, and no version-manager shim to start)
-SVC_PYTHON=$(command -v /usr/bin/python3 || command -v python3) || { log "python3 is needed (apt-get install python3)"; exit 1; }
+# The project's virtualenv: the probes use its service clients (minio, redis, asyncpg)
+SVC_PYTHON="$VENV_DIR/bin/python"
+[[ -x "$SVC_PYTHON" ]] || { log "no virtualenv at $VENV_DIR: run \`make install\` first (or set VENV)"; exit 1; }
 svc() { "$SVC_PYTHON" -I "$SVC" "$@"; }
 
 # url_part URL {user|password|host|port|vhost} DEFAULT (scheme://user:pass@host:port/path; the URL
@@ -98,29 +101,12 @@ apt_install() {
 
 pid_alive() { [[ -n "${1:-}" ]] && kill -0 "$1" 2>/dev/null; }
 
-# pid_cmdline_has PID WORD...: the process' command line contains every WORD.
-pid_cmdline_has() {
-    local pid=$1 cmd
-    shift
-    cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-    local w
-    for w in "$@"; do [[ "$cmd" == *"$w"* ]] || return 1; done
-}
+# ours PIDFILE WORD...: print the pid PIDFILE holds if that process runs with every WORD in its
+# command line (one this script started, not a reused pid); 1 otherwise.
+ours() { svc ours "$@"; }
 
 # stop_pid NAME PID: SIGTERM, wait (up to 30 s), then SIGKILL.
-stop_pid() {
-    local name=$1 pid=$2 deadline
-    kill -TERM "$pid" 2>/dev/null || return 0
-    deadline=$(($(date +%s) + 30))
-    while pid_alive "$pid"; do
-        if (($(date +%s) >= deadline)); then
-            warn "$name (pid $pid) ignored SIGTERM for 30s, sending SIGKILL"
-            kill -KILL "$pid" 2>/dev/null || true
-            break
-        fi
-        sleep 0.2
-    done
-}
+stop_pid() { svc stop "$1" "$2"; }
 
 # --- PostgreSQL + pgvector --------------------------------------------------------------------
 
@@ -129,18 +115,7 @@ PG_PORT=$(url_part "$DB_URL" port 5432)
 PG_USER=$(url_part "$DB_URL" user postgres)
 PG_PASSWORD=$(url_part "$DB_URL" password "")
 
-pg_version() { # highest major version with a server binary, preferring ones with a cluster config
-    local d v best="" best_etc=""
-    for d in /usr/lib/postgresql/*/bin/postgres; do
-        [[ -x "$d" ]] || continue
-        v=${d#/usr/lib/postgresql/}
-        v=${v%%/*}
-        [[ "$v" =~ ^[0-9]+$ ]] || continue
-        if [[ -z "$best" ]] || ((v > best)); then best=$v; fi
-        if [[ -d "/etc/postgresql/$v" ]] && { [[ -z "$best_etc" ]] || ((v > best_etc)); }; then best_etc=$v; fi
-    done
-    printf '%s\n' "${best_etc:-$best}"
-}
+pg_version() { svc pg-version; } # highest major version with a server binary (one with a cluster config first)
 
 # "<version> <cluster> <status>" of the cluster listening on $PG_PORT
 pg_cluster() {
@@ -148,9 +123,9 @@ pg_cluster() {
     pg_lsclusters -h 2>/dev/null | awk -v p="$PG_PORT" '$3 == p { print $1, $2, $4; exit }'
 }
 
-# PG_USER logs in over TCP (the password goes by environment)
-PG_LOGIN=(run psql -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" -d postgres -XAtqc 'select 1')
-pg_tcp_ok() { PGPASSWORD="$PG_PASSWORD" PGCONNECT_TIMEOUT=5 svc probe "${PG_LOGIN[@]}"; }
+# PG_USER logs in over TCP (asyncpg; the password goes by environment)
+PG_LOGIN=(pg 127.0.0.1 "$PG_PORT" "$PG_USER")
+pg_tcp_ok() { PGPASSWORD="$PG_PASSWORD" svc probe "${PG_LOGIN[@]}"; }
 
 pg_superuser_psql() { # local-socket superuser connection (peer auth as the postgres OS user)
     local sock_port=$PG_PORT
@@ -171,20 +146,8 @@ pgvector_version() {
     sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" "$("$1" --sharedir)/extension/vector.control" 2>/dev/null
 }
 
-# The host of the Debian mirror the machine already uses (so a proxy/mirror setup keeps working).
-debian_mirror() {
-    local f uri
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-        [[ -f "$f" ]] || continue
-        uri=$(grep -hoE '(^URIs:[[:space:]]*|^deb(-src)?[[:space:]]+(\[[^]]*\][[:space:]]+)?)https?://[^[:space:]]+' "$f" \
-            | grep -oE 'https?://[^[:space:]]+' | grep -E '/debian/?$' | head -1 || true)
-        if [[ -n "$uri" ]]; then
-            printf '%s\n' "${uri%/}"
-            return
-        fi
-    done
-    printf '%s\n' "http://deb.debian.org/debian"
-}
+# The Debian mirror the machine already uses (so a proxy/mirror setup keeps working).
+debian_mirror() { svc debian-mirror; }
 
 # Must not be called from an `if`/`||`/`&&` context, which would disable errexit inside it.
 build_pgvector() { # PG_CONFIG VERSION — runs in a subshell so its trap cleans its temp dir
@@ -461,12 +424,7 @@ REDIS_CONF="$REDIS_DIR/redis.conf"
 redis_ping() { REDISCLI_AUTH="$REDIS_PASS" svc probe redis 127.0.0.1 "$REDIS_PORT"; }
 redis_open() { REDISCLI_AUTH="" svc probe redis 127.0.0.1 "$REDIS_PORT"; } # no password
 
-redis_ours() { # pid of the Redis this script started, if it is still running
-    local pid
-    [[ -f "$REDIS_MARKER" && -f "$REDIS_DIR/redis.pid" ]] || return 1
-    pid=$(cat "$REDIS_DIR/redis.pid" 2>/dev/null) || return 1
-    pid_alive "$pid" && pid_cmdline_has "$pid" redis-server && echo "$pid"
-}
+redis_ours() { [[ -f "$REDIS_MARKER" ]] && ours "$REDIS_DIR/redis.pid" redis-server; } # the Redis this script started
 
 # A Redis this script starts always has a password: REDIS_URL's, else a generated one written
 # into REDIS_URL in .env (redis://:PASSWORD@host:port/db).
@@ -476,10 +434,10 @@ redis_ensure_password() {
         log "redis: REDIS_URL has no password and there is no REDIS_URL line in $REPO/.env to write one into"
         return 1
     }
-    REDIS_PASS=$(python3 -c 'import secrets; print(secrets.token_hex(20))')
+    REDIS_PASS=$("$SVC_PYTHON" -c 'import secrets; print(secrets.token_hex(20))')
     local url=${REDIS_URL:-redis://127.0.0.1:$REDIS_PORT/0}
     REDIS_URL="redis://:$REDIS_PASS@${url#redis://}"
-    sed -i "s|^REDIS_URL=.*|REDIS_URL=$REDIS_URL|" "$REPO/.env"
+    printf '%s' "$REDIS_URL" | svc set-env "$REPO/.env" REDIS_URL
     log "redis: generated a password for the Redis started here and wrote it into REDIS_URL in .env"
 }
 
@@ -501,7 +459,7 @@ redis_up() {
                 # a generated password this Redis does not know would make every AUTH fail
                 REDIS_URL="redis://${REDIS_URL#redis://*@}"
                 REDIS_PASS=""
-                sed -i "s|^REDIS_URL=.*|REDIS_URL=$REDIS_URL|" "$REPO/.env"
+                printf '%s' "$REDIS_URL" | svc set-env "$REPO/.env" REDIS_URL
                 warn "redis: REDIS_URL's password removed from .env: this Redis has none"
             fi
         fi
@@ -575,19 +533,8 @@ FWD_LOG="$WEED_DIR/s3-forward.log"
 s3_answers() { svc probe http "$S3_URL/"; }
 s3_auth_ok() { S3_ACCESS_KEY="$S3_ACCESS_KEY" S3_SECRET_KEY="$S3_SECRET_KEY" svc probe s3 "$S3_URL/"; }
 
-weed_ours() { # pid of the SeaweedFS this script started, if it is still running
-    local pid
-    [[ -f "$WEED_PID" ]] || return 1
-    pid=$(cat "$WEED_PID" 2>/dev/null) || return 1
-    pid_alive "$pid" && pid_cmdline_has "$pid" weed " mini " "-dir=$WEED_DIR " && echo "$pid"
-}
-
-fwd_ours() { # pid of the socat forwarding 127.0.0.1:$S3_PORT to the S3 socket, if running
-    local pid
-    [[ -f "$FWD_PID" ]] || return 1
-    pid=$(cat "$FWD_PID" 2>/dev/null) || return 1
-    pid_alive "$pid" && pid_cmdline_has "$pid" socat "$WEED_S3_SOCK" && echo "$pid"
-}
+weed_ours() { ours "$WEED_PID" weed " mini " "-dir=$WEED_DIR "; } # the SeaweedFS this script started
+fwd_ours() { ours "$FWD_PID" socat "$WEED_S3_SOCK"; } # its socat: 127.0.0.1:$S3_PORT -> the S3 socket
 
 s3_forward_start() { # the only host port of SeaweedFS: 127.0.0.1:$S3_PORT -> $WEED_S3_SOCK
     if ! command -v socat >/dev/null; then apt_install socat || return 1; fi

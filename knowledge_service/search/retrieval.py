@@ -35,24 +35,26 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from knowledge_service.search.modes import SearchMode as Mode
 from knowledge_service.search.ranking import RRF_K, canonicalize, collapse, fuse_hybrid
 from shared.domain.records import ChunkCopy, ChunkDetails
 from shared.ports import SearchReads
 
+if TYPE_CHECKING:
+    from shared.settings import KnowledgeSettings
 
-class Mode(StrEnum):
-    VECTOR = "vector"
-    KEYWORD = "keyword"
-    HYBRID = "hybrid"
+__all__ = ["Hit", "Mode", "SearchParams", "search"]
 
 
 @dataclass(frozen=True)
 class SearchParams:
-    """Tuning of one search; the API fills it from settings (``search_*``)."""
+    """Tuning of one search; the API builds it from the settings (``SEARCH_*``, :meth:`from_settings`).
+    The defaults are the settings' defaults, for tests and library callers (a unit test holds
+    them equal)."""
 
     candidate_depth: int = 50  #: items taken from each list before fusing (hybrid)
     rrf_k: int = RRF_K
@@ -60,6 +62,12 @@ class SearchParams:
     ef_search: int = 400  #: HNSW ef_search above the threshold (pgvector: 1..1000)
     keyword_budget: int = 2000  #: candidates are chunks holding the rarest query terms, up to this many (estimated)
     keyword_max_candidates: int = 5000  #: hard cap on the chunks scored per keyword query
+
+    @classmethod
+    def from_settings(cls, s: KnowledgeSettings) -> SearchParams:
+        return cls(candidate_depth=s.search_candidate_depth, rrf_k=s.search_rrf_k,
+                   exact_max_chunks=s.search_exact_max_chunks, ef_search=s.search_ef_search,
+                   keyword_budget=s.search_keyword_budget, keyword_max_candidates=s.search_keyword_max_candidates)
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,9 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aio_pika
 import aiormq
@@ -48,13 +49,13 @@ from shared.domain.messages import (
     DLQ,
     DLX,
     EXCHANGE,
-    GENERATION_HEADER,
     QUEUE,
     ROUTING_KEY,
-    IndexMessage,
-    InvalidMessageError,
     delay_queue_name,
 )
+
+if TYPE_CHECKING:
+    from shared.settings import CommonSettings
 
 _BROKER_ERRORS: tuple[type[BaseException], ...] = (
     aio_pika.exceptions.AMQPError,
@@ -66,6 +67,34 @@ _BROKER_ERRORS: tuple[type[BaseException], ...] = (
 )
 #: What a broker call may raise (for callers that only log and try again later).
 BROKER_ERRORS = _BROKER_ERRORS
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """What every broker client of this project shares (the worker's consumer, the API's and the
+    jobs' publishers, the CLI): ``AMQP_URL`` (one or several nodes), the heartbeat asked of the
+    broker (s), the publish-confirm timeout (s) and the delay queue's TTL (ms)."""
+
+    url: str = field(repr=False)
+    heartbeat_s: int
+    publish_timeout_s: float
+    delay_ms: int
+
+    @classmethod
+    def from_settings(cls, s: CommonSettings) -> BrokerConfig:
+        return cls(url=s.amqp_url.get_secret_value(), heartbeat_s=s.amqp_heartbeat_s,
+                   publish_timeout_s=s.amqp_publish_timeout_s, delay_ms=s.delay_ms)
+
+
+async def open_connection(config: BrokerConfig, *, name: str, timeout_s: float = 15.0) -> AbstractConnection:
+    """:func:`connect` (not robust) with ``config``'s URL and heartbeat; same errors."""
+    return await connect(config.url, name=name, heartbeat_s=config.heartbeat_s, robust=False, timeout_s=timeout_s)
+
+
+async def open_publisher(config: BrokerConfig, connection: AbstractConnection, *, app_id: str,
+                         on_failure: Callable[[], object] | None = None) -> Publisher:
+    """:meth:`Publisher.open` with ``config``'s publish-confirm timeout; raises BrokerUnavailableError."""
+    return await Publisher.open(connection, config.publish_timeout_s, app_id=app_id, on_failure=on_failure)
 
 
 _MULTI_URL = re.compile(r",\s*(?=amqps?://)", re.IGNORECASE)
@@ -184,25 +213,16 @@ async def _declare(channel: AbstractChannel, delay_ms: int) -> tuple[AbstractExc
     return exchange, queue
 
 
-def index_properties(body: bytes) -> tuple[str | None, dict[str, Any]]:
-    """``(correlation_id, headers)`` for a message body: the task id and the generation header
-    when the body is an index message, ``(None, {})`` otherwise (pure)."""
-    try:
-        msg = IndexMessage.from_json(body)
-    except InvalidMessageError:
-        return None, {}
-    return str(msg.task_id), {GENERATION_HEADER: msg.generation}
-
-
 class Publisher:
     """Publishes persistent JSON messages with publisher confirms and ``mandatory=True``.
 
-    Every message carries ``message_id`` (unique per publish), ``correlation_id`` = the task id,
-    ``content_type`` ``application/json``, ``app_id`` (the publishing service), a ``timestamp``
-    and the generation in the ``x-rag-generation`` header, so "Get messages" in the management
-    console is readable. A broker nack, an unroutable return or a timeout raises
-    BrokerUnavailableError: never silence. ``on_failure`` (e.g. a metrics counter's ``inc``) is
-    called before it is raised.
+    Every message carries ``message_id`` (unique per publish), ``content_type``
+    ``application/json``, ``app_id`` (the publishing service) and a ``timestamp``; the caller
+    gives ``correlation_id`` (the task id) and the headers (the generation in
+    ``x-rag-generation``: :attr:`shared.domain.records.OutboxRow.headers`), so "Get messages" in
+    the management console is readable. The body is sent as given, never parsed here. A broker
+    nack, an unroutable return or a timeout raises BrokerUnavailableError: never silence.
+    ``on_failure`` (e.g. a metrics counter's ``inc``) is called before it is raised.
     """
 
     def __init__(self, channel: AbstractChannel, timeout_s: float, app_id: str = "rag",
@@ -229,10 +249,10 @@ class Publisher:
         exchange: str = EXCHANGE,
         routing_key: str = ROUTING_KEY,
         message_id: str | None = None,
+        correlation_id: str | None = None,
         headers: Mapping[str, Any] | None = None,
     ) -> None:
         """Publish and wait for the broker's confirm (seconds: the publisher's timeout)."""
-        correlation_id, derived = index_properties(body)
         message = aio_pika.Message(
             body,
             content_type="application/json",
@@ -241,7 +261,7 @@ class Publisher:
             correlation_id=correlation_id,
             app_id=self._app_id,
             timestamp=datetime.now(UTC),
-            headers={**(headers or {}), **derived},
+            headers=dict(headers or {}),
         )
         try:
             target = (
@@ -275,15 +295,12 @@ class FailoverPublisher:
     the relay) instead of every upload waiting for every node's connect timeout.
     """
 
-    def __init__(self, url: str, *, name: str, heartbeat_s: int, timeout_s: float, delay_ms: int,
-                 app_id: str = "rag", on_failure: Callable[[], object] | None = None,
+    def __init__(self, config: BrokerConfig, *, name: str, app_id: str = "rag",
+                 on_failure: Callable[[], object] | None = None,
                  retry_after_s: float = 1.0, connect_timeout_s: float = 5.0) -> None:
-        broker_urls(url)  # ConfigurationError now, not at the first publish
-        self._url = url
+        broker_urls(config.url)  # ConfigurationError now, not at the first publish
+        self._config = config
         self._name = name
-        self._heartbeat_s = heartbeat_s
-        self._timeout_s = timeout_s
-        self._delay_ms = delay_ms
         self._app_id = app_id
         self._on_failure = on_failure
         self._retry_after_s = retry_after_s
@@ -322,12 +339,11 @@ class FailoverPublisher:
             return self._publisher
 
     async def _open(self) -> Publisher:
-        conn = await connect(self._url, name=self._name, heartbeat_s=self._heartbeat_s, robust=False,
-                             timeout_s=self._connect_timeout_s)
+        conn = await open_connection(self._config, name=self._name, timeout_s=self._connect_timeout_s)
         self._connection = conn
         try:
             channel = await conn.channel()
-            await declare_topology(channel, delay_ms=self._delay_ms)
+            await declare_topology(channel, delay_ms=self._config.delay_ms)
             await channel.close()
         except _BROKER_ERRORS as exc:
             await self._drop()
@@ -335,7 +351,8 @@ class FailoverPublisher:
         except BrokerUnavailableError:
             await self._drop()
             raise
-        return await Publisher.open(conn, self._timeout_s, app_id=self._app_id, on_failure=self._on_failure)
+        return await Publisher.open(conn, self._config.publish_timeout_s, app_id=self._app_id,
+                                    on_failure=self._on_failure)
 
     async def _drop(self) -> None:
         conn, self._connection, self._publisher = self._connection, None, None
@@ -350,6 +367,7 @@ class FailoverPublisher:
         exchange: str = EXCHANGE,
         routing_key: str = ROUTING_KEY,
         message_id: str | None = None,
+        correlation_id: str | None = None,
         headers: Mapping[str, Any] | None = None,
     ) -> None:
         """:meth:`Publisher.publish` on the current connection (reconnecting first if it died).
@@ -361,7 +379,7 @@ class FailoverPublisher:
                 self._on_failure()
             raise
         await publisher.publish(body, exchange=exchange, routing_key=routing_key, message_id=message_id,
-                                headers=headers)
+                                correlation_id=correlation_id, headers=headers)
 
     async def close(self) -> None:
         async with self._lock:

@@ -7,6 +7,8 @@ our own random token. Correctness never rests on this lock: the database fence d
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import redis.asyncio as aioredis
 from redis.exceptions import LockError, LockNotOwnedError, RedisError
 
@@ -15,18 +17,33 @@ from shared.domain.errors import LockLostError, LockUnavailableError
 from shared.settings import CommonSettings
 
 
-def connect(s: CommonSettings) -> aioredis.Redis:
-    """The services' Redis client (``REDIS_URL``): every call bounded by ``REDIS_TIMEOUT_S``,
-    TCP keepalive (``TCP_KEEPALIVE_*``, ``TCP_USER_TIMEOUT_S``) and a ping before reusing a
-    connection idle ``REDIS_HEALTH_CHECK_INTERVAL_S``: a connection across a healed partition is
-    found dead and replaced, not trusted."""
+@dataclass(frozen=True)
+class RedisConfig:
+    """``REDIS_URL``, ``REDIS_TIMEOUT_S`` (connect and every call, seconds), the TCP keepalive
+    (``TCP_KEEPALIVE_*``, ``TCP_USER_TIMEOUT_S``) and ``REDIS_HEALTH_CHECK_INTERVAL_S`` (seconds)."""
+
+    url: str = field(repr=False)
+    timeout_s: float
+    keepalive: Keepalive
+    health_check_interval_s: float
+
+    @classmethod
+    def from_settings(cls, s: CommonSettings) -> RedisConfig:
+        return cls(url=s.redis_url.get_secret_value(), timeout_s=s.redis_timeout_s,
+                   keepalive=Keepalive.from_settings(s), health_check_interval_s=s.redis_health_check_interval_s)
+
+
+def connect(config: RedisConfig) -> aioredis.Redis:
+    """The services' Redis client: every call bounded by ``timeout_s``, TCP keepalive and a ping
+    before reusing a connection idle ``health_check_interval_s``: a connection across a healed
+    partition is found dead and replaced, not trusted."""
     return aioredis.from_url(
-        s.redis_url.get_secret_value(),
-        socket_timeout=s.redis_timeout_s,
-        socket_connect_timeout=s.redis_timeout_s,
+        config.url,
+        socket_timeout=config.timeout_s,
+        socket_connect_timeout=config.timeout_s,
         socket_keepalive=True,
-        socket_keepalive_options=Keepalive.from_settings(s).socket_options(),
-        health_check_interval=s.redis_health_check_interval_s,
+        socket_keepalive_options=config.keepalive.socket_options(),
+        health_check_interval=config.health_check_interval_s,
     )
 
 

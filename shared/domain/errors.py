@@ -2,12 +2,16 @@
 
 The class encodes the policy: whether the worker retries (``TransientError``), fails the task at
 once (``PermanentError``) or writes nothing (``FencedOut``); which HTTP answer the API gives
-(``ServiceError`` subclasses, mapped to status codes in ``knowledge_service/errors_http.py``,
-never here). ``error_code`` is a class attribute, stored in ``index_task.error_code``.
+(``ServiceError`` subclasses carry it: ``http_status``, ``error_code`` and the body's detail and
+headers, which ``knowledge_service/errors_http.py`` writes out; nothing else builds an error
+status). ``error_code`` is a class attribute, stored in ``index_task.error_code``.
+
+One root, :class:`RagError`: ``except RagError`` catches whatever the project raised on purpose
+and nothing a library raised untranslated.
 
 ::
 
-    Exception
+    RagError (Exception)
     ├── IndexingError                       (base of the task errors; never raised directly)
     │   ├── InternalError                   internal_error        a bug or an untranslated library error
     │   ├── TaskTimeoutError                timeout               budget spent, model stalled, or the scanner
@@ -28,6 +32,7 @@ never here). ``error_code`` is a class attribute, stored in ``index_task.error_c
     │   │   ├── NoTextError                 no_text               zero chunks after parsing
     │   │   ├── UndecodableTextError        undecodable_text
     │   │   ├── ParseLimitError             parse_limit           sandbox limit hit (memory, CPU, time, bomb)
+    │   │   │   └── TextBudgetError         parse_limit           the file's text passes PARSE_MAX_TEXT_CHARS
     │   │   ├── ObjectMissingError          object_missing        the stored object is gone
     │   │   ├── EmbeddingRejectedError      embedding_rejected    endpoint answered 4xx (model, auth, input)
     │   │   └── EmbeddingDimensionError     embedding_dim_mismatch vectors of another dimension
@@ -44,6 +49,9 @@ never here). ``error_code`` is a class attribute, stored in ``index_task.error_c
     │   │                                   the task's generation is no longer the one sent (409)
     │   ├── EnqueueContention               the task kept changing under concurrent requests (409)
     │   ├── InFlightLimitExceeded           the user is at the in-flight cap           (429 + Retry-After)
+    │   ├── UnauthorizedError               no, an unknown or a revoked bearer token   (401)
+    │   ├── TopKTooLargeError               top_k above SEARCH_MAX_TOP_K               (422)
+    │   ├── StreamLimitError                too many open event streams                (429 + Retry-After)
     │   └── UploadRejectedError             the upload is refused; nothing stored      (400)
     │       ├── UploadTooLargeError         over MAX_UPLOAD_BYTES                      (413)
     │       ├── UnsupportedUploadError      type not allowed / disagrees with the name (415,
@@ -101,12 +109,17 @@ __all__ = [
     "PdfEncryptedError",
     "PendingVersionNotFound",
     "PermanentError",
+    "RagError",
     "ServiceError",
     "StaleGenerationError",
     "StorageUnavailableError",
+    "StreamLimitError",
     "TaskNotFound",
     "TaskTimeoutError",
+    "TextBudgetError",
+    "TopKTooLargeError",
     "TransientError",
+    "UnauthorizedError",
     "UndecodableTextError",
     "UnsupportedContentError",
     "UnsupportedTypeError",
@@ -120,7 +133,11 @@ __all__ = [
 # ====================================================================== task errors (worker)
 
 
-class IndexingError(Exception):
+class RagError(Exception):
+    """The root of every exception this project raises on purpose (module docstring)."""
+
+
+class IndexingError(RagError):
     """Base of every error the pipeline raises on purpose.
 
     ``error_code`` is machine-readable and stored in ``index_task.error_code``; ``str(exc)`` is
@@ -233,6 +250,11 @@ class ParseLimitError(PermanentError):
     error_code = "parse_limit"
 
 
+class TextBudgetError(ParseLimitError):
+    """The whole file gives more text than ``PARSE_MAX_TEXT_CHARS``: refused as a whole, also when
+    an attachment or embedded part passes the budget (never only that part skipped)."""
+
+
 class ObjectMissingError(PermanentError):
     """The document's object is not in storage (deleted behind our back)."""
 
@@ -268,17 +290,29 @@ class LockLostError(FencedOut):
 # ====================================================================== use-case errors (API, CLI)
 
 
-class ServiceError(Exception):
+class ServiceError(RagError):
     """A use case refuses the request; ``str(exc)`` is the client-facing detail and
-    ``error_code`` the machine-readable one (every 4xx body of the API carries it)."""
+    ``error_code`` the machine-readable one (every 4xx body of the API carries it). The API
+    answers ``http_status`` with ``{"detail": response_detail(), "error_code": error_code}`` and
+    :meth:`response_headers`."""
 
     error_code: str = "refused"
+    http_status: int = 400
+
+    def response_detail(self) -> object:
+        """The body's ``detail`` (JSON-like): the message."""
+        return str(self)
+
+    def response_headers(self) -> dict[str, str]:
+        """Headers of the answer (none by default)."""
+        return {}
 
 
 class NotFoundError(ServiceError):
     """The caller owns no such object (another user's objects are "not found" too)."""
 
     error_code = "not_found"
+    http_status = 404
 
     def __init__(self, message: str = "not found") -> None:
         super().__init__(message)
@@ -308,17 +342,22 @@ class EnqueueConflict(ServiceError):
     task's current status (``"FAILED"``, ...)."""
 
     error_code = "enqueue_conflict"
+    http_status = 409
 
     def __init__(self, reason: str, status: str) -> None:
         super().__init__(reason)
         self.reason = reason
         self.status = status
 
+    def response_detail(self) -> object:
+        return {"reason": self.reason, "status": self.status}
+
 
 class EnqueueContention(ServiceError):
     """The task changed under every one of our attempts (concurrent requests); try again."""
 
     error_code = "enqueue_contention"
+    http_status = 409  # a concurrent request changed the task first: re-read and decide
 
 
 class InFlightLimitExceeded(ServiceError):
@@ -327,12 +366,62 @@ class InFlightLimitExceeded(ServiceError):
     API then closes the connection instead of draining the body)."""
 
     error_code = "in_flight_limit"
+    http_status = 429
 
     def __init__(self, limit: int, retry_after_s: int, *, before_body: bool = False) -> None:
         super().__init__(f"too many tasks in flight (limit {limit} per user); retry when some have finished")
         self.limit = limit
         self.retry_after_s = retry_after_s
         self.before_body = before_body
+
+    def response_headers(self) -> dict[str, str]:
+        """``Retry-After``; ``Connection: close`` when refused before the body was read (not drained)."""
+        return {"Retry-After": str(self.retry_after_s), **({"Connection": "close"} if self.before_body else {})}
+
+
+class UnauthorizedError(ServiceError):
+    """No bearer token, or an unknown or revoked one (401 with ``WWW-Authenticate: Bearer``)."""
+
+    error_code = "unauthorized"
+    http_status = 401
+
+    def __init__(self, message: str = "invalid or missing bearer token") -> None:
+        super().__init__(message)
+
+    def response_headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": "Bearer"}
+
+
+class TopKTooLargeError(ServiceError):
+    """A search asked for more than ``limit`` results (``SEARCH_MAX_TOP_K``): a 422 in FastAPI's
+    validation-error shape, as if the schema had said so."""
+
+    error_code = "validation_error"
+    http_status = 422
+
+    def __init__(self, top_k: int, limit: int) -> None:
+        super().__init__(f"top_k must be at most {limit} (SEARCH_MAX_TOP_K)")
+        self.top_k = top_k
+        self.limit = limit
+
+    def response_detail(self) -> object:
+        return [{"type": "less_than_equal", "loc": ["body", "top_k"], "input": self.top_k, "msg": str(self),
+                 "ctx": {"le": self.limit}}]
+
+
+class StreamLimitError(ServiceError):
+    """Too many open event streams (``scope``: for this user, or on this server): 429 with
+    ``Retry-After``."""
+
+    error_code = "too_many_requests"
+    http_status = 429
+
+    def __init__(self, scope: str, retry_after_s: int) -> None:
+        super().__init__(f"too many open event streams ({scope}); retry after {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+    def response_headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_s)}
 
 
 class UploadRejectedError(ServiceError):
@@ -345,14 +434,24 @@ class UploadRejectedError(ServiceError):
         super().__init__(str(detail))
         self.detail = detail
 
+    def response_detail(self) -> object:
+        return self.detail
+
+    def response_headers(self) -> dict[str, str]:
+        """``Connection: close``: the rest of the body is not read (nor drained for ever)."""
+        return {"Connection": "close"}
+
 
 class UploadTooLargeError(UploadRejectedError):
     error_code = "upload_too_large"
+    http_status = 413
 
 
 class UnsupportedUploadError(UploadRejectedError):
     """415: the type is not accepted, or the content disagrees with the name. ``error_code``
     (in the 415 body): ``unsupported_type``, or ``encrypted`` for a password-protected file."""
+
+    http_status = 415
 
     def __init__(self, detail: str, *, error_code: str = "unsupported_type") -> None:
         super().__init__(detail)
@@ -367,6 +466,7 @@ class MissingFileError(UploadRejectedError):
     """No ``file`` part (answered in FastAPI's own validation-error shape)."""
 
     error_code = "missing_file"
+    http_status = 422
 
     def __init__(self, field: str = "file") -> None:
         super().__init__([{"type": "missing", "loc": ["body", field], "msg": "Field required", "input": None}])
@@ -375,11 +475,11 @@ class MissingFileError(UploadRejectedError):
 # ====================================================================== input and configuration
 
 
-class InvalidMessageError(ValueError):
+class InvalidMessageError(RagError, ValueError):
     """The body is not valid JSON for ``IndexMessage``: reject to the dead-letter queue."""
 
 
-class UnsupportedContentError(ValueError):
+class UnsupportedContentError(RagError, ValueError):
     """The file's type is not allowed, or its content disagrees with its name (→ 415);
     ``error_code`` as :class:`UnsupportedUploadError`'s."""
 
@@ -388,7 +488,7 @@ class UnsupportedContentError(ValueError):
         self.error_code = error_code
 
 
-class ConfigurationError(Exception):
+class ConfigurationError(RagError):
     """Settings are inconsistent; the process refuses to start (never caught by the worker)."""
 
 
@@ -399,7 +499,7 @@ class DependencyMissingError(ConfigurationError):
 # ====================================================================== control flow
 
 
-class NeedBytesError(Exception):
+class NeedBytesError(RagError):
     """A reader of part of a file (``shared.domain.containers.SparseFile``) needs ``length``
     bytes from ``offset`` on, which it was not given."""
 
@@ -409,15 +509,15 @@ class NeedBytesError(Exception):
         self.length = length
 
 
-class UploadAbortedError(Exception):
+class UploadAbortedError(RagError):
     """Raised inside the storage thread's ``read`` when the request side gives up (the SDK then
     aborts the multipart upload). Deliberately not an OSError/ValueError, which the storage
     adapter would report as "storage unavailable"."""
 
 
-class ParserCrashError(RuntimeError):
+class ParserCrashError(RagError, RuntimeError):
     """The parser raised something outside the error tree (a bug); message = ``Class: text``."""
 
 
-class ExtractionCancelled(Exception):
+class ExtractionCancelled(RagError):
     """The request was cancelled (``cancel(token)``); its child was killed."""

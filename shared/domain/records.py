@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy.typing as npt
 
+from shared.domain.messages import GENERATION_HEADER
+
 __all__ = [
     "CacheNamespace", "Chunk", "ChunkCommit", "ChunkDetails", "Claim", "DocumentSource", "Duplicate", "NewContent",
     "OpsSample", "OutboxRow", "PartClaim", "PartCommit", "PartCommitted", "PartRange", "SkipRecord", "SplitCommit",
@@ -20,14 +22,23 @@ __all__ = [
 @dataclass(frozen=True)
 class OutboxRow:
     """An outbox row; ``released`` False means held for fair dispatch (the relay releases it
-    when its user has a free slot; nobody may publish it before)."""
+    when its user has a free slot; nobody may publish it before). ``task_id`` and ``generation``
+    are the body's (the message's properties are set from them: the body, serialised once, is
+    never parsed again on its way out)."""
 
     id: int
     message_id: uuid.UUID
     exchange: str
     routing_key: str
     body: bytes
+    task_id: int
+    generation: int
     released: bool = True
+
+    @property
+    def headers(self) -> dict[str, int]:
+        """The message headers of this row: the generation (``x-rag-generation``)."""
+        return {GENERATION_HEADER: self.generation}
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,8 @@ async def publish_now(deps: Deps, row: OutboxRow) -> bool:
         return False
     try:
         await deps.publisher.publish(row.body, exchange=row.exchange, routing_key=row.routing_key,
-                                     message_id=str(row.message_id))
+                                     message_id=str(row.message_id), correlation_id=str(row.task_id),
+                                     headers=row.headers)
     except BrokerUnavailableError as exc:
         log.warning("inline publish failed; the outbox relay will publish", extra={"error": str(exc)})
         return False

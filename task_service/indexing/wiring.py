@@ -43,7 +43,8 @@ class PartPublisher:
                 return
             try:
                 await self._publisher.publish(row.body, exchange=row.exchange, routing_key=row.routing_key,
-                                              message_id=str(row.message_id))
+                                              message_id=str(row.message_id), correlation_id=str(row.task_id),
+                                              headers=row.headers)
             except BrokerUnavailableError as exc:
                 log.warning("part publish failed; the outbox relay will publish", extra={"error": str(exc)})
                 return

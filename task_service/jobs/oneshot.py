@@ -45,11 +45,11 @@ async def with_pool(name: str) -> AsyncIterator[tuple[WorkerSettings, asyncpg.Po
 async def one_shot(name: str) -> AsyncIterator[OneShot]:
     """:func:`with_pool` plus a broker connection with the topology declared; all closed after."""
     async with with_pool(name) as (settings, pool):
-        conn = await rabbitmq.connect(settings.amqp_url.get_secret_value(), name=name,
-                                      heartbeat_s=settings.amqp_heartbeat_s, robust=False)
+        broker = rabbitmq.BrokerConfig.from_settings(settings)
+        conn = await rabbitmq.open_connection(broker, name=name)
         try:
             channel = await conn.channel()
-            await rabbitmq.declare_topology(channel, delay_ms=settings.delay_ms)
+            await rabbitmq.declare_topology(channel, delay_ms=broker.delay_ms)
             yield settings, pool, conn, channel
         finally:
             await conn.close()
@@ -59,7 +59,7 @@ async def relay_now() -> Report:
     """Publish every unpublished outbox row now (held rows as fair dispatch allows):
     {"published": n}."""
     async with one_shot("task_service.relay") as (settings, pool, conn, _):
-        publisher = await rabbitmq.Publisher.open(conn, settings.amqp_publish_timeout_s, app_id=APP_ID)
+        publisher = await rabbitmq.open_publisher(rabbitmq.BrokerConfig.from_settings(settings), conn, app_id=APP_ID)
         return {"published": await relay.drain(pool, publisher, settings.dispatch_limit)}
 
 

@@ -41,7 +41,8 @@ async def once(pool: asyncpg.Pool, publisher: rabbitmq.Publisher, *, grace_s: fl
         for row in rows:
             try:
                 await publisher.publish(
-                    row.body, exchange=row.exchange, routing_key=row.routing_key, message_id=str(row.message_id)
+                    row.body, exchange=row.exchange, routing_key=row.routing_key, message_id=str(row.message_id),
+                    correlation_id=str(row.task_id), headers=row.headers,
                 )
             except BrokerUnavailableError as exc:
                 await outbox_repo.note_publish_failure(conn, row.id, str(exc))

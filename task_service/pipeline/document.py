@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from shared.domain.errors import ParseLimitError
+from shared.domain.errors import TextBudgetError
 
 SECTION_SEPARATOR = " > "
 
@@ -61,10 +61,11 @@ class TextBudget:
         self.used = 0
 
     def charge(self, chars: int) -> None:
-        """Count ``chars`` more characters; ``ParseLimitError`` naming the figure once past ``limit``."""
+        """Count ``chars`` more characters; ``TextBudgetError`` (``parse_limit``) naming the figure
+        once past ``limit``."""
         self.used += chars
         if self.used > self.limit:
-            raise ParseLimitError(
+            raise TextBudgetError(
                 f"the document gives more than {self.limit:,} characters of text (at least {self.used:,} so far); "
                 "the limit is PARSE_MAX_TEXT_CHARS"
             )

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from knowledge_service.search.modes import DEFAULT_MODE, SearchMode
 from tests.e2e.conftest import _create_user
 from tests.support import CORPUS, ROOT, Api, Proc, child_env, free_port, logged, poll, sql_value, start
 
@@ -219,6 +220,10 @@ async def test_search_shows_hits_with_scores(page: Any, tmp_path: Path) -> None:
                      "## Boats\n\nFishing boats leave before sunrise.\n")
     await upload(page, [notes])
     await pw.expect(row(page, notes.name).locator("td.status .badge")).to_have_text("INDEXED", timeout=60 * MS)
+    # the modes come from the API's schema (knowledge_service/search/modes.py), the default selected
+    options = page.locator("#search-mode option")
+    await pw.expect(options).to_have_text([m.value for m in SearchMode])
+    await pw.expect(page.locator("#search-mode")).to_have_value(DEFAULT_MODE.value)
     await page.fill("#search-q", "who logs the tide tables?")
     await page.click("#search-btn")
     first = page.locator("#results li.hit").first

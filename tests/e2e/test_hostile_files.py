@@ -1,4 +1,4 @@
-"""Hostile uploads end FAILED with ``parse_limit`` and the worker keeps going: a DOCX bomb (refused by
+"""Hostile uploads end FAILED (or INDEXED by their reader's rule) and the worker keeps going: a DOCX bomb (refused by
 the ZIP pre-check inside the parser, before unstructured sees it) and a PDF whose Flate stream
 inflates to 1.5 GiB (PDFium aborts in the sandbox child at its 2 GiB address-space limit; the
 child is replaced) are followed by a normal text file, which is indexed by the same worker."""
@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.conftest import WorkerFactory
 from tests.integration.test_sandbox import docx_bomb, huge_flate_pdf
-from tests.support import Api, poll
+from tests.support import Api, hostile, poll
 
 pytestmark = pytest.mark.e2e
 
@@ -78,3 +78,45 @@ def test_docx_bomb_and_huge_flate_pdf_fail_and_the_next_document_is_indexed(
     assert len(children) == 1 and children.isdisjoint(first_children), (first_children, children)
     for d in (d_bomb, d_flate):
         assert d["task"]["attempt"] == 1  # failed once, for good: no redelivery loop
+
+
+def _small_hostile_files() -> dict[str, tuple[bytes, str, str]]:
+    """name → (bytes, the outcome: an error code or INDEXED, a fragment of its message or of a
+    warning) for the small files of issue 28 that held the parser child for minutes."""
+    return {
+        "paths.json": (hostile.json_key_paths(), "parse_limit", "PARSE_MAX_TEXT_CHARS"),
+        "digits.json": (hostile.json_huge_integer(), "parse_limit", "4,300 digits"),
+        "wide.csv": (hostile.csv_wide_headers(), "parse_limit", "PARSE_MAX_TEXT_CHARS"),
+        "spine.epub": (hostile.epub_repeated_spine(), "INDEXED", "19,999 spine entries"),
+        "slides.pptx": (hostile.pptx_repeated_slide(), "INDEXED", "29,999 slide ids"),
+        "sheets.xlsx": (hostile.xlsx_repeated_sheet(), "INDEXED", "1,999 sheets"),
+        "aliased.msg": (hostile.msg_aliased_attachments(), "corrupt_document", "share their data"),
+        "reopened.html": (hostile.html_reopened_formatting(), "parse_limit", "formatting elements re-opened"),
+        "huge-pages.pdf": (hostile.pdf_huge_scanned_pages(), "parse_limit", "OCR_MAX_PIXELS"),
+    }
+
+
+def test_small_hostile_files_end_within_10_s_of_parse_cpu_and_the_next_document_is_indexed(
+    api: Api, workers: WorkerFactory
+) -> None:
+    """Issue 28: each ends ``parse_limit``, ``corrupt_document`` or INDEXED by its reader's own
+    rule, none by the child's CPU limit (10 s here: the kernel enforces "within 10 s of parse
+    CPU"), none ``internal_error``; then a normal document is indexed by the same worker."""
+    worker = workers(parse_cpu_limit_s="10")
+    files = _small_hostile_files()
+    assert all(len(data) < 4 * 1024 * 1024 for data, _, _ in files.values())  # small uploads
+    kb = api.create_kb("hostile-small")
+    uploads = {name: api.upload(kb, name=name, data=data) for name, (data, _, _) in files.items()}
+    for name, (_, outcome, fragment) in files.items():
+        doc = api.wait_terminal(uploads[name]["document_id"], timeout=300)
+        task = doc["task"]
+        if outcome == "INDEXED":
+            assert doc["status"] == "INDEXED" and doc["chunk_count"] > 0, (name, doc)
+            assert any(fragment in warning for warning in doc["warnings"]), (name, doc)
+        else:
+            assert doc["status"] == "FAILED" and task["error_code"] == outcome, (name, task)
+            assert fragment in task["error_message"] and "PARSE_CPU_LIMIT_S" not in task["error_message"], (name, task)
+    after = api.upload(kb, name="after.txt", data=TEXT.replace("right after", "after").encode())
+    d_after = api.wait_terminal(after["document_id"], timeout=300)
+    assert d_after["status"] == "INDEXED" and d_after["chunk_count"] > 0, d_after
+    assert worker.alive(), worker.tail()

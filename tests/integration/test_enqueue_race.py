@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from shared.adapters.postgres.repo import tasks as tasks_repo
-from shared.bootstrap import usecase_deps
+from shared.bootstrap import UsecaseConfig, usecase_deps
 from shared.domain.fencing import Action, EnqueueRequest, RequestKind, decide_enqueue
 from shared.domain.messages import IndexMessage
 from shared.domain.records import Claim
@@ -47,7 +47,7 @@ async def _assert_one_transition(pool: asyncpg.Pool, msg: IndexMessage) -> None:
 
 async def test_concurrent_request_enqueue_issues_once(pool: asyncpg.Pool, settings: KnowledgeSettings) -> None:
     msg = await _failed_task(pool)
-    deps = usecase_deps(settings, pool, objects=None, publisher=None)  # type: ignore[arg-type]  # unused here
+    deps = usecase_deps(UsecaseConfig.from_settings(settings), pool, objects=None, publisher=None)  # type: ignore[arg-type]  # unused here
 
     results = await asyncio.gather(*(request_enqueue(deps, msg.task_id, RETRY) for _ in range(RACERS)))
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import asyncpg
 import numpy as np
 import pytest
 from pgvector.asyncpg import register_vector
 
-from shared.adapters.postgres.migrate import migrate, migration_files
+from shared.adapters.postgres.migrate import MigrationChangedError, checksum, migrate, migration_files
 
 ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 ALL_VERSIONS = [v for v, _ in migration_files()]
@@ -174,3 +176,62 @@ async def test_concurrent_runs_on_a_missing_database(scratch_dsn: Callable[[], s
         dsn = scratch_dsn()
         results = await asyncio.gather(*(migrate(dsn) for _ in range(4)))
         assert sorted(v for applied in results for v in applied) == ALL_VERSIONS
+
+
+def _copy_sql(tmp_path: Path) -> Path:
+    folder = tmp_path / "sql"
+    folder.mkdir()
+    for _, path in migration_files():
+        shutil.copy(path, folder / path.name)
+    return folder
+
+
+async def _recorded(dsn: str) -> dict[int, str | None]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return {r["version"]: r["checksum"] for r in await conn.fetch("SELECT version, checksum FROM schema_migration")}
+    finally:
+        await conn.close()
+
+
+async def test_an_edited_applied_migration_is_refused(scratch_dsn: Callable[[], str], tmp_path: Path) -> None:
+    """Every applied file is recorded with its checksum; editing one afterwards makes the next run
+    refuse before it applies anything (a new migration beside it stays unapplied)."""
+    dsn, folder = scratch_dsn(), _copy_sql(tmp_path)
+    assert await migrate(dsn, sql_dir=folder) == ALL_VERSIONS
+    before = await _recorded(dsn)
+    assert before == {v: checksum(p) for v, p in migration_files(folder)}
+    edited = folder / migration_files(folder)[2][1].name
+    edited.write_text(edited.read_text(encoding="utf-8") + "\n-- an afterthought\n", encoding="utf-8")
+    (folder / "9999_next.sql").write_text("CREATE TABLE next_one (id INT);\n", encoding="utf-8")
+    with pytest.raises(MigrationChangedError, match=edited.name):
+        await migrate(dsn, sql_dir=folder)
+    assert await _recorded(dsn) == before  # 9999 not applied
+    edited.write_text(edited.read_text(encoding="utf-8").replace("\n-- an afterthought\n", ""), encoding="utf-8")
+    assert await migrate(dsn, sql_dir=folder) == [9999]  # restored: the run goes on
+
+
+async def test_rows_from_before_checksums_take_the_file_s_checksum_once(
+        scratch_dsn: Callable[[], str], tmp_path: Path) -> None:
+    dsn, folder = scratch_dsn(), _copy_sql(tmp_path)
+    await migrate(dsn, sql_dir=folder)
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("UPDATE schema_migration SET checksum = NULL WHERE version = $1", ALL_VERSIONS[0])
+    finally:
+        await conn.close()
+    assert await migrate(dsn, sql_dir=folder) == []
+    first = migration_files(folder)[0][1]
+    assert (await _recorded(dsn))[ALL_VERSIONS[0]] == checksum(first)
+    first.write_text(first.read_text(encoding="utf-8") + "-- edited\n", encoding="utf-8")
+    with pytest.raises(MigrationChangedError):
+        await migrate(dsn, sql_dir=folder)
+
+
+def test_checksums_ignore_line_ends(tmp_path: Path) -> None:
+    unix, dos = tmp_path / "a.sql", tmp_path / "b.sql"
+    unix.write_bytes(b"SELECT 1;\nSELECT 2;\n")
+    dos.write_bytes(b"SELECT 1;\r\nSELECT 2;\r\n")
+    other = tmp_path / "c.sql"
+    other.write_bytes(b"SELECT 1;\nSELECT 3;\n")
+    assert checksum(unix) == checksum(dos) != checksum(other)

@@ -347,3 +347,72 @@ async def test_a_stale_generations_part_message_after_a_new_split_claims_nothing
     assert await parts_repo.claim_part(db, msg.task_id, 0, msg.generation) is None
     snap = await parts_repo.load_part_snapshot(db, msg.task_id, 0)
     assert snap is not None and snap.state is not None and snap.state.generation == new.generation
+
+
+async def test_progress_heartbeats_and_commits_of_parts_side_by_side_do_not_deadlock(connect: Connect) -> None:
+    """Every part write takes the task row before the part row (the lock order), so parts
+    reporting progress while others commit, and the last one swapping, never deadlock."""
+    setup = await connect()
+    msg, _, vecs = await _split(setup, dispatch_limit=None)
+    claims = [await _claim(setup, msg, p) for p in range(3)]
+    conns = [await connect() for _ in range(6)]
+
+    async def report(conn: asyncpg.Connection, claim: PartClaim) -> None:
+        for i in range(30):
+            await parts_repo.report_part_progress(conn, claim, i % claim.chunk_count)
+            await parts_repo.part_heartbeat(conn, claim)
+
+    async def commit(conn: asyncpg.Connection, claim: PartClaim) -> PartCommitted:
+        await asyncio.sleep(0)
+        return await parts_repo.commit_part(conn, _commit(msg, claim, vecs))
+
+    results = await asyncio.gather(
+        report(conns[0], claims[0]), report(conns[1], claims[1]), report(conns[2], claims[2]),
+        commit(conns[3], claims[0]), commit(conns[4], claims[1]), commit(conns[5], claims[2]),
+    )
+    assert sorted(str(r) for r in results[3:]) == sorted(["staged", "staged", "swapped"])
+    assert await _indexed(setup, msg.document_id) == [(i, f"new chunk {i}") for i in range(N)]
+
+
+async def test_a_split_that_fails_midway_stages_nothing_and_the_claim_can_split_again(db: asyncpg.Connection) -> None:
+    msg, _ = await new_document(db)
+    attempt = await claim_attempt(db, msg.task_id, msg.generation)
+    assert attempt is not None
+    claim = Claim(msg.task_id, msg.generation, attempt)
+    chunks, _ = chunk_set(N, "bad")
+    chunks[7] = chunks[7].__class__(7, "a NUL \x00 PostgreSQL text refuses", 3)  # COPY fails on the 8th row
+    with pytest.raises(asyncpg.PostgresError):
+        await parts_repo.split_task(db, SplitCommit(claim, msg.document_id, msg.kb_id, msg.user_id, chunks,
+                                                    plan_parts(N, SIZE)), 2)
+    assert await _leftovers(db, msg.task_id) == NOTHING
+    assert await db.fetchval("SELECT stage FROM index_task WHERE id = $1", msg.task_id) == "DOWNLOADING"
+    good, _ = chunk_set(N, "good")
+    assert await parts_repo.split_task(db, SplitCommit(claim, msg.document_id, msg.kb_id, msg.user_id, good,
+                                                       plan_parts(N, SIZE)), 2) is not None
+
+
+async def test_a_last_part_failing_inside_the_swap_keeps_the_served_version_and_is_redone(
+    db: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from shared import faults
+
+    msg, _, vecs = await _split(db, served=3)
+    for p in (0, 1):
+        await parts_repo.commit_part(db, _commit(msg, await _claim(db, msg, p), vecs))
+    last = await _claim(db, msg, 2)
+    monkeypatch.setenv("RAG_FAULT_POINTS", "in_swap=fail:")
+    faults._points.cache_clear()
+    try:
+        with pytest.raises(faults.StorageUnavailableError):
+            await parts_repo.commit_part(db, _commit(msg, last, vecs))
+    finally:
+        monkeypatch.delenv("RAG_FAULT_POINTS")
+        faults._points.cache_clear()
+        faults._fired.discard("in_swap")
+    assert await chunk_contents(db, msg.document_id) == [f"old chunk {i}" for i in range(3)]
+    part = await db.fetchrow("SELECT status FROM index_part WHERE task_id = $1 AND part = 2", msg.task_id)
+    assert part["status"] == "RUNNING"
+    assert await db.fetchval("SELECT count(*) FROM staged_vector WHERE task_id = $1", msg.task_id) == 8
+    redo = await _claim(db, msg, 2)  # the redelivery, another worker
+    assert await parts_repo.commit_part(db, _commit(msg, redo, vecs)) is PartCommitted.SWAPPED
+    assert await _indexed(db, msg.document_id) == [(i, f"new chunk {i}") for i in range(N)]

@@ -30,9 +30,10 @@ from task_service.pipeline.limits import DEFAULT_LIMITS, ParseLimits, check_zip_
 from task_service.pipeline.parse import parse_text
 from task_service.pipeline.sandbox import (
     InProcessParser,
+    ParserConfig,
     SandboxedParser,
     SandboxLimits,
-    parser_from_settings,
+    build_parser,
 )
 from task_service.pipeline.sandbox import child as sandbox_module
 from tests.support import CORPUS, process_state
@@ -233,7 +234,7 @@ def test_limits_come_from_settings() -> None:
     s = WorkerSettings(parse_sandbox=False, pdf_max_pages=7, docx_max_uncompressed_mb=3, docx_max_entries=9,
                        docx_max_inflate_ratio=50, pdf_max_text_chars=11, parse_memory_limit_mb=1536,
                        parse_cpu_limit_s=5, parse_timeout_s=6, parse_start_timeout_s=7)
-    parser = parser_from_settings(s)
+    parser = build_parser(ParserConfig.from_settings(s))
     assert isinstance(parser, InProcessParser)
     assert parser.limits == ParseLimits(zip_max_uncompressed_bytes=3 * MIB, zip_max_entries=9, zip_max_ratio=50.0,
                                         pdf_max_pages=7, pdf_max_text_chars=11)

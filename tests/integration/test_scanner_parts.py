@@ -6,13 +6,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import aio_pika
 import asyncpg
 
+from shared.adapters import rabbitmq
 from shared.adapters.postgres.repo import parts as parts_repo
+from shared.domain import messages
 from shared.domain.messages import IndexMessage
 from shared.domain.parts import plan_parts
 from shared.domain.records import Claim, PartCommit, PartCommitted, SplitCommit
 from shared.domain.scan_policy import ScanThresholds
+from shared.settings import KnowledgeSettings
 from task_service.jobs import scanner
 from tests.integration.helpers import chunk_set, claim_attempt, new_document
 
@@ -80,3 +84,31 @@ async def test_a_held_part_is_left_to_the_relay(pool: asyncpg.Pool, db: asyncpg.
     report = await scanner.once(pool, None, TH)
     assert not {(msg.task_id, p) for p in range(3)} & set(report.republished_parts + report.rearmed_parts)
     assert [await _part_rows(db, msg.task_id, p) for p in range(3)] == [1, 1, 1]
+
+
+async def test_a_dead_lettered_part_fails_its_task_and_drops_the_split(
+    pool: asyncpg.Pool, db: asyncpg.Connection, settings: KnowledgeSettings,
+) -> None:
+    msg = await _split(db, 3)
+    await parts_repo.claim_part(db, msg.task_id, 1, msg.generation)
+    conn = await rabbitmq.connect(settings.amqp_url.get_secret_value(), name="it-dlq-part", heartbeat_s=30,
+                                  robust=False)
+    try:
+        channel = await conn.channel()
+        await rabbitmq.declare_topology(channel, delay_ms=settings.delay_ms)
+        await channel.default_exchange.publish(
+            aio_pika.Message(msg.for_part(1).to_json(), headers={messages.DEAD_REASON_HEADER: "delivery_limit"}),
+            routing_key=messages.DLQ,
+        )
+        report = await scanner.once(pool, channel, TH)
+    finally:
+        await conn.close()
+    assert msg.task_id in report.dead_lettered
+    r = await db.fetchrow("SELECT status, error_code FROM index_task WHERE id = $1", msg.task_id)
+    assert (r["status"], r["error_code"]) == ("FAILED", "delivery_limit")
+    left = [await db.fetchval(f"SELECT count(*) FROM {t} WHERE task_id = $1", msg.task_id)
+            for t in ("index_split", "index_part", "staged_chunk")]
+    assert left == [0, 0, 0]
+    assert await db.fetchval("SELECT count(*) FROM outbox WHERE task_id = $1 AND part IS NOT NULL"
+                             " AND published_at IS NULL",
+                             msg.task_id) == 0

@@ -115,8 +115,8 @@ def failover(brokers: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[
     monkeypatch.setattr(rabbitmq, "declare_topology", declare)
     monkeypatch.setattr(rabbitmq.Publisher, "open", open_publisher)
     monkeypatch.setattr("random.randrange", lambda n: 0)
-    pub = rabbitmq.FailoverPublisher("amqp://u:p@a:1,b:2/vh", name="t", heartbeat_s=5, timeout_s=1, delay_ms=10,
-                                     retry_after_s=60)
+    pub = rabbitmq.FailoverPublisher(rabbitmq.BrokerConfig("amqp://u:p@a:1,b:2/vh", heartbeat_s=5, publish_timeout_s=1,
+                                                           delay_ms=10), name="t", retry_after_s=60)
     return pub, sent
 
 

@@ -31,7 +31,7 @@ runner = CliRunner()
 COMMANDS = [
     ["create-user"], ["create-token"], ["list-tokens"], ["revoke-token"], ["create-kb"], ["upload"], ["status"],
     ["search"], ["retry"], ["reindex"], ["requeue-stuck"], ["dlq"], ["dlq", "list"], ["dlq", "replay"], ["worker"],
-    ["api"], ["ops"], *(["ops", job] for job in OPS),
+    ["api"], ["ops"], *(["ops", job] for job in OPS), ["migrate"], ["build-model"],
 ]
 
 
@@ -283,3 +283,41 @@ def test_search_names_every_other_document_holding_a_hit_text(monkeypatch: pytes
     assert asked and asked[0][0] == "/api/v1/knowledge-bases/1/search"  # type: ignore[index]
     r = runner.invoke(app, ["search", "1", "Tamberlyn depot", "--token", "t", "--json"])
     assert json.loads(r.output[r.output.index("["):])[0]["also_in"][0]["filename"] == "copy.txt"
+
+
+def test_migrate_refuses_an_edited_migration_with_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.adapters.postgres import migrate
+
+    def edited(target: int | None) -> list[int]:
+        raise migrate.MigrationChangedError("applied migration(s) edited since they were applied: 0003_outbox.sql")
+
+    monkeypatch.setattr(migrate, "run", edited)
+    r = runner.invoke(app, ["migrate"])
+    assert r.exit_code == 1
+    assert "0003_outbox.sql" in r.output
+
+
+def test_migrate_passes_the_target_and_prints_what_it_applied(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.adapters.postgres import migrate
+
+    asked: list[int | None] = []
+    monkeypatch.setattr(migrate, "run", lambda target: asked.append(target) or [4, 5])
+    r = runner.invoke(app, ["migrate", "--target", "5"])
+    assert (r.exit_code, asked) == (0, [5]), r.output
+    assert "migrations applied: [4, 5]" in r.output
+
+
+def test_build_model_hands_its_options_to_the_builder(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.adapters.embedding import onnx_graph
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(onnx_graph, "main", lambda argv: seen.append(argv) or 0)
+    assert runner.invoke(app, ["build-model", "--force"]).exit_code == 0
+    assert seen == [["--force"]]
+
+
+@pytest.mark.parametrize("module", ["shared.adapters.postgres.migrate"])
+def test_the_python_m_alias_is_the_rag_command(module: str) -> None:
+    r = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "--target" in r.stdout and "checksums" in r.stdout

@@ -9,12 +9,19 @@ from typing import Any
 
 import pytest
 
+from knowledge_service.config import ApiConfig, EventsConfig
+from knowledge_service.search.retrieval import SearchParams
+from shared.adapters.embedding.configured import EmbedderConfig
 from shared.adapters.keepalive import Keepalive
 from shared.adapters.postgres.pool import PoolConfig
+from shared.adapters.rabbitmq import BrokerConfig
+from shared.adapters.redis_lock import RedisConfig
 from shared.adapters.s3 import StorageConfig
+from shared.bootstrap import UsecaseConfig
 from shared.domain.scan_policy import ScanThresholds
-from shared.settings import CommonSettings, WorkerSettings
+from shared.settings import CommonSettings, KnowledgeSettings, WorkerSettings
 from task_service.consumer import ConsumerConfig
+from task_service.dlq import DlqConfig
 from task_service.indexing.config import HandlerConfig
 from task_service.jobs.ann_indexer import AnnConfig
 from task_service.jobs.cache_evictor import EvictConfig
@@ -24,9 +31,10 @@ from task_service.jobs.sweep import SweepConfig
 from task_service.jobs.term_stats import FoldConfig
 from task_service.pipeline.chunk import ChunkSettings
 from task_service.pipeline.limits import ParseLimits
-from task_service.pipeline.sandbox import SandboxLimits
+from task_service.pipeline.sandbox import ParserConfig, SandboxLimits
 
 DEFAULTS = WorkerSettings.model_construct()
+API_DEFAULTS = KnowledgeSettings.model_construct()
 
 
 def _stated_defaults(cls: type[Any]) -> dict[str, Any]:
@@ -44,7 +52,8 @@ def _stated_defaults(cls: type[Any]) -> dict[str, Any]:
     (SandboxLimits.from_settings(DEFAULTS), SandboxLimits),
     (ChunkSettings.from_settings(DEFAULTS), ChunkSettings),
     (thresholds(DEFAULTS), ScanThresholds),
-], ids=["ParseLimits", "SandboxLimits", "ChunkSettings", "ScanThresholds"])
+    (SearchParams.from_settings(API_DEFAULTS), SearchParams),
+], ids=["ParseLimits", "SandboxLimits", "ChunkSettings", "ScanThresholds", "SearchParams"])
 def test_every_dataclass_default_is_the_settings_default(built: Any, cls: type[Any]) -> None:
     stated = _stated_defaults(cls)
     assert stated, f"{cls.__name__} states no defaults: drop it from this test"
@@ -52,7 +61,8 @@ def test_every_dataclass_default_is_the_settings_default(built: Any, cls: type[A
 
 
 @pytest.mark.parametrize("cls", [HandlerConfig, ConsumerConfig, PoolConfig, Keepalive, StorageConfig, RelayConfig,
-                                 ScanConfig, SweepConfig, EvictConfig, FoldConfig])
+                                 ScanConfig, SweepConfig, EvictConfig, FoldConfig, ApiConfig, EventsConfig,
+                                 BrokerConfig, RedisConfig, EmbedderConfig, ParserConfig, UsecaseConfig, DlqConfig])
 def test_adapter_configs_state_no_defaults(cls: type[Any]) -> None:
     """Built only by ``from_settings`` in a composition root: the settings hold every default."""
     assert _stated_defaults(cls) == {}
@@ -60,10 +70,18 @@ def test_adapter_configs_state_no_defaults(cls: type[Any]) -> None:
 
 def test_the_configs_are_built_from_the_settings() -> None:
     assert PoolConfig.from_settings(DEFAULTS, max_size=2).max_size == 2
-    assert ConsumerConfig.from_settings(DEFAULTS).delay_ms == DEFAULTS.delay_ms
+    consumer = ConsumerConfig.from_settings(DEFAULTS)
+    assert consumer.broker == BrokerConfig.from_settings(DEFAULTS) == DlqConfig.from_settings(DEFAULTS).broker
+    assert (consumer.broker.delay_ms, consumer.prefetch) == (DEFAULTS.delay_ms, DEFAULTS.prefetch)
+    assert "redis://" not in repr(RedisConfig.from_settings(DEFAULTS))
+    assert EmbedderConfig.from_settings(DEFAULTS, threads=1).threads == 1
+    assert ParserConfig.from_settings(DEFAULTS).sandbox is DEFAULTS.parse_sandbox
+    assert UsecaseConfig.from_settings(DEFAULTS).dispatch_limit == DEFAULTS.dispatch_limit
     assert RelayConfig.from_settings(DEFAULTS).dispatch_limit == DEFAULTS.dispatch_limit
     assert ScanConfig.from_settings(DEFAULTS).thresholds == thresholds(DEFAULTS)
-    assert AnnConfig.from_settings(DEFAULTS) == AnnConfig(30.0, 1000, 40_000)
+    api = ApiConfig.from_settings(API_DEFAULTS.model_copy(update={"search_rrf_k": 7, "events_resync_s": 9.0}))
+    assert (api.search.rrf_k, api.events.resync_s, api.embedding_dim) == (7, 9.0, API_DEFAULTS.embedding_dim)
+    assert AnnConfig.from_settings(DEFAULTS) == AnnConfig(30.0, 250, 40_000)
     assert isinstance(DEFAULTS, CommonSettings)
     assert "secret" not in repr(StorageConfig.from_settings(DEFAULTS.model_copy(
         update={"s3_secret_key": DEFAULTS.s3_secret_key.__class__("secret")})))

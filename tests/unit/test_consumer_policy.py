@@ -22,6 +22,7 @@ from task_service.consumer import (
     ConsumerConfig,
     delay_attempts,
     failed_deliveries,
+    log_fields,
 )
 from task_service.indexing.delivery import IndexHandler, Outcome
 from task_service.metrics import WorkerMetrics
@@ -34,6 +35,7 @@ class StubDelivery:
     def __init__(self, headers: dict[str, Any] | None = None, body: bytes = b"{}") -> None:
         self.headers = headers or {}
         self.body = body
+        self.correlation_id = "7"
         self.settled: list[tuple[str, bool | None]] = []
 
     async def ack(self) -> None:
@@ -124,6 +126,7 @@ async def test_delay_republishes_with_counts_then_acks() -> None:
     [(_, exchange, routing_key, sent)] = pub.sent
     assert (exchange, routing_key) == ("", messages.delay_queue_name(2000))
     assert sent == {DELAY_HEADER: 3, DELAY_BASE_HEADER: 1, CARRIED_HEADER: 1, "other": "kept"}
+    assert pub.correlation_ids == [delivery.correlation_id]  # the delivery's own, not re-derived from the body
 
 
 async def test_delay_carries_the_brokers_delivery_count_across_the_republish() -> None:
@@ -156,3 +159,11 @@ async def test_dead_lettering_with_the_broker_down_rejects_to_the_brokers_dlx() 
     headers = {CARRIED_HEADER: messages.DELIVERY_LIMIT + 3}
     delivery, _, _ = await process(Outcome.ACK, headers, FakePublisher(fail=True))
     assert delivery.settled == [("reject", False)]
+
+
+def test_the_log_fields_are_the_messages_ids_and_its_part() -> None:
+    """Bound once per delivery by the consumer: a part message's lines also carry its part."""
+    msg = IndexMessage(task_id=1, document_id=2, kb_id=3, user_id=4, generation=5)
+    assert log_fields(msg) == {"task_id": 1, "document_id": 2, "generation": 5}
+    assert log_fields(msg.for_part(7)) == {"task_id": 1, "document_id": 2, "generation": 5, "part": 7}
+    assert log_fields(InvalidMessageError("not a message")) == {}

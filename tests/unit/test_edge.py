@@ -4,6 +4,8 @@ any split, and the bound on concurrent request bodies per client and in all."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from typing import Any
 
 import pytest
@@ -132,3 +134,90 @@ async def test_bodies_are_bounded_per_client_and_in_all() -> None:
         assert (await task)[0]["status"] == 200
     assert app.total == 0 and not app.open
     assert (await _call(app, _scope("10.0.0.1")))[0]["status"] == 200
+
+
+class _Transport(asyncio.Transport):
+    """What the protocol does to its socket: bytes written, EOF, paused reading, abort."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = b""
+        self.eof = self.paused = self.aborted = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += bytes(data)
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.eof = True
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def close(self) -> None:
+        self.aborted = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 5000), "sockname": ("127.0.0.1", 8000)}.get(name, default)
+
+
+def _protocol(app: Any, limits: EdgeLimits = LIMITS) -> tuple[Any, _Transport]:
+    from uvicorn.config import Config
+    from uvicorn.server import ServerState
+
+    from knowledge_service.edge import protocol_class
+
+    config = Config(app, http=protocol_class(limits), log_config=None, lifespan="off")
+    config.load()
+    proto = protocol_class(limits)(config, ServerState(), {}, asyncio.get_running_loop())
+    transport = _Transport()
+    proto.connection_made(transport)
+    return proto, transport
+
+
+async def test_the_protocol_answers_431_then_stops_reading_and_resets_after_the_linger() -> None:
+    app = _Held()
+    proto, transport = _protocol(app, dataclasses.replace(LIMITS, linger_s=0.05))
+    proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 500)
+    assert transport.written.startswith(b"HTTP/1.1 431 ") and transport.eof and transport.paused
+    assert app.entered == 0  # the application never saw the request
+    proto.data_received(b"b" * 1000)  # ignored: nothing parsed, nothing answered again
+    assert transport.written.count(b"HTTP/1.1") == 1
+    await _until(lambda: transport.aborted)
+
+
+async def test_a_slow_head_gets_408() -> None:
+    proto, transport = _protocol(_Held(), dataclasses.replace(LIMITS, header_timeout_s=0.05, linger_s=0.05))
+    proto.data_received(b"GET / HTTP/1.1\r\nHo")
+    await _until(lambda: transport.written.startswith(b"HTTP/1.1 408 "))
+
+
+async def test_a_pipelined_head_over_the_limit_resets_a_response_in_progress() -> None:
+    app = _Held()
+    proto, transport = _protocol(app)
+    proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    await app.until_entered(1)  # its response is not sent yet
+    proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 500)
+    assert transport.aborted and b"431" not in transport.written  # nothing written into the response
+    app.release.set()
+
+
+async def _until(condition: Any, deadline_s: float = 5.0) -> None:
+    """Poll ``condition()`` (the protocol's timers run on the loop) until true; AssertionError after ``deadline_s``."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not met in time")

@@ -1,15 +1,18 @@
-"""The one table from domain errors to HTTP answers (status, body, headers) — what the e2e
-tests pin, checked here without a server."""
+"""Domain errors carry their HTTP answers (status, body, headers) — what the e2e tests pin,
+checked here without a server; one error root; no HTTP error raised outside the domain tree."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from knowledge_service.errors_http import EXCEPTION_HANDLERS, STATUS_FOR, status_for
+import shared.domain.errors as errors_module
+from knowledge_service.errors_http import EXCEPTION_HANDLERS
 from shared.domain.errors import (
     DatabaseUnavailableError,
     DocumentNotFound,
@@ -19,12 +22,17 @@ from shared.domain.errors import (
     KnowledgeBaseNotFound,
     MalformedUploadError,
     MissingFileError,
+    RagError,
     ServiceError,
     StorageUnavailableError,
+    StreamLimitError,
     TaskNotFound,
+    TopKTooLargeError,
+    UnauthorizedError,
     UnsupportedUploadError,
     UploadTooLargeError,
 )
+from tests.support import ROOT
 
 
 def client_raising(exc: Exception) -> TestClient:
@@ -59,6 +67,11 @@ CASES: list[tuple[Exception, int, object, dict[str, str]]] = [
     (StorageUnavailableError("down"), 503, "object storage unavailable", {"connection": "close"}),
     (DatabaseUnavailableError("database unavailable: ConnectionRefusedError: secret host detail"), 503,
      "database unavailable", {"retry-after": "5", "connection": "close"}),
+    (UnauthorizedError(), 401, "invalid or missing bearer token", {"www-authenticate": "Bearer"}),
+    (TopKTooLargeError(80, 50), 422, [{"type": "less_than_equal", "loc": ["body", "top_k"], "input": 80,
+                                        "msg": "top_k must be at most 50 (SEARCH_MAX_TOP_K)", "ctx": {"le": 50}}], {}),
+    (StreamLimitError("for this user", 7), 429, "too many open event streams (for this user); retry after 7 s",
+     {"retry-after": "7"}),
 ]
 
 
@@ -76,7 +89,7 @@ def test_an_unlisted_service_error_is_a_400_and_a_lone_surrogate_is_encodable() 
     class Odd(ServiceError):
         pass
 
-    assert status_for(Odd("x")) == 400
+    assert Odd("x").http_status == 400 and client_raising(Odd("x")).get("/boom").status_code == 400
     r = client_raising(UnsupportedUploadError("name \ud800 bad")).get("/boom")
     assert r.status_code == 415 and json.loads(r.text)["detail"] == "name \ufffd bad"
 
@@ -88,8 +101,33 @@ def test_a_415_body_carries_its_error_code() -> None:
     assert (r.status_code, r.json()["error_code"]) == (415, "encrypted")
 
 
-def test_every_mapped_class_is_a_service_error() -> None:
-    assert all(issubclass(cls, ServiceError) for cls, _ in STATUS_FOR)
+def _service_errors() -> list[type[ServiceError]]:
+    return [c for _, c in inspect.getmembers(errors_module, inspect.isclass) if issubclass(c, ServiceError)]
+
+
+def test_one_root_for_every_error_the_project_raises() -> None:
+    """Every class of the tree descends from ``RagError`` (the tree had nine roots)."""
+    classes = [c for _, c in inspect.getmembers(errors_module, inspect.isclass)
+               if c.__module__ == errors_module.__name__]
+    assert len(classes) > 40
+    assert [c.__name__ for c in classes if not issubclass(c, RagError)] == []
+
+
+def test_every_api_error_carries_a_client_error_status_and_its_own_code() -> None:
+    assert all(400 <= cls.http_status < 500 for cls in _service_errors())
+    assert {cls.http_status for cls in _service_errors()} >= {400, 401, 404, 409, 413, 415, 422, 429}
+
+
+def test_no_http_error_is_raised_outside_the_domain_tree() -> None:
+    """The API raises no ``HTTPException`` of its own: every error status comes from a
+    ``ServiceError``'s ``http_status`` (or FastAPI's own validation and routing)."""
+    raising = []
+    for path in sorted((ROOT / "knowledge_service").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Name | ast.Attribute) and (getattr(node, "id", None) == "HTTPException"
+                                                            or getattr(node, "attr", None) == "HTTPException"):
+                raising.append(path.name)
+    assert set(raising) <= {"errors_http.py"}  # the handler of FastAPI's own HTTPException
 
 
 def test_every_error_body_carries_an_error_code() -> None:
@@ -125,4 +163,5 @@ def test_every_error_body_carries_an_error_code() -> None:
     }
     assert answers["401"].headers["www-authenticate"] == "Bearer"
     assert answers["422"].json()["detail"][0]["loc"] == ["query", "n"]
-    assert {getattr(cls, "error_code", "") for cls, _ in STATUS_FOR}.isdisjoint({"", "refused"})
+    assert {getattr(cls, "error_code", "") for cls in _service_errors() if cls is not ServiceError}.isdisjoint(
+        {"", "refused"})

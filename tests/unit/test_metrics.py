@@ -3,6 +3,7 @@ middleware counts by status, labels stay bounded, and index messages get their p
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -11,9 +12,10 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, generate_latest
 
 from knowledge_service.metrics import ApiMetrics, UploadResultMiddleware
-from shared.adapters.rabbitmq import Publisher, index_properties
+from shared.adapters.rabbitmq import Publisher
 from shared.domain.errors import BrokerUnavailableError
 from shared.domain.messages import GENERATION_HEADER, IndexMessage
+from shared.domain.records import OutboxRow
 from task_service.metrics import STAGES, WorkerMetrics
 from task_service.pipeline.extract import Extraction
 
@@ -77,10 +79,10 @@ def test_upload_middleware_counts_uploads_by_status_only() -> None:
     assert "kb_id" not in generate_latest(r).decode()  # no ids in labels
 
 
-def test_index_messages_get_correlation_id_and_generation_header() -> None:
-    body = IndexMessage(task_id=7, document_id=3, kb_id=1, user_id=2, generation=4).to_json()
-    assert index_properties(body) == ("7", {GENERATION_HEADER: 4})
-    assert index_properties(b"not json") == (None, {})
+def test_an_outbox_row_carries_its_message_s_generation_header() -> None:
+    msg = IndexMessage(task_id=7, document_id=3, kb_id=1, user_id=2, generation=4)
+    row = OutboxRow(1, uuid.uuid4(), "x", "k", msg.to_json(), msg.task_id, msg.generation)
+    assert row.headers == {GENERATION_HEADER: 4}
 
 
 def test_extraction_timings_survive_pack_and_unpack() -> None:
@@ -116,10 +118,12 @@ async def test_publisher_sets_properties_and_reports_failures() -> None:
     ok = _FakeExchange(fail=False)
     failures: list[int] = []
     await Publisher(_FakeChannel(ok), 5.0, "knowledge_service", lambda: failures.append(1)).publish(  # type: ignore[arg-type]
-        body, headers={"x-other": 1})
-    [m] = ok.sent
+        body, correlation_id="7", headers={"x-other": 1, GENERATION_HEADER: 4})
+    await Publisher(_FakeChannel(ok), 5.0, "x").publish(b"not json: sent as given, never parsed")  # type: ignore[arg-type]
+    [m, raw] = ok.sent
     assert (m.correlation_id, m.app_id, m.content_type) == ("7", "knowledge_service", "application/json")
     assert m.headers == {"x-other": 1, GENERATION_HEADER: 4} and m.message_id and m.timestamp is not None
+    assert (raw.body, raw.correlation_id, raw.headers) == (b"not json: sent as given, never parsed", None, {})
     assert failures == []
     with pytest.raises(BrokerUnavailableError):
         await Publisher(_FakeChannel(_FakeExchange(fail=True)), 5.0, "x", lambda: failures.append(1)).publish(body)  # type: ignore[arg-type]

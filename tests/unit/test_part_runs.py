@@ -187,3 +187,10 @@ async def test_parts_of_one_document_wait_for_the_model_turn_first_come_first_se
     assert await asyncio.gather(*runs) == [Outcome.ACK] * 3
     assert embedder.started == ["paragraph number 0", "paragraph number 3", "paragraph number 6"]
     assert w.store.swaps == 1
+
+
+async def test_a_refused_part_publish_leaves_that_part_and_the_rest_to_the_relay() -> None:
+    w, _ = big_world()
+    w.handler.attach_publisher(FakePublisher(fail=True))
+    assert await w.handle() is Outcome.ACK  # the split committed: the delivery is done
+    assert w.store.published() == [False, False, False] and len(w.store.splits) == 1

@@ -11,6 +11,7 @@ import pytest
 
 from shared.adapters.keepalive import Keepalive
 from shared.adapters.postgres.pool import PoolConfig, row_locked, unavailable
+from shared.adapters.redis_lock import RedisConfig
 from shared.adapters.redis_lock import connect as redis_connect
 from shared.domain.errors import DatabaseUnavailableError
 from shared.settings import WorkerSettings
@@ -55,7 +56,7 @@ def test_keepalive_is_set_on_our_end_of_a_socket() -> None:
 
 
 def test_the_redis_client_uses_keepalive_and_health_checks() -> None:
-    client = redis_connect(DEFAULTS)
+    client = redis_connect(RedisConfig.from_settings(DEFAULTS))
     kwargs = client.connection_pool.connection_kwargs
     assert kwargs["socket_keepalive"] is True
     assert kwargs["socket_keepalive_options"][socket.TCP_KEEPIDLE] == DEFAULTS.tcp_keepalive_idle_s

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from knowledge_service.config import EventsConfig
 from knowledge_service.streams import StreamGate, StreamLimitError, _respond
 from shared.settings import KnowledgeSettings
 
@@ -24,7 +25,7 @@ def test_a_user_past_the_per_user_cap_gets_429_with_retry_after() -> None:
     gate.admit(1)
     with pytest.raises(StreamLimitError) as caught:
         gate.admit(1)
-    assert caught.value.status_code == 429 and caught.value.headers == {"Retry-After": "7"}
+    assert caught.value.http_status == 429 and caught.value.response_headers() == {"Retry-After": "7"}
     gate.admit(2)  # another user still gets in
 
 
@@ -82,7 +83,7 @@ async def test_database_work_runs_under_the_streams_share() -> None:
 
 def test_share_leaves_the_pool_a_connection_for_requests() -> None:
     settings = KnowledgeSettings(events_db_share=50, db_pool_max=4)  # type: ignore[call-arg]
-    gate = StreamGate.from_settings(settings)
+    gate = StreamGate.from_config(EventsConfig.from_settings(settings))
     assert gate.db._value == 3
 
 

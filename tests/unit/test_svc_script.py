@@ -1,6 +1,7 @@
 """``scripts/svc.py`` (the Python half of ``scripts/services.sh``): URL parts, the SeaweedFS
-identities JSON, SigV4 signing (checked against the MinIO SDK's signer), RESP, the polling loop,
-the Redis and TCP probes against loopback sockets, and the command line."""
+identities JSON, the polling loop, the TCP probe and closed ports, and the command line. The
+probes that speak to a service (S3, Redis, PostgreSQL) are tested against the real ones in
+``tests/integration/test_svc_probes.py``."""
 
 from __future__ import annotations
 
@@ -9,16 +10,12 @@ import io
 import json
 import socket
 import stat
-import threading
-from collections.abc import Iterator
-from datetime import UTC, datetime
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
-from urllib.parse import urlsplit
 
 import pytest
-from minio.credentials import Credentials
-from minio.signer import sign_v4_s3
 
 from tests.support import ROOT
 
@@ -76,26 +73,6 @@ def test_identities_json_keeps_any_key_exactly(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["ids.json"]  # no temporary file left
 
 
-@pytest.mark.parametrize(("method", "url"), [
-    ("GET", "http://127.0.0.1:9000/"), ("HEAD", "http://127.0.0.1:9000/rag-documents"),
-    ("GET", "http://s3.local/a%20b?list-type=2"),
-])
-def test_sigv4_matches_the_minio_sdk(method: str, url: str) -> None:
-    now = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
-    ours = svc.sigv4_headers(method, url, "AKID", "wJalr/SECRET", now)
-    headers = {"Host": urlsplit(url).netloc, "x-amz-content-sha256": svc.EMPTY_SHA256,
-               "x-amz-date": "20240506T070809Z"}
-    theirs = sign_v4_s3(method=method, url=urlsplit(url), region="us-east-1", headers=headers,
-                        credentials=Credentials("AKID", "wJalr/SECRET"), content_sha256=svc.EMPTY_SHA256, date=now)
-    assert ours["Authorization"] == theirs["Authorization"]
-    assert svc.sigv4_headers(method, url, "AKID", "other", now)["Authorization"] != ours["Authorization"]
-
-
-def test_resp_command() -> None:
-    assert svc.resp_command("PING") == b"*1\r\n$4\r\nPING\r\n"
-    assert svc.resp_command("AUTH", "pé") == b"*2\r\n$4\r\nAUTH\r\n$3\r\np\xc3\xa9\r\n"
-
-
 class FakeClock:
     def __init__(self) -> None:
         self.now = 0.0
@@ -129,45 +106,6 @@ def test_wait_stops_when_the_watched_process_exits() -> None:
     assert fake.sleeps == 1
 
 
-@pytest.fixture
-def redis_like() -> Iterator[tuple[int, list[bytes], list[bytes]]]:
-    """A loopback server answering each connection with the next scripted reply; yields
-    (port, replies to serve, requests received)."""
-    replies: list[bytes] = []
-    received: list[bytes] = []
-    server = socket.create_server(("127.0.0.1", 0))
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            with conn:
-                received.append(conn.recv(4096))
-                conn.sendall(replies.pop(0))
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield server.getsockname()[1], replies, received
-    server.close()
-
-
-def test_redis_probe(redis_like: tuple[int, list[bytes], list[bytes]], monkeypatch: pytest.MonkeyPatch) -> None:
-    port, replies, received = redis_like
-    monkeypatch.delenv("REDISCLI_AUTH", raising=False)
-    replies += [b"+PONG\r\n", b"-NOAUTH Authentication required.\r\n"]
-    assert svc.probe_redis("127.0.0.1", str(port)) is True
-    assert received[-1] == svc.resp_command("PING")
-    assert svc.probe_redis("127.0.0.1", str(port)) is False
-    monkeypatch.setenv("REDISCLI_AUTH", "pw")
-    replies += [b"+OK\r\n+PONG\r\n", b"-WRONGPASS invalid\r\n-NOAUTH Authentication required.\r\n",
-                b"-ERR AUTH called without any password configured\r\n+PONG\r\n"]  # a Redis without password
-    assert svc.probe_redis("127.0.0.1", str(port)) is True
-    assert received[-1] == svc.resp_command("AUTH", "pw") + svc.resp_command("PING")
-    assert svc.probe_redis("127.0.0.1", str(port)) is False
-    assert svc.probe_redis("127.0.0.1", str(port)) is True
-
-
 def test_tcp_probe_and_closed_ports() -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
@@ -189,3 +127,84 @@ def test_command_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFix
     assert svc.main(["probe", "nope"]) == 64
     assert svc.main(["bogus"]) == 64
     assert svc.main([]) == 64
+
+
+def _python(code: str, *words: str) -> subprocess.Popen[str]:
+    """A Python child running ``code`` with ``words`` as extra arguments; it prints ``ready`` first."""
+    child = subprocess.Popen([sys.executable, "-c", f"import signal, sys, time\n{code}\nprint('ready', flush=True)\n"
+                              "time.sleep(300)", *words], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    return child
+
+
+def test_our_pid_is_the_pid_file_s_process_when_its_command_line_matches(tmp_path: Path) -> None:
+    child = _python("", "svc-test-marker", "-dir=/x ")
+    try:
+        pid_file = tmp_path / "p.pid"
+        pid_file.write_text(f"{child.pid}\n")
+        assert svc.our_pid(str(pid_file), ["svc-test-marker", "-dir=/x "]) == child.pid
+        assert svc.our_pid(str(pid_file), ["svc-test-marker", "other-word"]) is None  # a reused pid
+        assert svc.our_pid(str(tmp_path / "missing.pid"), []) is None
+        pid_file.write_text("not a pid")
+        assert svc.our_pid(str(pid_file), []) is None
+    finally:
+        child.kill()
+        child.wait()
+    pid_file.write_text(str(child.pid))
+    assert svc.our_pid(str(pid_file), []) is None  # exited
+
+
+def test_stop_terminates_then_kills_what_ignores_sigterm(capsys: pytest.CaptureFixture[str]) -> None:
+    polite = _python("")
+    assert svc.stop("polite", polite.pid, grace_s=30) == "stopped"
+    assert polite.wait(timeout=10) == -15
+    stubborn = _python("signal.signal(signal.SIGTERM, signal.SIG_IGN)")
+    assert svc.stop("stubborn", stubborn.pid, grace_s=0.3) == "killed"
+    assert stubborn.wait(timeout=10) == -9
+    assert "stubborn (pid" in capsys.readouterr().err
+    assert svc.stop("gone", stubborn.pid) == "gone"
+
+
+def test_pg_version_prefers_a_configured_cluster(tmp_path: Path) -> None:
+    lib, etc = tmp_path / "lib", tmp_path / "etc"
+    assert svc.pg_version(str(lib), str(etc)) == ""
+    for version in ("13", "15", "17", "beta"):
+        binary = lib / version / "bin" / "postgres"
+        binary.parent.mkdir(parents=True)
+        binary.write_text("#!/bin/sh\n")
+        binary.chmod(0o755)
+    (lib / "16" / "bin").mkdir(parents=True)
+    (lib / "16" / "bin" / "postgres").write_text("not executable")
+    assert svc.pg_version(str(lib), str(etc)) == "17"  # the highest; 16 has no server binary, beta no number
+    (etc / "15").mkdir(parents=True)
+    assert svc.pg_version(str(lib), str(etc)) == "15"  # the one with a cluster config wins
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({}, "http://deb.debian.org/debian"),
+    ({"sources.list": "deb [signed-by=/k.gpg arch=amd64] http://mirror.local/debian/ trixie main\n"},
+     "http://mirror.local/debian"),
+    ({"sources.list": "deb http://security.debian.org/debian-security trixie-security main\n",
+      "sources.list.d/debian.sources": "Types: deb\n# http://ignored/debian\nURIs: https://proxy:3142/debian\n"
+                                       "Suites: trixie\n"}, "https://proxy:3142/debian"),
+    ({"sources.list.d/a.list": "deb-src http://src.example/debian trixie main\n"}, "http://src.example/debian"),
+])
+def test_debian_mirror_is_the_one_apt_uses(tmp_path: Path, files: dict[str, str], expected: str) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert svc.debian_mirror(str(tmp_path)) == expected
+
+
+def test_set_env_replaces_the_line_or_appends_and_writes_through_a_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "main.env"
+    real.write_text("A=1\nREDIS_URL=redis://127.0.0.1:6379/0\n# REDIS_URL=comment\n")
+    link = tmp_path / ".env"
+    link.symlink_to(real)
+    value = "redis://:p|w&x\\1@127.0.0.1:6379/0"  # what sed's s||| would have mangled
+    svc.set_env_value(str(link), "REDIS_URL", value)
+    assert link.is_symlink()  # the worktree's link kept, the file behind it written
+    assert real.read_text() == f"A=1\nREDIS_URL={value}\n# REDIS_URL=comment\n"
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+    svc.set_env_value(str(link), "NEW", "v")
+    assert real.read_text().endswith("NEW=v\n")

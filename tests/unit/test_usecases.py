@@ -19,6 +19,7 @@ from shared.domain.errors import (
     TaskNotFound,
 )
 from shared.domain.fencing import Action, EnqueueRequest, RequestKind, TaskSnapshot
+from shared.domain.messages import GENERATION_HEADER
 from shared.domain.records import Claim, NewContent
 from shared.domain.states import TaskStatus
 from tests.fakes import STALE, FakeDeadLetter, FakeObjectStore, FakePublisher, FakeReleasedObjects, FakeStore
@@ -44,6 +45,8 @@ async def test_upload_creates_rows_and_publishes_once() -> None:
     assert isinstance(store, FakeStore) and isinstance(pub, FakePublisher)
     assert msg.generation == 1 and store.tasks[msg.task_id].status is TaskStatus.WAITING
     assert [body for body, *_ in pub.sent] == [msg.to_json()]
+    assert [headers for *_, headers in pub.sent] == [{GENERATION_HEADER: msg.generation}]  # from the row, not parsed
+    assert pub.correlation_ids == [str(msg.task_id)]
     await usecases.flush_marks()  # the mark is written off the request's path
     assert store.published() == [True]
 

@@ -485,10 +485,23 @@ async function droppedFiles(dataTransfer) {
 
 // ------------------------------------------------------------------ search
 
+// The search modes and the default one, from the API's own schema (SearchMode; stated once, in
+// knowledge_service/search/modes.py). Without them the select stays empty and the server's
+// default mode is used.
+async function loadModes() {
+  const r = await fetch("/openapi.json");
+  if (!r.ok) return;
+  const schemas = (await r.json()).components.schemas;
+  const modes = (schemas.SearchMode && schemas.SearchMode.enum) || [];
+  const fallback = schemas.SearchRequest.properties.mode.default;
+  $("#search-mode").replaceChildren(...modes.map((m) => el("option", m === fallback ? { selected: "" } : {}, m)));
+}
+
 async function search(query, mode) {
   $("#search-error").textContent = "";
   try {
-    const r = await api(`/knowledge-bases/${state.kb}/search`, { method: "POST", json: { query, mode, top_k: 10 } });
+    const json = mode ? { query, mode, top_k: 10 } : { query, top_k: 10 };
+    const r = await api(`/knowledge-bases/${state.kb}/search`, { method: "POST", json });
     $("#results").replaceChildren(...r.results.map((h) => el("li", { class: "hit" },
       el("div", { class: "meta" }, el("span", { class: "score" }, h.score.toFixed(4)),
         ` · ${h.filename} #${h.chunk_index} · `, provenance(h),
@@ -556,5 +569,6 @@ document.addEventListener("DOMContentLoaded", () => {
     e.preventDefault();
     search($("#search-q").value, $("#search-mode").value);
   });
+  loadModes().catch(() => {}); // the server's default mode then
   if (state.token) signIn(state.token).catch(() => signOut());
 });

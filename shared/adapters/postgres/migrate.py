@@ -1,23 +1,46 @@
 """Forward-only migration runner for ``sql/NNNN_name.sql``.
 
-``python -m shared.adapters.postgres.migrate [--target N]`` creates the database if it is missing, then applies
-every migration above the recorded version, each in its own transaction, under an advisory lock
-so that several processes starting at once apply each file exactly once.
+``rag migrate [--target N]`` (``python -m shared.adapters.postgres.migrate`` is an alias of it)
+creates the database if it is missing, then applies every migration above the recorded version,
+each in its own transaction, under an advisory lock so that several processes starting at once
+apply each file exactly once.
+
+Checksums: ``schema_migration.checksum`` holds the SHA-256 of each applied file (its text with
+line ends made ``\n``). A run first compares every applied migration still on disk with its
+recorded checksum and refuses (:class:`MigrationChangedError`, nothing applied) when one was
+edited after it was applied: the database did not run the new text, and forward-only means a
+change is a new file. A row recorded before checksums existed (``NULL``) takes the file's
+checksum on the first run (trusted once). An applied version with no file is left alone (a
+newer checkout applied it).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import hashlib
 import re
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from shared.domain.errors import ConfigurationError
+
 SQL_DIR = Path(__file__).resolve().parents[3] / "sql"
 _LOCK_KEY = 0x5241474D  # "RAGM"
 _NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
+
+
+class MigrationChangedError(ConfigurationError):
+    """An applied migration's file differs from what was applied (its checksum); nothing was
+    applied. Restore the file and put the change in a new migration."""
+
+
+def checksum(path: Path) -> str:
+    """SHA-256 (hex) of a migration's text, line ends normalised to ``\n``."""
+    text = path.read_bytes().replace(b"\r\n", b"\n")
+    return hashlib.sha256(text).hexdigest()
 
 
 def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, Path]]:
@@ -64,19 +87,16 @@ async def migrate(dsn: str, *, target: int | None = None, sql_dir: Path = SQL_DI
     applied: list[int] = []
     try:
         await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migration ("
-            " version INT PRIMARY KEY, name TEXT NOT NULL,"
-            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-        )
-        done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migration")}
-        for version, path in migration_files(sql_dir):
+        files = migration_files(sql_dir)
+        done = await _verified(conn, files)
+        for version, path in files:
             if version in done or (target is not None and version > target):
                 continue
             async with conn.transaction():
                 await conn.execute(path.read_text(encoding="utf-8"))
                 await conn.execute(
-                    "INSERT INTO schema_migration (version, name) VALUES ($1, $2)", version, path.name
+                    "INSERT INTO schema_migration (version, name, checksum) VALUES ($1, $2, $3)",
+                    version, path.name, checksum(path),
                 )
             applied.append(version)
     finally:
@@ -87,16 +107,39 @@ async def migrate(dsn: str, *, target: int | None = None, sql_dir: Path = SQL_DI
     return applied
 
 
-def main() -> None:
+async def _verified(conn: asyncpg.Connection, files: list[tuple[int, Path]]) -> set[int]:
+    """The applied versions, after checking their files (module docstring); records the
+    checksum of rows that have none. Raises MigrationChangedError."""
+    await conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migration ("
+        " version INT PRIMARY KEY, name TEXT NOT NULL,"
+        " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+    )
+    await conn.execute("ALTER TABLE schema_migration ADD COLUMN IF NOT EXISTS checksum TEXT")
+    recorded = {r["version"]: r["checksum"] for r in await conn.fetch("SELECT version, checksum FROM schema_migration")}
+    on_disk = dict(files)
+    changed = [on_disk[v].name for v, sum_ in sorted(recorded.items())
+               if v in on_disk and sum_ is not None and sum_ != checksum(on_disk[v])]
+    if changed:
+        raise MigrationChangedError(
+            f"applied migration(s) edited since they were applied: {', '.join(changed)}; the database ran"
+            " the earlier text. Restore the file(s) and put the change in a new migration (forward-only)"
+        )
+    for version in sorted(v for v, sum_ in recorded.items() if sum_ is None and v in on_disk):
+        await conn.execute("UPDATE schema_migration SET checksum = $2 WHERE version = $1 AND checksum IS NULL",
+                           version, checksum(on_disk[version]))
+    return set(recorded)
+
+
+def run(target: int | None = None) -> list[int]:
+    """Migrate the database of the settings (``DATABASE_URL``); the versions applied."""
     from shared.settings import CommonSettings
 
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--target", type=int, default=None)
-    args = parser.parse_args()
-    settings = CommonSettings()
-    applied = asyncio.run(migrate(settings.database_url, target=args.target))
-    print(f"migrations applied: {applied or 'none (up to date)'}")
+    return asyncio.run(migrate(CommonSettings().database_url, target=target))
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # an alias of `rag migrate`
+    from rag_cli import main
+
+    sys.argv = ["rag", "migrate", *sys.argv[1:]]
     main()

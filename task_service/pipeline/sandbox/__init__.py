@@ -56,13 +56,13 @@ anyway and parsing is CPU-bound on a 2-core machine); a pool of children would m
 
 Modules: ``limits.py`` (:class:`SandboxLimits`), ``parent.py`` (:class:`SandboxedParser`, the
 worker's side), ``child.py`` (the child process), ``in_process.py`` (:class:`InProcessParser`
-and :func:`parser_from_settings`, the choice between them).
+and :func:`build_parser` of a :class:`ParserConfig`, the choice between them).
 """
 
 from __future__ import annotations
 
-from task_service.pipeline.sandbox.in_process import InProcessParser, parser_from_settings
+from task_service.pipeline.sandbox.in_process import InProcessParser, ParserConfig, build_parser
 from task_service.pipeline.sandbox.limits import SandboxLimits
 from task_service.pipeline.sandbox.parent import SandboxedParser
 
-__all__ = ["InProcessParser", "SandboxLimits", "SandboxedParser", "parser_from_settings"]
+__all__ = ["InProcessParser", "ParserConfig", "SandboxLimits", "SandboxedParser", "build_parser"]

@@ -1,9 +1,10 @@
-"""The extractor the worker gets (:func:`parser_from_settings`): sandboxed, or
+"""The extractor the worker gets (:func:`build_parser` of a :class:`ParserConfig`): sandboxed, or
 :class:`InProcessParser` when ``PARSE_SANDBOX=false`` (development and tests)."""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from shared.domain.errors import (
@@ -20,13 +21,27 @@ if TYPE_CHECKING:
 
 
 
-def parser_from_settings(settings: WorkerSettings) -> SandboxedParser | InProcessParser:
-    """The extractor the worker hands to ``IndexHandler``: sandboxed unless ``PARSE_SANDBOX=false``."""
-    limits = ParseLimits.from_settings(settings)
-    chunking = ChunkSettings.from_settings(settings)
-    if not settings.parse_sandbox:
-        return InProcessParser(limits, Chunker.from_settings(load_minilm_tokenizer(), chunking))
-    return SandboxedParser(SandboxLimits.from_settings(settings), limits, chunking)
+@dataclass(frozen=True)
+class ParserConfig:
+    """The worker's extractor: sandboxed or not (``PARSE_SANDBOX``), the child's limits, the
+    structural parse limits and the chunking."""
+
+    sandbox: bool
+    sandbox_limits: SandboxLimits
+    limits: ParseLimits
+    chunking: ChunkSettings
+
+    @classmethod
+    def from_settings(cls, s: WorkerSettings) -> ParserConfig:
+        return cls(sandbox=s.parse_sandbox, sandbox_limits=SandboxLimits.from_settings(s),
+                   limits=ParseLimits.from_settings(s), chunking=ChunkSettings.from_settings(s))
+
+
+def build_parser(config: ParserConfig) -> SandboxedParser | InProcessParser:
+    """The extractor the worker hands to ``IndexHandler``: sandboxed unless ``config.sandbox`` is off."""
+    if not config.sandbox:
+        return InProcessParser(config.limits, Chunker.from_settings(load_minilm_tokenizer(), config.chunking))
+    return SandboxedParser(config.sandbox_limits, config.limits, config.chunking)
 
 
 class InProcessParser:

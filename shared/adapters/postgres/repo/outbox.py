@@ -86,7 +86,7 @@ async def insert_outbox(
         " VALUES ($1, $2, $3, $4, $5, $6::jsonb, CASE WHEN $7 THEN now() END) RETURNING id",
         msg.task_id, msg.user_id, message_id, EXCHANGE, ROUTING_KEY, body.decode(), released,
     )
-    return OutboxRow(int(oid), message_id, EXCHANGE, ROUTING_KEY, body, released)
+    return OutboxRow(int(oid), message_id, EXCHANGE, ROUTING_KEY, body, msg.task_id, msg.generation, released)
 
 
 async def insert_part_outbox(
@@ -123,7 +123,8 @@ async def insert_part_outbox(
         [b.decode() for b in bodies], released,
     )
     by_part = {int(r["part"]): int(r["id"]) for r in oids}
-    return [OutboxRow(by_part[m.part], mid, EXCHANGE, ROUTING_KEY, body, rel)  # type: ignore[index]
+    return [OutboxRow(by_part[m.part], mid, EXCHANGE, ROUTING_KEY, body, m.task_id, m.generation,  # type: ignore[index]
+                      rel)
             for m, mid, body, rel in zip(msgs, ids, bodies, released, strict=True)]
 
 
@@ -137,7 +138,7 @@ async def insert_part_row(conn: asyncpg.Connection, msg: IndexMessage, *, releas
         " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, CASE WHEN $8 THEN now() END) RETURNING id",
         msg.task_id, msg.user_id, msg.part, message_id, EXCHANGE, ROUTING_KEY, body.decode(), released,
     )
-    return OutboxRow(int(oid), message_id, EXCHANGE, ROUTING_KEY, body, released)
+    return OutboxRow(int(oid), message_id, EXCHANGE, ROUTING_KEY, body, msg.task_id, msg.generation, released)
 
 
 async def delete_part_outbox(conn: asyncpg.Connection, task_id: int) -> None:
@@ -279,14 +280,16 @@ async def claim_pending_outbox(
     several relays may run. Held rows are never returned. Call inside a transaction; the locks
     hold until it ends."""
     rows = await conn.fetch(
-        "SELECT id, message_id, exchange, routing_key, body::text AS body FROM outbox"
+        "SELECT id, message_id, exchange, routing_key, body::text AS body, task_id,"
+        " (body->>'generation')::int AS generation FROM outbox"
         " WHERE published_at IS NULL AND released_at IS NOT NULL"
         " AND (create_time < now() - make_interval(secs => $1) OR id = ANY($3::bigint[]))"
         " ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
         grace_s, limit, list(ids),
     )
     return [
-        OutboxRow(r["id"], r["message_id"], r["exchange"], r["routing_key"], _compact(r["body"]))
+        OutboxRow(r["id"], r["message_id"], r["exchange"], r["routing_key"], _compact(r["body"]), r["task_id"],
+                  r["generation"])
         for r in rows
     ]
 

@@ -38,6 +38,7 @@ from shared.domain.errors import (
     NoTextError,
     ParseLimitError,
     PdfEncryptedError,
+    TextBudgetError,
     UndecodableTextError,
     UnsupportedTypeError,
 )
@@ -187,6 +188,8 @@ class Collector:
         """Read one attachment through ``attachments.read``; count it when it cannot be read."""
         try:
             document = self.attachments.read(filename, data, self.depth)
+        except TextBudgetError:
+            raise  # the file as a whole gives too much text: not one attachment skipped
         except _ATTACHMENT_ERRORS as exc:
             self.warnings.append(f"attachment {filename} not read: {exc}")
             return

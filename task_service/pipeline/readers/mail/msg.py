@@ -17,11 +17,11 @@ from the 16-byte entries of ``__properties_version1.0``.
   ``__substg1.0_3701000D``) is read one level deeper; inline images (content id 0x3712 and an
   image type) are counted.
 
-Chosen over extract-msg by measurement (``bench.parsers msg``, same run, this machine): ours
-21/21 markers at 2.6 MB/s, extract-msg 18/21 at 9.7 MB/s (it fails on a plain-RTF-only body and
-keeps the plain copy when the HTML one is richer; most of our time is that extra HTML walk), and
-two small dependencies (olefile, compressed-rtf) instead of extract-msg's eleven (RTFDE,
-oletools, msoffcrypto-tool, cryptography, beautifulsoup4...).
+Chosen over extract-msg by measurement (``bench.parsers msg``; figures in ``bench/RESULTS.md``,
+section ``parsers-msg-eml-pptx-xlsx-ods-odp``): extract-msg is faster but misses markers (it fails
+on a plain-RTF-only body and keeps the plain copy when the HTML one is richer; most of our time is
+that extra HTML walk), and two small dependencies (olefile, compressed-rtf) instead of extract-msg's
+eleven (RTFDE, oletools, msoffcrypto-tool, cryptography, beautifulsoup4...).
 """
 
 from __future__ import annotations

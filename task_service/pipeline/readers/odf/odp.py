@@ -2,8 +2,9 @@
 ``content.xml`` (``_shared/xmlzip``: the ZIP package and the locked-down parser; ``common``: the text walker).
 
 Why our own walker: ``python -m bench.parsers odp`` (markers of ``tests/fidelity/odp_corpus.py``,
-MB/s of ``content.xml`` of a 300-page deck, same run): ours 25/25, 3.9 MB/s; odfpy 1.4 (every
-``text:p``/``text:h``, no slide model) 23/25 (no alt text, no chart title), 0.52 MB/s.
+MB/s of ``content.xml`` of a 300-page deck; figures in ``bench/RESULTS.md``, section
+``parsers-msg-eml-pptx-xlsx-ods-odp``): odfpy (every ``text:p``/``text:h``, no slide model) misses
+alt text and chart titles, at a fraction of our speed.
 
 What is read (OASIS OpenDocument 1.3, Part 3, §9 drawing shapes, §10 presentation), page by page in
 document order (hidden pages included, their section marked "(hidden slide)", no warning):

@@ -3,9 +3,9 @@
 Our own streaming walker over ``content.xml`` (lxml ``iterparse``, hardened: no DTD, no entities, no
 network, libxml2's default limits). Why not calamine or odfpy: measured on
 ``tests/fidelity/sheet_corpus.py`` in the same run (``python -m bench.parsers ods``, figures in
-``bench/RESULTS.md``): an ODS cell stores the text the sheet displays (``<text:p>``: "25 %",
-"14/03/2026", "€1,200.00"), which this walker keeps as is, while calamine gives the raw value
-(0.25); odfpy builds the whole DOM in Python.
+``bench/RESULTS.md``, section ``parsers-msg-eml-pptx-xlsx-ods-odp``): an ODS cell stores the text
+the sheet displays (``<text:p>``: "25 %", "14/03/2026", "€1,200.00"), which this walker keeps as is,
+while calamine gives the raw value (0.25); odfpy builds the whole DOM in Python.
 
 What comes out: every ``table:table`` (hidden ones too; hiding is a style) in document order;
 each cell's paragraphs joined by a newline (``text:s`` spaces, tabs and line breaks kept, cell

@@ -3,13 +3,13 @@ slide parts (zipfile + lxml, ``readers.ooxml``), no python-pptx. Macros (``vbaPr
 never read, let alone run.
 
 Why our own walker: measured with ``python -m bench.parsers pptx`` (markers of
-``tests/fidelity/pptx_corpus.py``; MB/s of the big sample's slide XML, 2 shared cores, same
-run; MB/s of slide + notes XML of a 300-slide deck, median of 5): ours 34/34 markers, 4.3 MB/s;
-a python-pptx walker (every shape recursively, tables, chart titles, alt text, notes) 29/34 (no
-``mc:AlternateContent`` shapes, Office math, SmartArt, chart series names, layout text),
-1.4 MB/s; markitdown 0.1.9 29/34 (no title-only alt text, ``mc:AlternateContent``, math,
-SmartArt, layout text), 0.37 MB/s; unstructured's ``partition_pptx`` not measured (its
-``pptx`` extra is not installed; it reads through python-pptx as well).
+``tests/fidelity/pptx_corpus.py``; MB/s of slide + notes XML of a 300-slide deck, median of 5;
+figures in ``bench/RESULTS.md``, section ``parsers-msg-eml-pptx-xlsx-ods-odp``): a python-pptx
+walker (every shape recursively, tables, chart titles, alt text, notes) misses
+``mc:AlternateContent`` shapes, Office math, SmartArt, chart series names and layout text, and is
+slower; markitdown misses title-only alt text, ``mc:AlternateContent``, math, SmartArt and layout
+text, and is slower still; unstructured's ``partition_pptx`` is not measured (its ``pptx`` extra
+is not installed; it reads through python-pptx as well).
 
 What is read (ECMA-376 Part 1, §19 PresentationML, §20 DrawingML), slide by slide in the order of
 ``p:sldIdLst`` (hidden slides included, their section marked "(hidden slide)", no warning; a slide
