@@ -329,7 +329,11 @@ async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: User
     hits = await retrieval.search(res.search, kb_id, mode, body.query, vector, body.top_k, res.config.search)
     return schemas.SearchResponse(mode=body.mode, results=[
         schemas.SearchHit(document_id=h.document_id, filename=h.filename, chunk_index=h.chunk_index,
-                          content=h.content, page=h.page, section=h.section, score=h.score, sources=h.sources)
+                          content=h.content, page=h.page, section=h.section, score=h.score, sources=h.sources,
+                          also_in=[schemas.SearchCopy(document_id=c.document_id, filename=c.filename,
+                                                      chunk_index=c.chunk_index, page=c.page, section=c.section)
+                                   for c in h.also_in],
+                          also_in_total=h.also_in_total)
         for h in hits
     ])
 
