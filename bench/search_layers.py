@@ -69,7 +69,7 @@ async def run(rounds: int) -> str:
                 return call
 
             async def statement() -> object:
-                async with pool.acquire() as conn:
+                async with pool.acquire() as conn, search_repo.keyword_transaction(conn):
                     t0 = time.perf_counter()
                     await search_repo.keyword_ranking(conn, kb, question, 5, budget=params.keyword_budget,
                                                       max_candidates=params.keyword_max_candidates)

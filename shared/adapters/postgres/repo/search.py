@@ -3,8 +3,8 @@
 The ranking itself (refill after collapsing copies, fusion) is
 :mod:`knowledge_service.search.retrieval`, which reads through the ``SearchReads`` port
 (:class:`shared.adapters.postgres.reads.PgSearch`); ``bench/retrieval.py`` measures these
-statements. Every function takes an open connection; the two rankings must run inside
-:func:`ranking_transaction`.
+statements. Every function takes an open connection; the vector ranking must run inside
+:func:`ranking_transaction`, the keyword ranking inside :func:`keyword_transaction`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,10 @@ _HNSW = (
 # Keyword ranking in one statement. $1 query text (cleaned), $2 kb id, $3 limit, $4 candidate budget (chunks of
 # the KB the selecting terms may hold), $5 hard cap on the KB's candidates. Every frequency is the KB's own, exact:
 # the folded counts of sql/0018 plus the deltas not yet folded, read in this statement's one snapshot (the term
-# '' is the KB's chunk count). Candidates come from the (kb_id, content_tsv) GIN index (sql/0015).
+# '' is the KB's chunk count). Candidates come from the (kb_id, content_tsv) GIN index (sql/0015), always
+# (:func:`keyword_transaction`): the selecting tsquery is known only at run time, so the planner guessed a
+# handful of rows and scanned the whole table, detoasting every chunk's tsvector (3x slower on a KB of 3,800
+# chunks, bench/RESULTS.md "search-load"). Nothing depends on the literal query: one generic plan per connection.
 KEYWORD_SQL = r"""
 WITH lexemes AS (
     SELECT t.lexeme, '''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || '''' AS lit
@@ -62,6 +65,8 @@ WITH lexemes AS (
     SELECT string_agg(lit, ' | ')::tsquery AS q
       FROM weighted, n
      WHERE rarer = 0 OR (rarer + freq) * n.rows <= $4
+), phrase AS MATERIALIZED (  -- once per statement: a generic plan would not fold it
+    SELECT phraseto_tsquery('rag_simple', rag_search_text($1)) AS q
 ), cand AS MATERIALIZED (
     SELECT c.id, c.content_tsv
       FROM document_chunk c
@@ -72,7 +77,7 @@ WITH lexemes AS (
 )
 SELECT c.id AS chunk_id,
        (SELECT sum(t.w) FROM weighted t WHERE c.tsv @@ t.q) / (SELECT nullif(sum(w), 0) FROM weighted WHERE freq > 0)
-       + CASE WHEN c.tsv @@ phraseto_tsquery('rag_simple', rag_search_text($1)) THEN 1 ELSE 0 END AS score
+       + CASE WHEN c.tsv @@ (SELECT q FROM phrase) THEN 1 ELSE 0 END AS score
   FROM copied c
  ORDER BY score DESC, c.id
  LIMIT $3
@@ -93,6 +98,17 @@ async def ranking_transaction(conn: asyncpg.Connection) -> AsyncIterator[asyncpg
     are short) and custom plans (a generic plan ignores the KB and the terms)."""
     async with conn.transaction():
         await conn.execute("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
+        yield conn
+
+
+@contextlib.asynccontextmanager
+async def keyword_transaction(conn: asyncpg.Connection) -> AsyncIterator[asyncpg.Connection]:
+    """A transaction for :func:`keyword_ranking`: no JIT, candidates through the GIN index (no sequential scan,
+    which reads every chunk's tsvector), and the generic plan (planned once per connection: the statement's
+    shape does not depend on its parameters)."""
+    async with conn.transaction():
+        await conn.execute("SET LOCAL jit = off; SET LOCAL enable_seqscan = off;"
+                           " SET LOCAL plan_cache_mode = force_generic_plan")
         yield conn
 
 
@@ -127,7 +143,7 @@ async def keyword_ranking(conn: asyncpg.Connection, kb_id: int, text: str, limit
                           max_candidates: int) -> Ranked:
     """Top ``limit`` chunks of the KB by full-text match of ``text`` (score:
     :mod:`knowledge_service.search.retrieval`); candidates: chunks holding the rarest terms, about
-    ``budget`` of them, at most ``max_candidates``."""
+    ``budget`` of them, at most ``max_candidates``. Must run inside :func:`keyword_transaction`."""
     rows = await conn.fetch(KEYWORD_SQL, text, kb_id, limit, budget, max_candidates)
     return [(r["chunk_id"], float(r["score"])) for r in rows]
 
