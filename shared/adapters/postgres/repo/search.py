@@ -93,11 +93,30 @@ _CONTENT_KEYS = "SELECT c.id, md5(c.content) AS text_md5 FROM document_chunk c W
 
 
 @contextlib.asynccontextmanager
+async def _local_transaction(conn: asyncpg.Connection, settings: str) -> AsyncIterator[asyncpg.Connection]:
+    """A transaction whose ``BEGIN`` and ``SET LOCAL settings`` go in one round trip (asyncpg's
+    ``transaction()`` sends them in two). Inside an open transaction: a savepoint, as asyncpg nests."""
+    if conn.is_in_transaction():
+        async with conn.transaction():
+            await conn.execute(settings)
+            yield conn
+        return
+    await conn.execute(f"BEGIN; {settings}")
+    try:
+        yield conn
+    except BaseException:
+        if not conn.is_closed():
+            with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+                await conn.execute("ROLLBACK")  # else the pool's reset rolls back; the first error is the one raised
+        raise
+    await conn.execute("COMMIT")
+
+
+@contextlib.asynccontextmanager
 async def ranking_transaction(conn: asyncpg.Connection) -> AsyncIterator[asyncpg.Connection]:
     """A transaction for one ranking statement: no JIT (it compiles for 10s of ms; these queries
     are short) and custom plans (a generic plan ignores the KB and the terms)."""
-    async with conn.transaction():
-        await conn.execute("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
+    async with _local_transaction(conn, "SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan"):
         yield conn
 
 
@@ -106,9 +125,8 @@ async def keyword_transaction(conn: asyncpg.Connection) -> AsyncIterator[asyncpg
     """A transaction for :func:`keyword_ranking`: no JIT, candidates through the GIN index (no sequential scan,
     which reads every chunk's tsvector), and the generic plan (planned once per connection: the statement's
     shape does not depend on its parameters)."""
-    async with conn.transaction():
-        await conn.execute("SET LOCAL jit = off; SET LOCAL enable_seqscan = off;"
-                           " SET LOCAL plan_cache_mode = force_generic_plan")
+    async with _local_transaction(conn, "SET LOCAL jit = off; SET LOCAL enable_seqscan = off;"
+                                        " SET LOCAL plan_cache_mode = force_generic_plan"):
         yield conn
 
 
