@@ -82,6 +82,8 @@ class Hit:
 
 
 Ranked = list[tuple[int, float]]  # (chunk id, score), best first
+#: The query embedding ``(dim,) float32``, or a future of it: the keyword list starts while the query is embedded.
+QueryVector = np.ndarray | asyncio.Future[np.ndarray]
 ContentOf = dict[int, str]  # chunk id → MD5 of the chunk text (hex)
 _REFILL_ROUNDS = 4  # a list short of results after collapsing copies is fetched again, twice as deep
 
@@ -112,10 +114,13 @@ async def _ranking(reads: SearchReads, name: str, kb_id: int, text: str, embeddi
     return await keyword_ranking(reads, kb_id, text, limit, params)
 
 
-async def _one_list(reads: SearchReads, name: str, kb_id: int, text: str, embedding: np.ndarray | None, depth: int,
+async def _one_list(reads: SearchReads, name: str, kb_id: int, text: str, query: QueryVector | None, depth: int,
                     params: SearchParams) -> tuple[Ranked, ContentOf]:
     """The top ``depth`` of list ``name`` with one chunk per chunk text: copies of a document
     (uploaded with ``allow_duplicate``) and repeated paragraphs hold the same text and would fill the list."""
+    embedding = None
+    if name == "vector":  # the keyword list never waits for the query's embedding
+        embedding = await query if isinstance(query, asyncio.Future) else query
     limit = depth
     for round_ in range(_REFILL_ROUNDS):
         raw = await _ranking(reads, name, kb_id, text, embedding, limit, params)
@@ -128,14 +133,15 @@ async def _one_list(reads: SearchReads, name: str, kb_id: int, text: str, embedd
 
 
 async def rank(
-    reads: SearchReads, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int,
+    reads: SearchReads, kb_id: int, mode: Mode, text: str, embedding: QueryVector | None, top_k: int,
     params: SearchParams,
 ) -> list[tuple[int, float, dict[str, int]]]:
     """``[(chunk id, score, {list: rank})]`` best first, at most ``top_k``, never two chunks with
     the same text.
 
     Hybrid mode runs its two lists at once when ``reads.parallel``, else one after the other.
-    ``embedding`` is required unless ``mode`` is keyword (ValueError otherwise).
+    ``embedding`` is required unless ``mode`` is keyword (ValueError otherwise); a future of it lets the
+    keyword list run while the query is embedded (only the vector list awaits it).
     """
     names = {Mode.VECTOR: ["vector"], Mode.KEYWORD: ["keyword"], Mode.HYBRID: ["vector", "keyword"]}[mode]
     if embedding is None and "vector" in names:
@@ -157,7 +163,7 @@ async def rank(
 
 
 async def search(
-    reads: SearchReads, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int,
+    reads: SearchReads, kb_id: int, mode: Mode, text: str, embedding: QueryVector | None, top_k: int,
     params: SearchParams,
 ) -> list[Hit]:
     """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section.
