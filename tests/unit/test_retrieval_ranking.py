@@ -47,9 +47,6 @@ class FakeReads:
                       max_candidates: int) -> list[tuple[int, float]]:
         return await self._ranked("keyword", self.keyword_ids, limit)
 
-    async def content_keys(self, ids: Sequence[int]) -> dict[int, str]:
-        return {i: self.text_of[i] for i in ids}
-
     async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
         return {i: ChunkDetails(i, 1, "d.txt", i, self.text_of[i], None, None) for i in ids if i not in self.gone}
 

@@ -84,10 +84,6 @@ class PgSearch:
             return await search_repo.keyword_ranking(conn, kb_id, text, limit, budget=budget,
                                                      max_candidates=max_candidates)
 
-    async def content_keys(self, ids: Sequence[int]) -> dict[int, str]:
-        async with self._conn() as conn:
-            return await search_repo.content_keys(conn, ids)
-
     async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
         async with self._conn() as conn:
             return await search_repo.details(conn, ids)

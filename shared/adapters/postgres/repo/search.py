@@ -1,4 +1,4 @@
-"""Repository of the search statements (vector, keyword, the chunks' details and text keys).
+"""Repository of the search statements (vector, keyword, the chunks' details).
 
 The ranking itself (refill after collapsing copies, fusion) is
 :mod:`knowledge_service.search.retrieval`, which reads through the ``SearchReads`` port
@@ -89,9 +89,6 @@ _DETAILS = (
 )
 
 
-_CONTENT_KEYS = "SELECT c.id, md5(c.content) AS text_md5 FROM document_chunk c WHERE c.id = ANY($1::bigint[])"
-
-
 @contextlib.asynccontextmanager
 async def _local_transaction(conn: asyncpg.Connection, settings: str) -> AsyncIterator[asyncpg.Connection]:
     """A transaction whose ``BEGIN`` and ``SET LOCAL settings`` go in one round trip (asyncpg's
@@ -172,8 +169,3 @@ async def details(conn: asyncpg.Connection, ids: Sequence[int]) -> dict[int, Chu
                                         r["content"], r["page"], r["section"])
             for r in await conn.fetch(_DETAILS, list(ids))}
 
-
-async def content_keys(conn: asyncpg.Connection, ids: Sequence[int]) -> dict[int, str]:
-    """``{chunk id: MD5 of the chunk text (hex)}``: the key that collapses copies of one text
-    (a de-duplication key, not a security one)."""
-    return {r["id"]: r["text_md5"] for r in await conn.fetch(_CONTENT_KEYS, list(ids))}
