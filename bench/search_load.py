@@ -1,6 +1,6 @@
 """Keyword and hybrid search on the peer's data, idle and beside a fixed CPU load (issue 30, item 4).
 
-``python -m bench.search_load [--smoke] [--load N] [--explain]``: an isolated stack (:mod:`bench.stack`),
+``python -m bench.search_load [--smoke] [--load N] [--explain] [--before DIR]``: an isolated stack (:mod:`bench.stack`),
 the files :mod:`bench.peer` indexes (the shared corpus, the novel included) in one KB and a look-alike set
 (:mod:`bench.lookalike`) in another, indexed by one worker whose embeddings come from the stand-in
 (:mod:`bench.fake_embeddings`, no latency: the keyword side needs no model; the API embeds queries with its
@@ -8,7 +8,8 @@ own model, so hybrid pays the real query embedding). Queries as :mod:`bench.peer
 passages of the corpus' chunks and the look-alike codes, alone and in a question. Each query is timed, in
 turn in the same loop, as:
 
-- HTTP ``POST .../search`` keyword and hybrid (the whole request);
+- HTTP ``POST .../search`` keyword and hybrid (the whole request), on today's API and (``--before DIR``) on the
+  API of another checkout started on the same stack;
 - the keyword statement alone on one held connection: today's (:data:`KEYWORD_SQL`) and the one before
   issue 30 (:data:`BEFORE_SQL`, kept here to measure against), with their results compared;
 
@@ -111,17 +112,18 @@ def make_queries(texts: list[str], kb_self: int, kb_look: int, passages: int,
 Call = Callable[[int, str], Awaitable[tuple[float, object]]]  # (kb, query) -> (seconds, result)
 
 
-def layers(http: httpx.AsyncClient, pool: asyncpg.Pool) -> dict[str, Call]:
-    """The timed layers: two HTTP modes, and the keyword statement before and now."""
+def layers(http: httpx.AsyncClient, pool: asyncpg.Pool, before: httpx.AsyncClient | None) -> dict[str, Call]:
+    """The timed layers: two HTTP modes (also on the API of ``before``, when given), and the keyword statement
+    before and now."""
     from knowledge_service.search import retrieval
     from shared.adapters.postgres.repo import search as search_repo
 
     params = retrieval.SearchParams()
 
-    def post(mode: str) -> Call:
+    def post(mode: str, client: httpx.AsyncClient = http) -> Call:
         async def call(kb: int, q: str) -> tuple[float, object]:
             t0 = time.perf_counter()
-            r = await http.post(f"/api/v1/knowledge-bases/{kb}/search", json={"query": q, "mode": mode, "top_k": 5})
+            r = await client.post(f"/api/v1/knowledge-bases/{kb}/search", json={"query": q, "mode": mode, "top_k": 5})
             r.raise_for_status()
             return time.perf_counter() - t0, None
         return call
@@ -134,9 +136,13 @@ def layers(http: httpx.AsyncClient, pool: asyncpg.Pool) -> dict[str, Call]:
                 return time.perf_counter() - t0, [(r["chunk_id"], float(r["score"])) for r in rows]
         return call
 
+    http_layers = {"HTTP `POST .../search` keyword, now": post("keyword"),
+                   "HTTP `POST .../search` hybrid, now": post("hybrid")}
+    if before is not None:
+        http_layers = {"HTTP `POST .../search` keyword, before": post("keyword", before),
+                       "HTTP `POST .../search` hybrid, before": post("hybrid", before), **http_layers}
     return {
-        "HTTP `POST .../search` keyword": post("keyword"),
-        "HTTP `POST .../search` hybrid": post("hybrid"),
+        **http_layers,
         "keyword statement, before": statement(BEFORE_SQL, search_repo.ranking_transaction),
         "keyword statement, now": statement(search_repo.KEYWORD_SQL, search_repo.keyword_transaction),
     }
@@ -201,7 +207,34 @@ async def index(stack: Stack, http: httpx.AsyncClient, paths: list[Path], looks:
     return kb_self, kb_look
 
 
-async def run(smoke: bool, load: int, show_plan: bool) -> str:
+def _spawn(root: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "knowledge_service"], cwd=root, env=env, stdout=log.open("ab"),
+                            stderr=subprocess.STDOUT)
+
+
+async def start_before_api(stack: Stack, root: Path) -> str:
+    """The API of another checkout (``root``: the code before) on the same stack; its base URL once ready."""
+    from bench.stack import LOGS, poll
+    from tests.support import Proc
+
+    port = free_port()
+    log = LOGS / f"{stack.db}-api-before.log"
+    proc = Proc("api-before", _spawn(root, stack.child_env(ks_port=str(port), pythonpath=str(root)), log), log,
+                log_start=0)
+    stack.procs.append(proc)
+    url = f"http://127.0.0.1:{port}"
+    async with httpx.AsyncClient(timeout=2) as c:
+        async def ready() -> bool:
+            try:
+                return (await c.get(f"{url}/readyz")).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        await poll(ready, 300, "the API before ready", 0.2, proc)
+    return url
+
+
+async def run(smoke: bool, load: int, show_plan: bool, before_root: Path | None) -> str:
     from shared.adapters.postgres.pool import PoolConfig, create_pool
     from shared.settings import KnowledgeSettings
 
@@ -214,12 +247,15 @@ async def run(smoke: bool, load: int, show_plan: bool) -> str:
         url = await stack.start_api(max_in_flight_tasks_per_user="1000")
         _, token = await stack.create_user()
         pool = await create_pool(PoolConfig.from_settings(KnowledgeSettings()), app_name="bench-search-load")
-        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=600) as http:
+        auth = {"Authorization": f"Bearer {token}"}
+        before_url = await start_before_api(stack, before_root) if before_root else url
+        async with httpx.AsyncClient(base_url=url, headers=auth, timeout=600) as http, \
+                httpx.AsyncClient(base_url=before_url, headers=auth, timeout=600) as before:
             kb_self, kb_look = await index(stack, http, paths, looks)
             texts = [r["content"] for r in await stack.fetch(
                 "SELECT content FROM document_chunk WHERE kb_id = $1 ORDER BY id", kb_self)]
             queries = make_queries(texts, kb_self, kb_look, n_pass, looks)
-            calls = layers(http, pool)
+            calls = layers(http, pool, before if before_root else None)
             results = [await timed(calls, queries, n) for _, n in phases]
             if show_plan:
                 _, kb, q = max(r[2] for r in results)
@@ -229,8 +265,9 @@ async def run(smoke: bool, load: int, show_plan: bool) -> str:
         "Keyword and hybrid search on the peer's data (issue 30, item 4): `python -m bench.search_load`. "
         f"Isolated stack, API only; one KB of the {len(paths)} files bench/peer.py indexes ({len(texts)} chunks), "
         f"one of {n_look} look-alike documents; {len(queries)} queries (12-word passages of the chunks, the codes "
-        "alone and in a question), top 5, each timed in turn in the same loop as an HTTP request and as the keyword "
-        "statement alone (before issue 30 and now, on one held connection); idle, then beside "
+        "alone and in a question), top 5, each timed in turn in the same loop as an HTTP request (on the API before "
+        "issue 30 item 4 and on today's, one stack, one database) and as the keyword statement alone (before and "
+        "now, on one held connection); idle, then beside "
         f"{load} busy processes (`while True: pass`, not niced). Load average {os.getloadavg()[0]:.1f} at the end. "
         f"Queries whose statements' results (ids and scores) differ, before / now: {sum(r[1] for r in results)}. "
         "p50 / p99 ms:",
@@ -248,8 +285,10 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="two small files, a few queries, print only")
     ap.add_argument("--load", type=int, default=2, help="busy processes beside the second phase (0: idle only)")
     ap.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE of the slowest query")
+    ap.add_argument("--before", type=Path, metavar="DIR",
+                    help="also time the API of this checkout (e.g. `git worktree add DIR <commit>`) on the same data")
     args = ap.parse_args()
-    text = asyncio.run(run(args.smoke, args.load, args.explain))
+    text = asyncio.run(run(args.smoke, args.load, args.explain, args.before))
     print(text)
     if not args.smoke:
         from bench.report import write_section
