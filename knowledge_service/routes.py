@@ -64,6 +64,9 @@ def _document(r: asyncpg.Record) -> schemas.DocumentOut:
     d["task"] = task
     warnings = d.pop("warnings", None)
     d["warnings"] = _json(warnings) or []
+    origin_id, origin_name = d.pop("origin_document_id", None), d.pop("origin_filename", None)
+    d["origin"] = None if origin_id is None else schemas.OriginOut(document_id=origin_id, filename=origin_name)
+    d["members"] = d.pop("member_count", 0) or 0
     pending = _json(d.pop("pending", None))
     d["pending"] = None if pending is None else schemas.PendingVersionOut.model_validate({
         **pending,
@@ -201,12 +204,13 @@ async def list_documents(
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     status: Annotated[DocumentStatus | None, Query(description="only documents of this status")] = None,
+    origin: Annotated[int | None, Query(ge=1, description="only the members of this archive document")] = None,
 ) -> schemas.DocumentList:
     """The knowledge base's documents by id, one page (``offset``, ``limit``); ``total`` counts
-    every document matching ``status`` (all when absent)."""
+    every document matching ``status`` and ``origin`` (all when absent)."""
     await _owned_kb(res, user_id, kb_id)
     wanted = None if status is None else status.value
-    rows, total = await res.reads.page_documents(user_id, kb_id, offset, limit, wanted)
+    rows, total = await res.reads.page_documents(user_id, kb_id, offset, limit, wanted, origin)
     return schemas.DocumentList(items=[_document(r) for r in rows], total=total)
 
 

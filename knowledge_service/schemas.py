@@ -98,6 +98,13 @@ class PendingVersionOut(BaseModel):
     create_time: datetime
 
 
+class OriginOut(BaseModel):
+    """The archive a document came from (issue 29: one document per member of a ``.zip``/``.tar``)."""
+
+    document_id: int
+    filename: str
+
+
 class DocumentOut(BaseModel):
     """The document's served version (the last indexed one; for a document never indexed, its
     only one) and, if new content awaits indexing, its ``pending`` version."""
@@ -120,6 +127,12 @@ class DocumentOut(BaseModel):
     update_time: datetime
     task: TaskOut | None
     pending: PendingVersionOut | None = None
+    origin: OriginOut | None = Field(
+        None, description="a member of an archive: the archive's document (its id and file name); null for an "
+                          "upload, and once the archive is deleted (its members stay)")
+    members: int = Field(
+        0, description="an archive: how many documents its members became (list them with "
+                       "GET /knowledge-bases/{kb_id}/documents?origin={document_id}); 0 otherwise")
 
 
 class DocumentList(BaseModel):

@@ -269,13 +269,22 @@ def status(
     table = Table("document", "file", "status", "task", "task status", "attempt", "chunks", "error")
     for d in docs:
         t = d.get("task") or {}
-        table.add_row(str(d["document_id"]), plain(d["filename"]), plain(d["status"]), str(t.get("task_id", "")),
+        table.add_row(str(d["document_id"]), plain(file_label(d)), plain(d["status"]), str(t.get("task_id", "")),
                       plain(t.get("status", "")), str(t.get("attempt", "")), str(d["chunk_count"]),
                       plain(f"{t.get('error_code') or ''} {d.get('error_message') or ''}".strip()))
     for t in tasks:
         table.add_row(str(t["document_id"]), "", "", str(t["task_id"]), plain(t["status"]), str(t["attempt"]), "",
                       plain(f"{t.get('error_code') or ''} {t.get('error_message') or ''}".strip()))
     out.print(table)
+
+
+def file_label(d: dict[str, Any]) -> str:
+    """A document's file name, with the archive it came from or how many members it became."""
+    origin = d.get("origin")
+    if origin:
+        return f"{d['filename']} (from {origin['filename']}, document {origin['document_id']})"
+    members = d.get("members") or 0
+    return f"{d['filename']} (archive: {members} member documents)" if members else str(d["filename"])
 
 
 @app.command()

@@ -8,8 +8,10 @@ Points: ``before_download``; ``during_embed`` (embedding run recorded, model not
 ``in_commit`` (inside the final transaction, chunks written, not committed); ``after_commit``
 (chunks committed, delivery not yet acked); ``before_parse``; ``embed_batch`` (after each
 embedding batch); ``in_split`` (inside the split's transaction, chunks staged, not committed);
-``in_swap`` (inside the last part's commit, its vectors staged, the swap not yet run); in the
-API, ``after_commit_before_publish``.
+``in_swap`` (inside the last part's commit, its vectors staged, the swap not yet run);
+``before_expand`` (an archive's members stored, its transaction not begun); ``in_expand``
+(inside an archive's expansion, after each member's rows, not committed); in the API,
+``after_commit_before_publish``.
 
 Actions: ``stop`` (SIGSTOP self), ``exit`` (``os._exit(70)``, a crash), ``sleep:<seconds>``;
 ``fail:<text>``: raise ``StorageUnavailableError`` (a transient fault) when the point's subject

@@ -18,6 +18,8 @@ import numpy.typing as npt
 from shared.domain.fencing import EnqueueDecision, PartSnapshot, TaskSnapshot
 from shared.domain.messages import IndexMessage
 from shared.domain.records import (
+    ArchiveCommit,
+    ArchiveExpanded,
     CacheNamespace,
     Chunk,
     ChunkCommit,
@@ -283,9 +285,16 @@ class ReleasedObjects(Protocol):
 
 
 class ObjectReader(Protocol):
-    """Reads a stored document; raises ``ObjectMissingError`` / ``StorageUnavailableError``."""
+    """What the worker needs of the object store: read a stored document; store and remove an
+    archive's members (Flow 4). Raises ``ObjectMissingError`` / ``StorageUnavailableError``."""
 
     async def get(self, key: str) -> bytes: ...
+
+    async def put_bytes(self, key: str, data: bytes, *, content_type: str, tap: Tap) -> None:
+        """Store a small object with one request (overwrites the key)."""
+        ...
+
+    async def remove(self, key: str) -> None: ...
 
 
 class WorkerStore(Protocol):
@@ -354,6 +363,11 @@ class WorkerStore(Protocol):
         ...
 
     # ---------------------------------------------------------- a big document in parts (Flow 3)
+
+    async def expand_archive(self, commit: ArchiveCommit) -> ArchiveExpanded | None:
+        """The archive's one fenced transaction (``repo.archives.expand_archive``): its members'
+        documents, tasks and outbox rows, the archive INDEXED; None when fenced out (nothing)."""
+        ...
 
     async def split_task(self, commit: SplitCommit) -> list[OutboxRow] | None:
         """The split, ONE transaction fenced on the document run's claim (document row locked,

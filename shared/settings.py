@@ -332,6 +332,12 @@ class WorkerSettings(CommonSettings):
                                          validation_alias=AliasChoices("zip_max_inflate_ratio",
                                                                        "docx_max_inflate_ratio"))
     zip_max_depth: int = Field(3, ge=0, description="packages nested in packages (attachments, embedded files)")
+    # Archives (.zip/.tar/.tar.gz uploads expanded into documents; readers/archive/plan.py): an archive over
+    # any of these is refused whole before a member is inflated; ZIP_MAX_INFLATE_RATIO bounds its ratio.
+    archive_max_members: int = Field(1_000, ge=1, description="entries of one archive (directories included)")
+    archive_max_member_mb: int = Field(100, ge=1, description="declared size of one accepted member, MiB")
+    archive_max_total_mb: int = Field(200, ge=1, description="declared size of an archive's accepted members "
+                                      "together (and what a .tar.gz may inflate to), MiB")
     pdf_max_pages: int = Field(2_000, ge=1, description="PDF pages")
     pdf_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text extracted from one PDF")
     parse_max_text_chars: int = Field(50_000_000, ge=1, description="characters of text one document may give, "

@@ -24,6 +24,8 @@ from shared.domain.fencing import EnqueueDecision, PartSnapshot, PartState, Stal
 from shared.domain.messages import EXCHANGE, ROUTING_KEY, IndexMessage
 from shared.domain.parts import PART_CLAIMABLE, PartStatus
 from shared.domain.records import (
+    ArchiveCommit,
+    ArchiveExpanded,
     CacheNamespace,
     Chunk,
     ChunkCommit,
@@ -57,6 +59,9 @@ class FakeDocument:
     chunks: list[Chunk] = field(default_factory=list)
     embeddings: npt.NDArray[Any] | None = None  # row i: chunk i's vector
     pending: NewContent | None = None  # new content not yet indexed (the served one stays)
+    warnings: list[str] = field(default_factory=list)
+    origin_document_id: int | None = None  # the archive it came from, and its path there
+    origin_member: str | None = None
 
 
 @dataclass
@@ -408,6 +413,33 @@ class FakeStore:
         self.documents[document_id].status = DocumentStatus.FAILED
         return True
 
+    async def expand_archive(self, commit: ArchiveCommit) -> ArchiveExpanded | None:
+        """As ``repo.archives.expand_archive``: fenced on the claim; a member path the archive
+        already has, or bytes a document of the KB has, is not created."""
+        self._maybe_fail("expand_archive")
+        task = self._fenced(commit.claim)
+        if task is None:
+            return None
+        existing = {d.origin_member for d in self.documents.values() if d.origin_document_id == commit.document_id}
+        rows, warnings, unused = [], list(commit.warnings), []
+        for m in commit.members:
+            same = next((d.id for d in self.documents.values()
+                         if d.kb_id == commit.kb_id and d.content.sha256 == m.sha256), None)
+            if m.path in existing or same is not None:
+                unused.append(m.object_key)
+                if same is not None and m.path not in existing:
+                    warnings.append(f"{m.path}: not created (same content as document {same})")
+                continue
+            msg = self.add_document(user_id=commit.user_id, kb_id=commit.kb_id)
+            doc = self.documents[msg.document_id]
+            doc.content = NewContent(m.path, m.content_type, m.size_bytes, m.sha256, m.object_key)
+            doc.origin_document_id, doc.origin_member = commit.document_id, m.path
+            rows.append(self._outbox(msg))
+        task.status = TaskStatus.SUCCESS
+        archive = self.documents[commit.document_id]
+        archive.status, archive.chunks, archive.warnings = DocumentStatus.INDEXED, [], warnings
+        return ArchiveExpanded(rows, warnings, unused)
+
     # -------------------------------------------------------------- WorkerStore: parts (Flow 3)
 
     async def split_task(self, commit: SplitCommit) -> list[OutboxRow] | None:
@@ -593,6 +625,12 @@ class FakeObjectStore:
             raise StorageUnavailableError("fake storage down")
         return self.objects[key]
 
+    async def put_bytes(self, key: str, data: bytes, *, content_type: str, tap: Callable[[bytes], None]) -> None:
+        if self.down:
+            raise StorageUnavailableError("fake storage down")
+        tap(data)
+        self.objects[key] = data
+
     async def remove(self, key: str) -> None:
         if self.down:
             raise StorageUnavailableError("fake storage down")
@@ -671,6 +709,7 @@ class FakeLocks:
         self.down = down
         self.lost: set[int | tuple[int, int]] = set()  # renewals of these locks raise LockLostError
         self.taken: list[int | tuple[int, int]] = []  # every acquire that succeeded, in order
+        self.renewals = 0  # renew() calls, of every lock
 
     def __call__(self, document_id: int, part: int | None = None) -> FakeLock:
         return FakeLock(self, document_id if part is None else (document_id, part))
@@ -695,6 +734,7 @@ class FakeLock:
     async def renew(self) -> None:
         from shared.domain.errors import LockLostError
 
+        self._locks.renewals += 1
         if self._id in self._locks.lost:
             raise LockLostError(f"lock of document {self._id} lost (fake)")
 

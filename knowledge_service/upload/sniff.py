@@ -14,13 +14,17 @@ byte rules are :mod:`shared.domain.containers`'s. Two steps:
    | ``.msg``, ``.doc``,       | an OLE2 compound file (step 2 checks its streams)            |
    | ``.xls``, ``.ppt``        |                                                              |
    | an image (``.png``...)    | the magic bytes of PNG, JPEG, TIFF, WebP, BMP or HEIF        |
+   | an archive: ``.zip``      | a ZIP (any: its members are the worker's to type)            |
+   | ``.tar``, ``.tgz``, ``.gz``| a tar (``ustar`` at 257) or a gzip stream                   |
    | a text kind (``.txt``,    | text: UTF-16/32 (BOM, or NUL pattern + strict decode, see    |
    | ``.md``, ``.csv``,        | ``shared.text_sniff``), or UTF-8/legacy text with at most a  |
    | ``.json``, ``.eml``...)   | few stray NUL bytes (:func:`stray_nul_limit`, counted over   |
    |                           | the whole upload); ``.rtf`` must start with ``{\\rtf``        |
    | a refused kind            | nothing: 415 with the registry's refusal (none at present)   |
    | no extension              | any of the above, typed by content (a ZIP or OLE2 file in    |
-   |                           | step 2; text by the registry's ``text_pattern``, else txt)   |
+   |                           | step 2: a ZIP that is no package is a ``zip`` archive; a tar |
+   |                           | by ``ustar``; text by the registry's ``text_pattern``, else  |
+   |                           | txt)                                                         |
    | anything else             | nothing: 415                                                 |
 
 2. :func:`identify_package`, for a ZIP or OLE2 file once it is whole (in memory, or stored:
@@ -44,7 +48,6 @@ from typing import BinaryIO, cast
 from shared.domain import containers
 from shared.domain.errors import NeedBytesError, UnsupportedContentError
 from shared.domain.formats import (
-    ACCEPTED,
     ENCRYPTED_MESSAGE,
     FORMATS,
     Container,
@@ -200,6 +203,8 @@ def _judge_content(head: bytes, seen: str) -> Verdict:
         return Verdict(None, ZIP_MIME, check_package=True) if fmt is None else _of(fmt, named=False)
     if seen == _OLE:
         return Verdict(None, OLE_MIME, check_package=True)
+    if containers.is_tar(head):
+        return _of(by_kind("tar"), named=False)
     image = containers.image_mime(head)
     if image is not None:
         return _of(by_kind("image"), mime=image, named=False)
@@ -218,6 +223,8 @@ def _judge_named(fmt: Format, ext: str, head: bytes, seen: str) -> Verdict:
         return _of(fmt)
     if fmt.container in _PACKAGES or fmt.container is Container.OLE:
         return _judge_package(fmt, ext, head, seen)
+    if fmt.is_archive:
+        return _judge_archive(fmt, says, head, seen)
     if fmt.container is Container.IMAGE:
         image = containers.image_mime(head)
         if image is None:
@@ -244,6 +251,17 @@ def _judge_package(fmt: Format, ext: str, head: bytes, seen: str) -> Verdict:
         return _of(fmt, check=typed is None)
     wanted = "an OLE2 compound file" if fmt.container is Container.OLE else f"a {ext.upper()} (ZIP) file"
     raise UnsupportedContentError(f"the name says .{ext} ({fmt.label}) but the content is {seen}, not {wanted}")
+
+
+def _judge_archive(fmt: Format, says: str, head: bytes, seen: str) -> Verdict:
+    """``.zip``: any ZIP; ``.tar``/``.tgz``/``.gz``: a tar or a gzip stream (the worker finds a
+    gzip stream that is no tar corrupt). The members are typed by the worker's plan."""
+    if fmt.kind == "zip" and seen == _ZIP:
+        return _of(fmt)
+    if fmt.kind == "tar" and (containers.is_tar(head) or containers.is_gzip(head)):
+        return _of(fmt)
+    wanted = "a ZIP archive" if fmt.kind == "zip" else "a tar archive (or a gzip stream)"
+    raise UnsupportedContentError(f"{says} but the content is {seen}, not {wanted}")
 
 
 # ------------------------------------------------------------------ step 2: the whole package
@@ -277,8 +295,7 @@ def _zip(verdict: Verdict, head: bytes, names: list[str] | None) -> Format:
         named = by_kind(verdict.named)
         raise UnsupportedContentError(f"the content is a ZIP archive without {named.marker}, not a "
                                       f"{named.extensions[0].upper()} ({named.label})")
-    packages = ", ".join(f.kind for f in ACCEPTED if f.zip_based)
-    raise UnsupportedContentError(f"the content is a ZIP archive that is none of: {packages}")
+    return by_kind("zip")  # no name to go by, no package: an archive of files
 
 
 def _ole(names: list[str] | None) -> Format:

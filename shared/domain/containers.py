@@ -32,7 +32,9 @@ __all__ = [
     "ZIP_MAGIC",
     "SparseFile",
     "image_mime",
+    "is_gzip",
     "is_ole",
+    "is_tar",
     "is_zip",
     "looks_pdf",
     "ole_format",
@@ -68,6 +70,20 @@ def is_zip(head: bytes) -> bool:
 
 def is_ole(head: bytes) -> bool:
     return head.startswith(OLE_MAGIC)
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+#: POSIX ustar (and GNU tar's ``ustar  ``) magic, at offset 257 of a tar's first header block.
+TAR_MAGIC_OFFSET = 257
+
+
+def is_tar(head: bytes) -> bool:
+    """A tar's first header (``ustar`` at offset 257: POSIX.1-1988 and GNU formats)."""
+    return head[TAR_MAGIC_OFFSET:TAR_MAGIC_OFFSET + 5] == b"ustar"
+
+
+def is_gzip(head: bytes) -> bool:
+    return head.startswith(GZIP_MAGIC)
 
 
 def image_mime(head: bytes) -> str | None:

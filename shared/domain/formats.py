@@ -24,6 +24,9 @@ How the bytes are recognised (:class:`Container`):
 |                | (:attr:`Format.text_pattern`, matched case-insensitively at the start of the     |
 |                | text) when the name has no extension; with ``pattern_required`` also by name     |
 | ``image``      | one of :attr:`Format.magic` (offset, bytes, MIME)                                |
+| ``archive``    | an archive whose members become documents (``zip``: a ZIP that is no document    |
+|                | package; ``tar``: ``ustar`` at offset 257, or a gzip stream), expanded by the    |
+|                | worker, not read (ARCHITECTURE.md "Flow 4: an archive")                          |
 
 A ZIP-based format (:attr:`Format.zip_based`) is read only after the ZIP-bomb and nesting
 limits (``ZIP_MAX_*``) pass. A refused format (:attr:`Format.refusal`) would be recognised so
@@ -68,6 +71,7 @@ class Container(StrEnum):
     OLE = "ole"
     TEXT = "text"
     IMAGE = "image"
+    ARCHIVE = "archive"
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,11 @@ class Format:
     def zip_based(self) -> bool:
         """ZIP-bomb and nesting limits apply before the reader opens the package."""
         return self.container in (Container.ZIP, Container.ZIP_MIMETYPE)
+
+    @property
+    def is_archive(self) -> bool:
+        """Its members become documents of their own (the worker expands it; Flow 4)."""
+        return self.container is Container.ARCHIVE
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -223,6 +232,11 @@ FORMATS: tuple[Format, ...] = (
     _code("scala", "Scala source", ("scala",), "text/x-scala"),
     _code("lua", "Lua source", ("lua",), "text/x-lua"),
     _code("perl", "Perl source", ("pl", "pm"), "text/x-perl", "application/x-perl"),
+    Format("zip", "ZIP archive (one document per member)", ("zip",), "application/zip", Container.ARCHIVE,
+           "archive", mime_aliases=("application/x-zip-compressed",)),
+    Format("tar", "tar archive, gzip-compressed or not (one document per member)", ("tar", "tgz", "gz"),
+           "application/x-tar", Container.ARCHIVE, "archive", mime_aliases=("application/gzip", "application/x-gzip",
+                                                                             "application/x-gtar")),
 )
 ACCEPTED: tuple[Format, ...] = tuple(f for f in FORMATS if f.accepted)
 #: Streams of an OLE file that wraps a password-protected OOXML package (MS-OFFCRYPTO §2.3.4).
@@ -310,6 +324,8 @@ def _cells(f: Format) -> Iterable[str]:
         Container.OLE: "OLE2 with a " + " or ".join(f"`{m}`" for m in f.markers) + " stream",
         Container.TEXT: _text_rule(f),
         Container.IMAGE: "PNG, JPEG, TIFF, WebP, BMP, HEIF magic",
+        Container.ARCHIVE: "a ZIP that is no document package" if f.kind == "zip" else
+        "`ustar` at offset 257, or a gzip stream",
     }[f.container]
     yield f.refusal or f"`{f.reader}`"
 

@@ -13,6 +13,7 @@ import numpy.typing as npt
 from shared.domain.messages import GENERATION_HEADER
 
 __all__ = [
+    "ArchiveCommit", "ArchiveExpanded", "ArchiveMember",
     "CacheNamespace", "Chunk", "ChunkCommit", "ChunkDetails", "Claim", "DocumentSource", "Duplicate", "NewContent",
     "OpsSample", "OutboxRow", "PartClaim", "PartCommit", "PartCommitted", "PartRange", "SkipRecord", "SplitCommit",
     "TermFold",
@@ -141,6 +142,44 @@ class ChunkCommit:
     chunks: Sequence[Chunk]
     embeddings: npt.NDArray[Any]
     warnings: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class ArchiveMember:
+    """One member of an archive, already stored under ``object_key``: it becomes a document named
+    ``path`` (its path in the archive), of ``size_bytes`` bytes with SHA-256 ``sha256`` (hex)."""
+
+    path: str
+    object_key: str
+    content_type: str
+    size_bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ArchiveCommit:
+    """What the archive's one fenced transaction writes (ARCHITECTURE.md "Flow 4"): a document,
+    task and outbox row per member (the archive ``document_id`` their origin), and the archive's
+    task SUCCESS, its document INDEXED with no chunks and ``warnings`` (skipped members)."""
+
+    claim: Claim
+    document_id: int
+    kb_id: int
+    user_id: int
+    members: Sequence[ArchiveMember]
+    warnings: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class ArchiveExpanded:
+    """How the expansion committed: the members' outbox ``rows`` (to publish), the ``warnings``
+    written (the plan's and one per member not created: same content as a document of the KB),
+    and the ``unused`` object keys (members that existed already, from an earlier generation, or
+    duplicates: remove them)."""
+
+    rows: Sequence[OutboxRow]
+    warnings: Sequence[str]
+    unused: Sequence[str]
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.settings import WorkerSettings
+from task_service.pipeline.readers.archive.plan import MIB, ArchiveLimits
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class HandlerConfig:
     embedding_model_revision: str
     cache_touch_interval_s: float
     embed_chunks: int  # chunks per embedding call, a progress report after each
+    archive_limits: ArchiveLimits  # an archive's expansion (ARCHIVE_MAX_*, ZIP_MAX_INFLATE_RATIO)
 
     @classmethod
     def from_settings(cls, s: WorkerSettings) -> HandlerConfig:
@@ -44,4 +46,8 @@ class HandlerConfig:
             embedding_model_revision=s.embedding_model_revision,
             cache_touch_interval_s=s.embedding_cache_touch_interval_s,
             embed_chunks=max(1, min(s.embed_progress_chunks, s.embedding_batch_size)),
+            archive_limits=ArchiveLimits(max_members=s.archive_max_members,
+                                         max_member_bytes=s.archive_max_member_mb * MIB,
+                                         max_total_bytes=s.archive_max_total_mb * MIB,
+                                         max_ratio=s.zip_max_inflate_ratio),
         )

@@ -209,8 +209,18 @@ class IndexHandler:
         log.info("task claimed" if unit.msg.part is None else "part claimed")
 
         async def renew() -> None:
+            """The lock first, then the heartbeat, which waits at most one lease period: while
+            the unit's own commit holds the task row the heartbeat waits on its lock, and the
+            next renewal of the Redis lock (TTL ``LOCK_TTL_S``) must not wait behind it."""
             await lock.renew()
-            if not await unit.heartbeat():
+            try:
+                async with asyncio.timeout(self._s.lease_period_s):
+                    alive = await unit.heartbeat()
+            except TimeoutError:
+                log.warning("heartbeat still waiting after a lease period (its row is locked); the next period "
+                            "tries again", extra={"period_s": self._s.lease_period_s})
+                return
+            if not alive:
                 raise StaleGenerationError("claim superseded (heartbeat fenced out)")
 
         try:

@@ -1,6 +1,7 @@
 """A whole document's run: download → extract → model turn → the one fenced commit, or, for a
 document of at least ``SPLIT_MIN_CHUNKS`` chunks, download → extract → the split (its parts are
-:mod:`task_service.indexing.part`'s)."""
+:mod:`task_service.indexing.part`'s), or, for an archive, download → its expansion into member
+documents (:mod:`task_service.indexing.archive`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from shared.domain.parts import plan_parts, should_split
 from shared.domain.records import ChunkCommit, Claim, SplitCommit
 from shared.domain.states import TaskStatus
 from shared.faults import fault_point
+from task_service.indexing.archive import expand, is_archive
 from task_service.indexing.embedding import embed_in_turn
 from task_service.indexing.embedding_cache import Plan
 from task_service.indexing.extraction import extract
@@ -52,7 +54,10 @@ class DocumentRun:
     async def run(self, deadline: asyncio.Timeout) -> UnitDone:
         """Index the document to its fenced commit, or split it. Raises ``StaleGenerationError``
         when the document is gone or the claim superseded."""
-        extraction = await self._extract()
+        data, filename = await self._download()
+        if is_archive(filename):  # its members become documents (Flow 4), it has no chunks
+            return await expand(self.deps, self.msg, self.claim, data, self.progress, self.warnings)
+        extraction = await self._extract(data, filename)
         chunks = extraction.chunks
         deps, msg = self.deps, self.msg
         if should_split(len(chunks), deps.config.split_min_chunks):
@@ -87,20 +92,23 @@ class DocumentRun:
         await deps.publish_parts(rows)
         return UnitDone(f"task split into {len(parts)} parts", len(chunks), 0, indexed=False)
 
-    async def _extract(self) -> Extraction:
-        """Download the version to index and parse + chunk it (in the sandbox)."""
-        deps = self.deps
-        source = await deps.store.document_source(self.msg.document_id)
+    async def _download(self) -> tuple[bytes, str]:
+        """The bytes of the version to index, and the file name to parse them by (the API typed
+        the bytes at upload: a name without an allowed extension parses as that type)."""
+        source = await self.deps.store.document_source(self.msg.document_id)
         if source is None:
             raise StaleGenerationError("document deleted")
         await fault_point("before_download", source.filename)
-        with deps.metrics.stage("download"):
-            data = await deps.objects.get(source.object_key)
+        with self.deps.metrics.stage("download"):
+            data = await self.deps.objects.get(source.object_key)
+        return data, parser_filename(source.filename, source.content_type)
+
+    async def _extract(self, data: bytes, filename: str) -> Extraction:
+        """Parse + chunk the document (in the sandbox)."""
+        deps = self.deps
         await fault_point("before_parse")
         await self.progress.report(Stage.PARSING)
-        # The API typed the bytes at upload: a name without an allowed extension parses as that type.
-        extraction = await extract(deps.parse, data, parser_filename(source.filename, source.content_type),
-                                   lambda stage, p: self.progress.report(Stage(stage), p))
+        extraction = await extract(deps.parse, data, filename, lambda stage, p: self.progress.report(Stage(stage), p))
         deps.metrics.observe_stage("parse", extraction.parse_s)
         deps.metrics.observe_stage("chunk", extraction.chunk_s)
         self.warnings[:] = extraction.warnings

@@ -20,6 +20,8 @@ import numpy.typing as npt
 
 from shared.domain.fencing import PartSnapshot, TaskSnapshot
 from shared.domain.records import (
+    ArchiveCommit,
+    ArchiveExpanded,
     CacheNamespace,
     Chunk,
     ChunkCommit,
@@ -34,7 +36,7 @@ from shared.domain.records import (
 )
 from shared.domain.retry_policy import transient_retrying
 from shared.domain.states import TaskStatus
-from shared.ports import Embedder, ObjectReader, WorkerStore
+from shared.ports import Embedder, ObjectReader, Tap, WorkerStore
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -63,6 +65,12 @@ class RetryingObjectReader:
 
     async def get(self, key: str) -> bytes:
         return await self._retry(self._inner.get, key)
+
+    async def put_bytes(self, key: str, data: bytes, *, content_type: str, tap: Tap) -> None:
+        await self._retry(self._inner.put_bytes, key, data, content_type=content_type, tap=tap)  # a PUT overwrites
+
+    async def remove(self, key: str) -> None:
+        await self._retry(self._inner.remove, key)
 
 
 class RetryingEmbedder:
@@ -141,6 +149,9 @@ class RetryingWorkerStore:
 
     async def split_task(self, commit: SplitCommit) -> list[OutboxRow] | None:
         return await self._retry(self._inner.split_task, commit)
+
+    async def expand_archive(self, commit: ArchiveCommit) -> ArchiveExpanded | None:
+        return await self._retry(self._inner.expand_archive, commit)
 
     async def mark_published(self, outbox_id: int) -> None:
         await self._retry(self._inner.mark_published, outbox_id)

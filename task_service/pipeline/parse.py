@@ -74,6 +74,9 @@ __all__ = [
 
 #: Every accepted format's extensions → its kind (the registry's; the API accepts the same).
 SUPPORTED_EXTENSIONS: dict[str, str] = {ext: f.kind for f in formats.ACCEPTED for ext in f.extensions}
+#: What an attachment may be read as: every accepted extension but an archive's (one level: an
+#: archive is expanded only as an upload, ARCHITECTURE.md "Flow 4").
+_ATTACHMENT_EXTENSIONS = frozenset(ext for f in formats.ACCEPTED if not f.is_archive for ext in f.extensions)
 
 
 @dataclass(frozen=True)
@@ -137,13 +140,13 @@ def _module(fmt: Format) -> ModuleType:
 
 def attachment_reader(limits: ParseLimits) -> Attachments:
     """What a mail reader reads its attachments with: :func:`parse_document` under ``limits``
-    for the extensions of an accepted format (``None`` for others), and the mail readers'
+    for the extensions of an accepted format but an archive (``None`` for others), and the mail readers'
     ``read_into`` by extension for attached messages."""
 
     def read(filename: str, data: bytes, depth: int) -> ParsedDocument | None:
         del depth
         suffix = filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
-        return parse_document(data, filename, limits) if suffix in SUPPORTED_EXTENSIONS else None
+        return parse_document(data, filename, limits) if suffix in _ATTACHMENT_EXTENSIONS else None
 
     return Attachments(read, _nested_readers())
 

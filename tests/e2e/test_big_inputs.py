@@ -2,9 +2,10 @@
 sandbox's limits — never stuck — and the same worker goes on with the next document.
 
 With the defaults it ends ``parse_limit``: its 107,338 chunks pass ``CHUNK_MAX_PER_DOCUMENT``
-(20,000; measured without that limit: extraction and embedding succeeded, then the one commit
-of 107,338 vectors passed the 60 s statement timeout, FAILED ``database_unavailable`` after
-365 s). Embeddings, if any, come from a fake OpenAI-compatible server (``test_shutdown``).
+(20,000; chunking stops there), or its text passes ``PARSE_MAX_TEXT_CHARS`` first (measured
+without that limit: extraction and embedding succeeded, then the one commit of 107,338 vectors
+passed the 60 s statement timeout, FAILED ``database_unavailable`` after 365 s). Embeddings, if
+any, come from a fake OpenAI-compatible server (``test_shutdown``).
 """
 
 from __future__ import annotations

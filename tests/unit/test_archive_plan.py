@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import tarfile
 import zipfile
@@ -69,9 +70,9 @@ def test_too_many_members_is_refused_whole() -> None:
 
 def test_declared_sizes_over_the_total_is_refused_before_inflating() -> None:
     data = make_zip({"a.txt": b"a" * 600, "b.txt": b"b" * 600})
-    with pytest.raises(ParseLimitError, match="ARCHIVE_MAX_TOTAL_BYTES"):
+    with pytest.raises(ParseLimitError, match="ARCHIVE_MAX_TOTAL_MB"):
         plan(data, ArchiveLimits(max_total_bytes=1000))
-    with pytest.raises(ParseLimitError, match="ARCHIVE_MAX_MEMBER_BYTES"):
+    with pytest.raises(ParseLimitError, match="ARCHIVE_MAX_MEMBER_MB"):
         plan(data, ArchiveLimits(max_member_bytes=500))
 
 
@@ -105,3 +106,23 @@ def test_not_an_archive_is_corrupt() -> None:
                                             ("a\\b.txt", "a/b.txt"), ("a/../b.txt", None), ("", None)])
 def test_safe_path(name: str, path: str | None) -> None:
     assert safe_path(name) == path
+
+
+def test_a_path_held_twice_is_one_member_the_first_entry() -> None:
+    """A tar appends a newer copy under the same name (``tar -r``); a ZIP may list a name twice."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for body in (b"first copy", b"second, longer copy"):
+            info = tarfile.TarInfo("notes/a.txt")
+            info.size = len(body)
+            t.addfile(info, io.BytesIO(body))
+    data = buf.getvalue()
+    chosen = plan(data, LIMITS)
+    assert [m.path for m in chosen.accepted] == ["notes/a.txt"]
+    assert chosen.warnings() == ("notes/a.txt: not indexed (the archive holds this path twice; the first is indexed)",)
+    assert [body for _, body in members(data, chosen, LIMITS)] == [b"first copy"]
+
+
+def test_a_gzip_of_one_file_is_named_for_what_it_is() -> None:
+    with pytest.raises(CorruptDocumentError, match="gzip stream holds no tar archive"):
+        plan(gzip.compress(b"a plain log line\n" * 50), LIMITS)

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from rag_cli import app
+from rag_cli import app, file_label
 from rag_cli.client import (
     DEFAULT_RETRY_AFTER_S,
     MAX_RETRY_AFTER_S,
@@ -254,6 +254,14 @@ def test_upload_command_prints_a_table_and_exits_1_on_failure(tmp_path: Path, mo
     assert f"skipped {tmp_path / 'tool.exe'}: .exe is not a supported type" in r.output
     assert "tool.exe" not in [t["name"] for t in fake.tasks.values()]
 
+
+
+def test_status_names_an_archive_member_s_origin_and_an_archive_s_members() -> None:
+    assert file_label({"filename": "a/b.txt", "origin": {"document_id": 7, "filename": "pack.zip"}, "members": 0}) == (
+        "a/b.txt (from pack.zip, document 7)")
+    archive = {"filename": "pack.zip", "origin": None, "members": 3}
+    assert file_label(archive) == "pack.zip (archive: 3 member documents)"
+    assert file_label({"filename": "plain.txt"}) == "plain.txt"
 
 
 def test_migrate_refuses_an_edited_migration_with_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:

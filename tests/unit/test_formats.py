@@ -12,6 +12,7 @@ import importlib.util
 import io
 import re
 import struct
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -50,6 +51,16 @@ def zip_with(names: list[str], *, mimetype: str | None = None) -> bytes:
     return buf.getvalue()
 
 
+def tar_with(files: dict[str, bytes], *, gz: bool = False) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz" if gz else "w") as t:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
 _IMAGES = {
     "png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64),
     "jpg": b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(64),
@@ -83,6 +94,8 @@ def sample(fmt: Format, ext: str | None = None) -> bytes:
     if fmt.container is Container.OLE:
         return write_cfb({f"{fmt.marker}0037001F" if fmt.marker.endswith("_") else fmt.marker: b"\0" * 64,
                           "\x05SummaryInformation": b"\0" * 16})
+    if fmt.container is Container.ARCHIVE:
+        return zip_with(["notes/a.txt"]) if fmt.kind == "zip" else tar_with({"notes/a.txt": b"MARKER\n"})
     if fmt.container is Container.IMAGE:
         return _IMAGES["png" if ext in (None, "jpeg") and fmt.kind == "image" else ("jpg" if ext == "jpeg" else ext)]
     return _TEXT.get(fmt.kind, b"MARKER line of text\n")  # markup, code, configuration, logs
@@ -411,3 +424,26 @@ def test_registry_modules_are_pure() -> None:
                 top = name.split(".")[0]
                 assert top in sys.stdlib_module_names or name.startswith("shared.domain") \
                     or top == "__future__", f"{path.name} imports {name}"
+
+
+# ------------------------------------------------------------------ archives (issue 29 item 3)
+
+
+def test_archives_are_typed_by_name_and_by_content() -> None:
+    """``.zip`` takes any ZIP (a package too: its parts are the worker's to type); a ZIP with no
+    name and no package marker is a zip archive, no longer a 415; ``.tar``/``.tgz``/``.gz`` a tar
+    or a gzip stream; a tar without a name by ``ustar``."""
+    assert typed("zip", zip_with(["word/document.xml"])).kind == "zip"
+    assert typed("", zip_with(["a/b.txt", "c.pdf"])).kind == "zip"
+    assert typed("", tar_with({"a.txt": b"x"})).kind == "tar"
+    for ext in ("tar", "tgz", "gz"):
+        assert typed(ext, tar_with({"a.txt": b"x"}, gz=ext != "tar")).kind == "tar"
+    with pytest.raises(sniff.UnsupportedContentError, match="not a ZIP archive"):
+        typed("zip", b"plain text")
+    with pytest.raises(sniff.UnsupportedContentError, match="not a tar archive"):
+        typed("tar", zip_with(["a.txt"]))
+
+
+def test_an_archive_met_inside_a_document_is_refused_by_its_reader() -> None:
+    with pytest.raises(UnsupportedTypeError, match="archive inside another document is not expanded"):
+        parse.parse_document(zip_with(["a.txt"]), "attached.zip")

@@ -27,6 +27,7 @@ from shared.domain.states import DocumentStatus, TaskStatus
 from task_service.indexing.config import HandlerConfig
 from task_service.indexing.delivery import IndexHandler, Outcome, decode
 from task_service.indexing.retrying import Retry, RetryingEmbedder, RetryingWorkerStore
+from task_service.pipeline.readers.archive.plan import ArchiveLimits
 from tests.fakes import FakeEmbedder, FakeExtractor, FakeLocks, FakeObjectStore, FakeReleasedObjects, FakeStore
 
 TEXT = b"first paragraph\n\nsecond paragraph\n\nthird"
@@ -40,6 +41,7 @@ def config(**kw: float) -> HandlerConfig:
                                         embedding_provider="sentence-transformers", embedding_model_revision="",
                                         cache_touch_interval_s=3600.0, embed_chunks=16)
     base.update(kw)
+    base.setdefault("archive_limits", ArchiveLimits())  # type: ignore[arg-type]
     return HandlerConfig(**base)  # type: ignore[arg-type]
 
 
@@ -429,3 +431,26 @@ async def test_a_permanent_error_is_not_retried() -> None:
     with pytest.raises(CorruptDocumentError):
         await RetryingEmbedder(embedder, Retry(5, 0.0, 0.0)).embed(["x"])
     assert embedder.calls == 1
+
+
+async def test_a_heartbeat_waiting_on_the_commits_row_lock_does_not_hold_up_the_lock_renewal() -> None:
+    """While the run's own commit holds the task row, its heartbeat waits on that row's lock: the
+    Redis lock (TTL LOCK_TTL_S) must still be renewed every period, or a slow commit loses it."""
+    w = World(lease_period_s=0.01)
+    never = asyncio.Event()
+
+    async def stuck(claim: object) -> bool:  # the UPDATE waits on the row the commit holds
+        await never.wait()
+        return True
+
+    real_commit = w.store.commit_chunks
+
+    async def slow_commit(commit: ChunkCommit) -> bool:
+        await _until(lambda: w.locks.renewals >= 5)  # renewals go on while the heartbeat waits
+        return await real_commit(commit)
+
+    w.store.heartbeat = stuck  # type: ignore[method-assign,assignment]
+    w.store.commit_chunks = slow_commit  # type: ignore[method-assign]
+    async with asyncio.timeout(10):
+        assert await w.handle() is Outcome.ACK
+    assert w.store.tasks[w.msg.task_id].status is TaskStatus.SUCCESS

@@ -157,7 +157,7 @@ def test_judge_accepts(name: str, head: bytes, kind: str | None) -> None:
     ("zip-in-disguise.md", DOCX, "a ZIP archive"),
     ("page.html", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "an image (image/png)"),
     ("tool.exe", b"MZ\x90\x00", ".exe is not allowed"),
-    ("archive.zip", DOCX, ".zip is not allowed"),
+    ("archive.7z", b"7z\xbc\xaf\x27\x1c", ".7z is not allowed"),  # .zip is an archive now (issue 29)
     ("sheet.xls", DOCX, "(Excel 97-2003 workbook) but the content is a ZIP archive, not an OLE2 compound file"),
     ("no-extension", b"\x7fELF\x02\x01\x01\x00", "binary data"),
 ])
@@ -268,8 +268,8 @@ def test_docx_directory_check() -> None:
     assert _package(DOCX, "no-extension").kind == "docx"
     with pytest.raises(sniff.UnsupportedContentError, match=r"without word/document\.xml, not a DOCX \(Word"):
         _package(_zip(["mimetype-not-first", "content.xml"]))
-    with pytest.raises(sniff.UnsupportedContentError, match="a ZIP archive that is none of: docx, pptx, xlsx"):
-        _package(_zip(["content.xml"]), "no-extension")
+    # no name, no package marker: a ZIP archive whose members become documents (issue 29)
+    assert _package(_zip(["content.xml"]), "no-extension").kind == "zip"
     for broken in (b"PK\x03\x04" + b"\x00" * 16, DOCX[: len(DOCX) // 2]):
         with pytest.raises(sniff.UnsupportedContentError):
             _package(broken)

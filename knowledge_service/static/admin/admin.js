@@ -272,7 +272,9 @@ function upsertDoc(d) {
   for (const w of d.warnings || []) warnCell.append(el("div", {}, w));
   row.replaceChildren(
     el("td", {}, d.document_id),
-    el("td", { class: "file" }, d.filename),
+    el("td", { class: "file" }, d.filename,
+      d.origin ? el("div", { class: "origin" }, `from ${d.origin.filename} (#${d.origin.document_id})`) : null,
+      d.members ? el("div", { class: "members" }, `archive: ${d.members} member documents`) : null),
     el("td", { class: "status" }, el("span", { class: `badge ${d.status}` }, d.status)),
     el("td", { class: "stage" }, d.pending ? (d.status === "INDEXED" ? "served" : "") : stageText(d)),
     progressCell(p),

@@ -12,6 +12,7 @@ import asyncpg
 from shared.adapters.object_removal import remove_released_quietly
 from shared.adapters.postgres.pool import Pooled, connection
 from shared.adapters.postgres.repo import ann as ann_repo
+from shared.adapters.postgres.repo import archives as archives_repo
 from shared.adapters.postgres.repo import cache as cache_repo
 from shared.adapters.postgres.repo import chunks as chunks_repo
 from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
@@ -28,7 +29,7 @@ from shared.adapters.s3 import ObjectStore
 from shared.domain.errors import EnqueueContention, KnowledgeBaseNotFound
 from shared.domain.fencing import EnqueueDecision, TaskSnapshot
 from shared.domain.messages import IndexMessage
-from shared.domain.records import Duplicate, NewContent, OutboxRow, SplitCommit
+from shared.domain.records import ArchiveCommit, ArchiveExpanded, Duplicate, NewContent, OutboxRow, SplitCommit
 from shared.ports import IssueRefused
 
 
@@ -146,6 +147,10 @@ class PgWorkerStore:
     async def split_task(self, commit: SplitCommit) -> list[OutboxRow] | None:
         async with connection(self.pool) as conn:
             return await parts_repo.split_task(conn, commit, self._dispatch_limit)
+
+    async def expand_archive(self, commit: ArchiveCommit) -> ArchiveExpanded | None:
+        async with connection(self.pool) as conn:
+            return await archives_repo.expand_archive(conn, commit, self._dispatch_limit)
 
 
 class PgMaintenance:

@@ -16,8 +16,8 @@
 | ``image/``  | ``image`` (→ ``reader``: OCR)             |                                          |
 | ``markup/`` | ``rst``, ``org``, ``asciidoc``, ``latex``,| ``_outline`` (headings → sections)       |
 |             | ``code``, ``config``, ``log``             |                                          |
-| ``archive/``| none yet: ``plan`` decides an archive's   |                                          |
-|             | members before inflating (issue 29)       |                                          |
+| ``archive/``| ``archive`` (→ ``reader``: refuses; an    | ``plan`` (an archive's members, decided  |
+|             | upload is expanded by the worker)         | before inflating)                        |
 | ``_shared/``| private helpers of several families       | ``xmlzip``, ``tables``, ``slides``,      |
 |             |                                           | ``pictures``                             |
 
@@ -65,6 +65,7 @@ FAMILIES: dict[str, str] = {
     "config": "markup.config",
     "log": "markup.log",
     "code": "markup.code",
+    "archive": "archive.reader",
 }
 
 

@@ -14,7 +14,7 @@ import asyncpg
 from shared.adapters.postgres.repo.objects import queue_object_removal
 from shared.adapters.postgres.repo.sql import CLEAR_PENDING, Rollback
 from shared.domain.cache_policy import text_key
-from shared.domain.records import ChunkCommit
+from shared.domain.records import ChunkCommit, Claim
 from shared.faults import fault_point
 
 
@@ -58,13 +58,17 @@ async def commit_chunks(conn: asyncpg.Connection, commit: ChunkCommit) -> bool:
 
 
 async def _fence(conn: asyncpg.Connection, commit: ChunkCommit) -> asyncpg.Record:
+    return await fence_claim(conn, commit.claim, commit.document_id)
+
+
+async def fence_claim(conn: asyncpg.Connection, claim: Claim, document_id: int) -> asyncpg.Record:
     """Lock the document row, re-check the generation and the claim, and mark the task SUCCESS;
-    raises :class:`Rollback` if either moved. The document's ``(object_key, pending_object_key)``."""
-    claim = commit.claim
+    raises :class:`Rollback` if either moved. The document's ``(object_key, pending_object_key)``.
+    Shared by ``commit_chunks`` and the archive's expansion (``repo.archives``)."""
     doc = await conn.fetchrow(
         "SELECT index_generation, object_key, pending_object_key FROM document_info"
         " WHERE id = $1 FOR UPDATE",
-        commit.document_id,
+        document_id,
     )
     if doc is None or doc["index_generation"] != claim.generation:
         raise Rollback

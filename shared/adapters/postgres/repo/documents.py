@@ -118,20 +118,19 @@ async def list_documents(conn: asyncpg.Connection, user_id: int, kb_id: int) -> 
 
 
 async def page_documents(
-    conn: asyncpg.Connection, user_id: int, kb_id: int, offset: int, limit: int, status: str | None = None
+    conn: asyncpg.Connection, user_id: int, kb_id: int, offset: int, limit: int, status: str | None = None,
+    origin: int | None = None,
 ) -> tuple[list[asyncpg.Record], int]:
     """One page of the knowledge base's documents (as :func:`list_documents`, by id), only those
-    of ``status`` when given, and the number of documents that match."""
+    of ``status`` and members of the archive ``origin`` when given, and the number that match."""
+    where = ("d.kb_id = $1 AND d.user_id = $2 AND ($3::text IS NULL OR d.status = $3)"
+             " AND ($4::bigint IS NULL OR d.origin_document_id = $4)")
     rows = await conn.fetch(
         f"SELECT {DOCUMENT_COLUMNS}, {TASK_JSON}, {PENDING_JSON} FROM document_info d"
-        " WHERE d.kb_id = $1 AND d.user_id = $2 AND ($3::text IS NULL OR d.status = $3)"
-        " ORDER BY d.id OFFSET $4 LIMIT $5",
-        kb_id, user_id, status, offset, limit,
+        f" WHERE {where} ORDER BY d.id OFFSET $5 LIMIT $6",
+        kb_id, user_id, status, origin, offset, limit,
     )
-    total = await conn.fetchval(
-        "SELECT count(*) FROM document_info WHERE kb_id = $1 AND user_id = $2 AND ($3::text IS NULL OR status = $3)",
-        kb_id, user_id, status,
-    )
+    total = await conn.fetchval(f"SELECT count(*) FROM document_info d WHERE {where}", kb_id, user_id, status, origin)
     return list(rows), int(total)
 
 

@@ -60,7 +60,10 @@ TASK_COLUMNS = (
 
 DOCUMENT_COLUMNS = (
     "d.id AS document_id, d.kb_id, d.filename, d.content_type, d.size_bytes, d.sha256, d.status,"
-    " d.index_generation, d.chunk_count, d.error_message, d.warnings, d.create_time, d.update_time"
+    " d.index_generation, d.chunk_count, d.error_message, d.warnings, d.create_time, d.update_time,"
+    # an archive's member (0020): its origin; an archive: how many members it has (the unique index)
+    " d.origin_document_id, (SELECT o.filename FROM document_info o WHERE o.id = d.origin_document_id)"
+    " AS origin_filename, (SELECT count(*) FROM document_info m WHERE m.origin_document_id = d.id) AS member_count"
 )
 
 

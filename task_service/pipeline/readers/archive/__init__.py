@@ -4,5 +4,5 @@
 members become documents, which are reported as skipped, and whether the archive is refused
 whole (limits: member count, declared sizes, compression ratio) before any member is inflated;
 then it yields the accepted members' bytes, each bounded by its declared size. The fan-out into
-documents is described in ARCHITECTURE.md ("Archives").
+documents is described in ARCHITECTURE.md ("Flow 4: an archive").
 """

@@ -89,7 +89,14 @@ def plan(data: bytes, limits: ArchiveLimits) -> Plan:
     """
     if data.startswith(b"PK"):
         return _plan_zip(data, limits)
-    return _plan_tar(_tar_bytes(data, limits), limits)
+    tar = _tar_bytes(data, limits)
+    try:
+        return _plan_tar(tar, limits)
+    except CorruptDocumentError:
+        if tar is data:
+            raise
+        raise CorruptDocumentError("the gzip stream holds no tar archive (one compressed file is not read: "
+                                   "decompress it and upload the file itself)") from None
 
 
 def members(data: bytes, chosen: Plan, limits: ArchiveLimits) -> Iterator[tuple[Member, bytes]]:
@@ -126,17 +133,32 @@ def _classify(name: str, size: int, limits: ArchiveLimits) -> Member | Skipped:
         return Skipped(path, "an archive inside an archive is not expanded")
     if size > limits.max_member_bytes:
         raise ParseLimitError(f"archive member {path!r} declares {size:,} bytes; the limit is "
-                              f"{limits.max_member_bytes:,} (ARCHIVE_MAX_MEMBER_BYTES)")
+                              f"{limits.max_member_bytes:,} (ARCHIVE_MAX_MEMBER_MB)")
     return Member(path, size, fmt.kind)
 
 
 def _finish(container: str, entries: list[Member | Skipped], limits: ArchiveLimits) -> Plan:
+    entries = _first_of_each_path(entries)
     accepted = tuple(e for e in entries if isinstance(e, Member))
     total = sum(m.size for m in accepted)
     if total > limits.max_total_bytes:
         raise ParseLimitError(f"archive members declare {total:,} bytes together; the limit is "
-                              f"{limits.max_total_bytes:,} (ARCHIVE_MAX_TOTAL_BYTES)")
+                              f"{limits.max_total_bytes:,} (ARCHIVE_MAX_TOTAL_MB)")
     return Plan(container, accepted, tuple(e for e in entries if isinstance(e, Skipped)))
+
+
+def _first_of_each_path(entries: list[Member | Skipped]) -> list[Member | Skipped]:
+    """A path accepted twice (a ZIP may list a name twice, a tar append a newer copy) is one
+    document: the first entry; the later ones are skipped."""
+    seen: set[str] = set()
+    out: list[Member | Skipped] = []
+    for e in entries:
+        if isinstance(e, Member) and e.path in seen:
+            out.append(Skipped(e.path, "the archive holds this path twice; the first is indexed"))
+            continue
+        seen.add(e.path)
+        out.append(e)
+    return out
 
 
 def _count(n: int, limits: ArchiveLimits) -> None:
@@ -157,7 +179,8 @@ def _plan_zip(data: bytes, limits: ArchiveLimits) -> Plan:
             continue
         if info.file_size > RATIO_GRACE_BYTES and info.file_size > limits.max_ratio * max(info.compress_size, 1):
             raise ParseLimitError(f"archive member {info.filename!r} would inflate {info.compress_size:,} → "
-                                  f"{info.file_size:,} bytes, over the ratio {limits.max_ratio:g} (ZIP_MAX_RATIO)")
+                                  f"{info.file_size:,} bytes, over the ratio {limits.max_ratio:g} "
+                                  "(ZIP_MAX_INFLATE_RATIO)")
         if info.flag_bits & 0x1:
             entries.append(Skipped(safe_path(info.filename) or info.filename, "encrypted ZIP entry"))
             continue
@@ -170,7 +193,7 @@ def _zip_members(data: bytes, chosen: Plan) -> Iterator[tuple[Member, bytes]]:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             for info in archive.infolist():
-                member = wanted.get(safe_path(info.filename) or "")
+                member = wanted.pop(safe_path(info.filename) or "", None)  # pop: a path's first entry only
                 if member is None or info.is_dir():
                     continue
                 with archive.open(info) as stream:
@@ -184,20 +207,23 @@ def _zip_members(data: bytes, chosen: Plan) -> Iterator[tuple[Member, bytes]]:
 
 
 def _tar_bytes(data: bytes, limits: ArchiveLimits) -> bytes:
-    """The tar stream: ``data`` itself, or ``data`` gunzipped within the limits (module docstring)."""
+    """The tar stream: ``data`` itself, or ``data`` gunzipped within the limits (module docstring).
+    A gzip stream has no directory: inflation stops at the first byte past the total cap or past
+    ``max_ratio`` x the compressed size (above ``RATIO_GRACE_BYTES``), whichever comes first."""
     if not data.startswith(_GZIP_MAGIC):
         return data
     cap = limits.max_total_bytes + 512 * (2 * limits.max_members + 2)  # members + their headers
+    ratio_cap = max(RATIO_GRACE_BYTES, int(limits.max_ratio * len(data)))
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
-        out = inflater.decompress(data, cap + 1)
+        out = inflater.decompress(data, min(cap, ratio_cap) + 1)
     except zlib.error as exc:
         raise CorruptDocumentError(f"gzip stream cannot be read: {exc}") from exc
+    if len(out) > ratio_cap:
+        raise ParseLimitError(f"the .tar.gz inflates {len(data):,} → more than {ratio_cap:,} bytes, over the ratio "
+                              f"{limits.max_ratio:g} (ZIP_MAX_INFLATE_RATIO)")
     if len(out) > cap or inflater.unconsumed_tail:
-        raise ParseLimitError(f"the .tar.gz inflates past {cap:,} bytes (ARCHIVE_MAX_TOTAL_BYTES)")
-    if len(out) > RATIO_GRACE_BYTES and len(out) > limits.max_ratio * len(data):
-        raise ParseLimitError(f"the .tar.gz inflates {len(data):,} → {len(out):,} bytes, over the ratio "
-                              f"{limits.max_ratio:g} (ZIP_MAX_RATIO)")
+        raise ParseLimitError(f"the .tar.gz inflates past {cap:,} bytes (ARCHIVE_MAX_TOTAL_MB)")
     return out
 
 
@@ -223,7 +249,7 @@ def _tar_members(data: bytes, chosen: Plan) -> Iterator[tuple[Member, bytes]]:
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
             for info in archive:
-                member = wanted.get(safe_path(info.name) or "")
+                member = wanted.pop(safe_path(info.name) or "", None) if info.isreg() else None
                 stream = archive.extractfile(info) if member is not None and info.isreg() else None
                 if member is None or stream is None:
                     continue
