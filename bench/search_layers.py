@@ -11,7 +11,7 @@ machine), from the outside in:
   and one small statement;
 - HTTP ``POST .../search``, keyword / vector / hybrid: the whole request;
 - in-process ``retrieval.search(PgSearch(pool), ...)``, keyword: the search's round
-  trips (pool, transaction, ``SET LOCAL``, statement, content keys, details) without HTTP and auth;
+  trips (pool, ``BEGIN; SET LOCAL``, statement, ``COMMIT``, the chunks' details) without HTTP and auth;
 - the keyword statement alone on one held connection;
 - in-process query embedding (the API's embedder on its ``SEARCH_EMBED_THREADS`` threads).
 
