@@ -21,6 +21,13 @@ RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 
 WORKDIR /app
 
+# The system packages `make demo` installs on a host (OCR language data, fonts), from the same list
+# (deploy/system-packages.txt; tests/unit/test_system_packages.py keeps the two in step).
+COPY deploy/system-packages.txt /tmp/system-packages.txt
+RUN apt-get update -q \
+    && sed -e 's/#.*//' /tmp/system-packages.txt | xargs apt-get install -y -q --no-install-recommends \
+    && rm -rf /var/lib/apt/lists/* /tmp/system-packages.txt
+
 # Dependencies in their own layer, listed from pyproject.toml, so editing the code does not
 # reinstall them.
 COPY pyproject.toml ./

@@ -57,12 +57,12 @@ integration: services
 browser:
 	test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-# Tesseract's language data for OCR (task_service/pipeline/ocr.py; the engine itself comes in the tesserocr
-# wheel). OCR_LANGUAGES names which; each needs tesseract-ocr-<lang>. Idempotent: apt only when missing.
-# The fonts render the OCR tests' pages from known text (tests/ocrgen.py): Latin and Simplified Chinese.
-OCR_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-chi-sim fonts-dejavu-core fonts-wqy-zenhei
+# The system packages of deploy/system-packages.txt (Tesseract's language data for OCR, fonts; the
+# OCR engine itself comes in the tesserocr wheel): the same list the Dockerfile installs. OCR_LANGUAGES
+# names the languages; each needs its tesseract-ocr-<lang> there. Idempotent: apt only when missing.
+SYSTEM_PACKAGES := $(shell sed -e 's/\#.*//' deploy/system-packages.txt)
 ocr:
-	dpkg -s $(OCR_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(OCR_PACKAGES); }
+	dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES); }
 
 # ip (network namespaces) and socat (forwarders) for bench/hosts.py's simulated hosts (issue 19 item 5).
 # Idempotent: apt only when missing.

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: Every bench script (``python -m bench.<name> --smoke``), the heaviest first; one not (yet) present is left out.
 SCRIPTS = ("peer", "throughput", "workers", "drain", "retrieval", "model_calls", "upload", "pipeline", "chunking",
-           "parsers", "ocr", "streams", "hosts", "parts", "search_layers", "edge", "swap", "pdf_columns",
+           "parsers", "ocr", "ocr_pages", "streams", "hosts", "parts", "search_layers", "edge", "swap", "pdf_columns",
            "csv_sniff", "term_stats")
 PARALLEL = 4
 TIMEOUT_S = 300

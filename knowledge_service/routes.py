@@ -343,7 +343,11 @@ async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: User
                 vector.exception()  # retrieved: it was raised to the caller, or the KB check failed first
     return schemas.SearchResponse(mode=body.mode, results=[
         schemas.SearchHit(document_id=h.document_id, filename=h.filename, chunk_index=h.chunk_index,
-                          content=h.content, page=h.page, section=h.section, score=h.score, sources=h.sources)
+                          content=h.content, page=h.page, section=h.section, score=h.score, sources=h.sources,
+                          also_in=[schemas.SearchCopy(document_id=c.document_id, filename=c.filename,
+                                                      chunk_index=c.chunk_index, page=c.page, section=c.section)
+                                   for c in h.also_in],
+                          also_in_total=h.also_in_total)
         for h in hits
     ])
 

@@ -203,6 +203,14 @@ class SearchRequest(_Strict):
         return cleaned
 
 
+class SearchCopy(BaseModel):
+    document_id: int
+    filename: str
+    chunk_index: int
+    page: int | None
+    section: str | None
+
+
 class SearchHit(BaseModel):
     document_id: int
     filename: str
@@ -215,6 +223,10 @@ class SearchHit(BaseModel):
                                      "+1 for a decisive exact keyword hit")
     sources: dict[str, int] = Field(description='1-based rank in each list that held the chunk, e.g. '
                                                 '{"vector": 3, "keyword": 1}')
+    also_in: list[SearchCopy] = Field(default_factory=list, description=(
+        "the other chunks of the knowledge base holding exactly this text (search shows one hit per text): "
+        "by document, then chunk; at most 50, also_in_total counts them all"))
+    also_in_total: int = Field(0, description="how many other chunks hold this text")
 
 
 class SearchResponse(BaseModel):

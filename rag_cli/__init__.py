@@ -2,6 +2,7 @@
 
     rag create-user NAME | create-token USER | list-tokens | revoke-token TOKEN | create-kb NAME --user USER
     rag upload FILE|FOLDER --kb ID      rag status DOC | --task ID | --kb ID
+    rag search KB QUERY [--mode M]
     rag retry TASK                      rag reindex DOC | --kb ID
     rag kb rename ID NAME               rag kb delete ID [--yes]
     rag requeue-stuck                   rag dlq list | rag dlq replay ID
@@ -9,7 +10,7 @@
     rag worker                          rag api
     rag migrate [--target N]            rag build-model [--force]
 
-User commands (upload, status, retry, reindex, kb) go through the HTTP API (``--api-url`` /
+User commands (upload, status, search, retry, reindex, kb) go through the HTTP API (``--api-url`` /
 ``RAG_API_URL``; the token from ``RAG_TOKEN``, ``--token-file`` or ``--token-stdin``: see
 :mod:`rag_cli.safe`, which also keeps user text out of rich markup). Operator commands use the database and broker
 from the settings (``.env`` / environment), like the services. ``python -m rag_cli``
@@ -42,7 +43,7 @@ from task_service.jobs.oneshot import OPS, Report
 T = TypeVar("T")
 
 HELP = ("One CLI for RAG users and operators.\n\n"
-        "User commands (upload, status, retry, reindex) go through the HTTP API: --api-url / RAG_API_URL, "
+        "User commands (upload, status, search, retry, reindex) go through the HTTP API: --api-url / RAG_API_URL, "
         "the token from RAG_TOKEN, --token-file FILE or --token-stdin. Operator commands (users, tokens, KBs, "
         "requeue-stuck, dlq, ops) use the database and "
         "broker from the settings (.env / environment), like the services. worker and api start the services.\n\n"
@@ -285,6 +286,49 @@ def file_label(d: dict[str, Any]) -> str:
         return f"{d['filename']} (from {origin['filename']}, document {origin['document_id']})"
     members = d.get("members") or 0
     return f"{d['filename']} (archive: {members} member documents)" if members else str(d["filename"])
+
+
+@app.command()
+def search(
+    kb: Annotated[int, typer.Argument(help="knowledge base id", min=1)],
+    query: Annotated[str, typer.Argument(help="what to look for")],
+    mode: Annotated[str, typer.Option("--mode", help="hybrid, vector or keyword")] = "hybrid",
+    top_k: Annotated[int, typer.Option("--top-k", help="hits to show", min=1)] = 5,
+    api_url: ApiUrl = DEFAULT_API,
+    token: Token = "",
+    token_file: TokenFile = None,
+    token_stdin: TokenStdin = False,
+    as_json: AsJson = False,
+) -> None:
+    """Search a knowledge base. Search shows one hit per text; "also in" names every other document and
+    chunk holding the same text."""
+    client = _client(api_url, token, token_file, token_stdin)
+    try:
+        hits = client.search(kb, query, mode, top_k)
+    except (ApiError, TooManyRequests, httpx.HTTPError) as exc:
+        _fail(str(exc))
+    if as_json:
+        _print_json(hits)
+        return
+    table = Table("score", "document", "file", "chunk", "where", "text", "also in")
+    for h in hits:
+        where = " · ".join(str(x) for x in (f"p. {h['page']}" if h.get("page") else "", h.get("section") or "") if x)
+        table.add_row(f"{h['score']:.4f}", str(h["document_id"]), plain(h["filename"]), str(h["chunk_index"]),
+                      plain(where), plain(_excerpt(h["content"])), plain(also_in_text(h)))
+    out.print(table)
+
+
+def _excerpt(text: str, width: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def also_in_text(hit: dict[str, Any]) -> str:
+    """The other chunks holding a hit's text: "minutes.docx #3 (doc 12); notes.txt #0 (doc 14) and 5 more"."""
+    copies = hit.get("also_in") or []
+    listed = "; ".join(f"{c['filename']} #{c['chunk_index']} (doc {c['document_id']})" for c in copies)
+    more = int(hit.get("also_in_total") or 0) - len(copies)
+    return f"{listed} and {more:,} more" if more > 0 else listed
 
 
 @app.command()

@@ -129,6 +129,13 @@ class ApiClient:
                 files={"file": (path.name, f, "application/octet-stream")})
         return out
 
+    def search(self, kb_id: int, query: str, mode: str = "hybrid", top_k: int = 5) -> list[dict[str, Any]]:
+        """The hits of a search (``SearchHit``: content, score, ``also_in``...), best first."""
+        body = {"query": query, "mode": mode, "top_k": top_k}
+        out: dict[str, Any] = self._call("POST", f"/api/v1/knowledge-bases/{kb_id}/search", json=body)
+        hits: list[dict[str, Any]] = out["results"]
+        return hits
+
     def task(self, task_id: int) -> dict[str, Any]:
         out: dict[str, Any] = self._call("GET", f"/api/v1/tasks/{task_id}")
         return out

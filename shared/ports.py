@@ -23,6 +23,7 @@ from shared.domain.records import (
     CacheNamespace,
     Chunk,
     ChunkCommit,
+    ChunkCopy,
     ChunkDetails,
     Claim,
     DocumentSource,
@@ -272,6 +273,11 @@ class SearchReads(Protocol):
 
     async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
         """The chunks still there among ``ids``."""
+        ...
+
+    async def copies(self, ids: Sequence[int], limit: int) -> dict[int, tuple[list[ChunkCopy], int]]:
+        """``{chunk id: (the other chunks of its KB holding exactly its text, by document then chunk,
+        at most ``limit``; how many in all)}`` for the chunks among ``ids`` that have copies."""
         ...
 
 

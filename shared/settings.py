@@ -350,7 +350,7 @@ class WorkerSettings(CommonSettings):
     mail_max_nesting: int = Field(50, ge=1, description="MIME parts / embedded messages nesting; deeper: parse_limit")
     mail_max_header_chars: int = Field(100_000, ge=1, description="characters kept of one e-mail header value")
     # OCR (issue 22): images and scanned PDF pages, Tesseract with Debian's language data (ocr.py).
-    ocr_languages: str = Field("eng+deu+chi_sim", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$",
+    ocr_languages: str = Field("eng+deu+chi_sim+kor+jpn", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$",
                                description="Tesseract languages, '+'-joined (each needs tesseract-ocr-<lang>)")
     ocr_tessdata_dir: str = Field("/usr/share/tesseract-ocr/5/tessdata", description="Tesseract language data")
     ocr_dpi: int = Field(200, ge=72, le=600, description="resolution at which PDF pages are rendered for OCR")

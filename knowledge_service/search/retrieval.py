@@ -19,7 +19,9 @@ The ranking only: the statements live in :mod:`shared.adapters.postgres.repo.sea
 Every list keeps one chunk per chunk text (its MD5, a de-duplication key, not a security one):
 copies of one file in a KB (uploaded with ``allow_duplicate``), a paragraph a document repeats,
 or a boilerplate paragraph several documents share never show the same text twice; the best
-ranked (the first) is kept.
+ranked (the first) is kept, and the hit names every other chunk of the KB holding that text
+(``Hit.also_in``, at most ``ALSO_IN_MAX`` of them; ``also_in_total`` counts all): the other
+documents sharing a passage stay visible (issue 29).
 
 Vector search is exact (a scan of the KB's vectors) when the KB holds at most
 ``exact_max_chunks`` vectors, and uses the HNSW index with pgvector's iterative scan above that
@@ -39,7 +41,7 @@ import numpy as np
 
 from knowledge_service.search.modes import SearchMode as Mode
 from knowledge_service.search.ranking import RRF_K, canonicalize, collapse, fuse_hybrid
-from shared.domain.records import ChunkDetails
+from shared.domain.records import ChunkCopy, ChunkDetails
 from shared.ports import SearchReads
 
 if TYPE_CHECKING:
@@ -79,7 +81,12 @@ class Hit:
     section: str | None
     score: float
     sources: dict[str, int] = field(default_factory=dict)
+    also_in: tuple[ChunkCopy, ...] = ()  #: the other chunks holding the same text (by document, chunk), capped
+    also_in_total: int = 0  #: how many there are in all
 
+
+#: Copies listed per hit (``Hit.also_in``); ``also_in_total`` counts them all.
+ALSO_IN_MAX = 50
 
 Ranked = list[tuple[int, float]]  # (chunk id, score), best first
 #: The query embedding ``(dim,) float32``, or a future of it: the keyword list starts while the query is embedded.
@@ -89,8 +96,10 @@ DetailsOf = dict[int, ChunkDetails]  # chunk id → its document, text, page, se
 _REFILL_ROUNDS = 4  # a list short of results after collapsing copies is fetched again, twice as deep
 
 
-def _hit(d: ChunkDetails, score: float, sources: dict[str, int]) -> Hit:
-    return Hit(d.chunk_id, d.document_id, d.filename, d.chunk_index, d.content, d.page, d.section, score, sources)
+def _hit(d: ChunkDetails, score: float, sources: dict[str, int],
+         copies: tuple[list[ChunkCopy], int] = ([], 0)) -> Hit:
+    return Hit(d.chunk_id, d.document_id, d.filename, d.chunk_index, d.content, d.page, d.section, score, sources,
+               tuple(copies[0]), copies[1])
 
 
 async def vector_ranking(reads: SearchReads, kb_id: int, embedding: np.ndarray, limit: int,
@@ -182,8 +191,10 @@ async def search(
     params: SearchParams,
 ) -> list[Hit]:
     """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section (read with
-    the lists: a chunk gone by then is left out). Raises what ``reads`` raises
-    (``DatabaseUnavailableError`` from the pooled adapter)."""
+    the lists: a chunk gone by then is left out) and the other chunks holding its text. Raises what ``reads``
+    raises (``DatabaseUnavailableError`` from the pooled adapter)."""
     ranked, details = await _rank(reads, kb_id, mode, text, embedding, top_k, params)
-    return [_hit(details[cid], score, sources) for cid, score, sources in ranked if cid in details]
+    copies = await reads.copies([cid for cid, _, _ in ranked], ALSO_IN_MAX)
+    return [_hit(details[cid], score, sources, copies.get(cid, ([], 0)))
+            for cid, score, sources in ranked if cid in details]
 

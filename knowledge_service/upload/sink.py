@@ -28,6 +28,7 @@ from shared.domain.errors import (
 )
 from shared.domain.formats import extension
 from shared.domain.records import NewContent
+from shared.domain.text_sniff import MAX_IMPLAUSIBLE_SHARE, control_bytes, nuls_by_offset, stray_nuls_allowed
 from shared.ports import ObjectStream, ObjectWriter
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,8 @@ class FileSink:
         self._first = b""  # the judged head, kept for a package's check
         self._held: list[bytes] = []  # sniffed bytes not yet sent (a single PUT if the file ends here)
         self._held_size = 0
-        self._nuls = 0  # NUL bytes seen so far (text that is not UTF-16/32: see _count_nuls)
+        self._nuls = [0, 0, 0, 0]  # NUL bytes so far by offset modulo 4 (text that is not UTF-16/32: _count_nuls)
+        self._controls = 0  # other control bytes so far (ibid.)
         self._tail = _Tail(TAIL_BYTES)
         self.verdict: sniff.Verdict | None = None
         self._stream: ObjectStream | None = None
@@ -99,19 +101,24 @@ class FileSink:
         await self._send(data)
 
     def _count_nuls(self, data: bytes) -> None:
-        """Text (not UTF-16/32) may hold a few stray NULs; more than ``stray_nul_limit`` of the
-        bytes so far make it binary."""
-        self._nuls += data.count(0)
-        if self._nuls > sniff.stray_nul_limit(self.size):
+        """Text (not UTF-16/32) may hold stray NULs (``text_sniff.stray_nuls_allowed``: few, or not
+        in a UTF-16/32 pattern and at most ``MAX_STRAY_NUL_SHARE`` of the bytes so far); otherwise
+        it is binary. ``data``: the bytes just received (already counted in ``self.size``)."""
+        for k, n in enumerate(nuls_by_offset(data, self.size - len(data))):
+            self._nuls[k] += n
+        self._controls += control_bytes(data)
+        nuls = sum(self._nuls)
+        if not stray_nuls_allowed(self.size, self._nuls) or self._controls > MAX_IMPLAUSIBLE_SHARE * (self.size - nuls):
             assert self.verdict is not None
             raise UnsupportedUploadError(
-                f"the content is binary ({self._nuls} NUL bytes in its first {self.size} bytes), "
-                f"not {self.verdict.kind} text")
+                f"the content is binary ({nuls} NUL bytes and {self._controls} other control bytes in its first "
+                f"{self.size} bytes), not {self.verdict.kind} text")
 
     async def _decide(self) -> None:
         head = bytes(self._head)
         self._head = bytearray()
-        self._nuls = head.count(0)
+        self._nuls = nuls_by_offset(head)
+        self._controls = control_bytes(head)
         try:
             self.verdict = sniff.judge(extension(self.filename), head)
         except UnsupportedContentError as exc:

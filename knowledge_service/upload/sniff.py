@@ -186,12 +186,27 @@ def judge(ext: str, head: bytes) -> Verdict:
     """
     head = head[:HEAD_BYTES]
     named = name_extension(ext)
+    seen = _describe(head)
+    if named is not None and _other_format(named, head, seen):
+        return _judge_content(head, seen)  # a DOCX named .doc, a PDF named .txt: read as what it is
     if named is not None and named.refusal is not None:
         raise UnsupportedContentError(named.refusal)
-    seen = _describe(head)
     if named is not None:
         return _judge_named(named, ext, head, seen)
     return _judge_content(head, seen)
+
+
+def _other_format(named: Format, head: bytes, seen: str) -> bool:
+    """Whether ``head`` bears the signature of a container other than the one ``named``'s format has:
+    a PDF, a ZIP or an image where the name says something else (an OLE2 file or mere text is not
+    evidence enough: text named .pdf stays refused). The content's own format then decides."""
+    if seen == _PDF:
+        return named.container is not Container.PDF
+    if seen == _ZIP:  # a .zip takes any ZIP, a package too (its parts are the archive's members)
+        return named.container not in _PACKAGES and not named.is_archive
+    if containers.image_mime(head) is not None:
+        return named.container is not Container.IMAGE
+    return False
 
 
 def _judge_content(head: bytes, seen: str) -> Verdict:
@@ -247,7 +262,7 @@ def _judge_package(fmt: Format, ext: str, head: bytes, seen: str) -> Verdict:
     if seen == _ZIP and fmt.container is not Container.OLE:
         typed = containers.zip_format(head, None)
         if typed is not None and typed.kind != fmt.kind:
-            raise UnsupportedContentError(f"the name says .{ext} ({fmt.label}) but the content is {typed.label}")
+            return _of(typed, named=False)  # an ODT named .epub: read as what it is
         return _of(fmt, check=typed is None)
     wanted = "an OLE2 compound file" if fmt.container is Container.OLE else f"a {ext.upper()} (ZIP) file"
     raise UnsupportedContentError(f"the name says .{ext} ({fmt.label}) but the content is {seen}, not {wanted}")
@@ -282,8 +297,7 @@ def identify_package(verdict: Verdict, size: int, pieces: list[tuple[int, bytes]
     else:
         fmt = _ole(containers.ole_names(file))
     if verdict.named is not None and fmt.kind != verdict.named:
-        named = by_kind(verdict.named)
-        raise UnsupportedContentError(f"the name says {named.label} but the content is {fmt.label}")
+        return Verdict(fmt.kind, fmt.mime)  # a PPTX named .docx: read as what it is (its content type)
     return Verdict(fmt.kind, fmt.mime, named=verdict.named)
 
 

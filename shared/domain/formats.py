@@ -302,14 +302,15 @@ def skip_reason(name: str) -> str | None:
 
 def parser_filename(filename: str, content_type: str | None) -> str:
     """The name to hand the worker's dispatch (which picks the reader by extension): the stored
-    name when its extension is an accepted format's (the API checked that it agrees with the
-    content), else ``document.<ext>`` for the type detected at upload (``content_type``). Older
-    rows whose content type is not one of ours keep their name (→ ``unsupported_type``).
+    name when its extension is the format detected at upload (``content_type``) or, that being
+    unknown, an accepted format's; else ``document.<ext>`` for the detected type (a DOCX named
+    .doc, a PDF named .txt: read as what the bytes are). Older rows whose content type is not one
+    of ours keep their name (→ ``unsupported_type`` when it is not accepted either).
     """
     named = by_extension(extension(filename))
-    if named is not None and named.accepted:
-        return filename
     fmt = by_mime(content_type)
+    if named is not None and named.accepted and (fmt is None or fmt.kind == named.kind):
+        return filename
     return filename if fmt is None else f"document.{fmt.extensions[0]}"
 
 

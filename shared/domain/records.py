@@ -89,6 +89,19 @@ class ChunkDetails:
 
 
 @dataclass(frozen=True)
+class ChunkCopy:
+    """Another chunk of the KB holding a search hit's text (in another document, or elsewhere in the
+    hit's own): where it is."""
+
+    chunk_id: int
+    document_id: int
+    filename: str
+    chunk_index: int
+    page: int | None
+    section: str | None
+
+
+@dataclass(frozen=True)
 class SkipRecord:
     """A delivery acked without work (a ``delivery_skip`` row): why, and for which message."""
 

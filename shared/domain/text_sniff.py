@@ -14,8 +14,12 @@ little ASCII (Chinese, Cyrillic) has a weak NUL pattern (only its spaces and lin
 strict decode and the plausibility check carry the decision there. Binary data with NUL bytes
 fails them: its 16-bit units land on controls, unassigned and private-use code points.
 
-**Stray NULs.** A text file with a few NUL bytes (a corrupted editor save, a truncated log) is
-still text: at most :func:`stray_nul_limit` NULs, and the rest is text (:func:`looks_like_text`).
+**Stray NULs.** A text file with NUL bytes (a corrupted editor save, a truncated log padded with
+zeros, an export with a NUL per line) is still text when the rest is text (:func:`looks_like_text`)
+and the NULs are few (:func:`stray_nul_limit`), or, more, when they do not fall where UTF-16/32 puts
+them (:func:`wide_pattern`: runs of NULs and scattered ones land on every offset alike) and are at
+most :data:`MAX_STRAY_NUL_SHARE` of the bytes (:func:`stray_nuls_allowed`). Binary data stays binary:
+its other bytes are control codes and invalid UTF-8, which :func:`looks_like_text` refuses.
 """
 
 from __future__ import annotations
@@ -56,9 +60,52 @@ _CONTROL_BYTES = frozenset(range(0x20)) - {0x09, 0x0A, 0x0D} | {0x7F}
 _NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL_BYTES)
 
 
+#: More NULs than :func:`stray_nul_limit` are still stray up to this share of the bytes, when they do
+#: not form a UTF-16/32 pattern (a log whose last 4 KiB are zeros after 3 KiB of text: 57 %).
+MAX_STRAY_NUL_SHARE = 0.9
+#: A UTF-16/32 NUL pattern: at every offset where the form puts NULs, this many times as many NULs
+#: as at any other offset (UTF-16 LE English: every odd byte NUL, no even one; a run of NUL padding
+#: or one NUL per line: about as many at each offset).
+WIDE_PATTERN_RATIO = 4
+
+
 def stray_nul_limit(size: int) -> int:
-    """How many NUL bytes a ``size``-byte text file (not UTF-16/32) may hold and still be text."""
+    """How many NUL bytes a ``size``-byte text file (not UTF-16/32) may hold whatever their pattern."""
     return STRAY_NUL_BASE + size // STRAY_NUL_BYTES_PER_NUL
+
+
+def nuls_by_offset(data: bytes, start: int = 0) -> list[int]:
+    """NUL bytes of ``data`` by (``start`` + offset) modulo 4: ``[n0, n1, n2, n3]``."""
+    return [data[(k - start) % 4::4].count(0) for k in range(4)]
+
+
+def wide_pattern(by_offset: list[int]) -> bool:
+    """Whether NUL counts by offset modulo 4 (:func:`nuls_by_offset`) follow UTF-16 or UTF-32: NULs at
+    the form's offsets, each :data:`WIDE_PATTERN_RATIO` times as many as at any other."""
+    halves = [by_offset[0] + by_offset[2], by_offset[1] + by_offset[3]]
+    for counts, zero_offsets in ((halves, (0,)), (halves, (1,)), (by_offset, (1, 2, 3)), (by_offset, (0, 1, 2))):
+        inside = min(counts[i] for i in zero_offsets)
+        outside = max((counts[i] for i in range(len(counts)) if i not in zero_offsets), default=0)
+        if inside > 0 and inside >= WIDE_PATTERN_RATIO * outside:
+            return True
+    return False
+
+
+def control_bytes(data: bytes) -> int:
+    """Bytes of ``data`` that are control codes in every ASCII-compatible encoding, NUL excluded (C0
+    but TAB/LF/CR, and DEL): text holds at most :data:`MAX_IMPLAUSIBLE_SHARE` of them, binary data
+    ~10 % and more."""
+    return len(data.translate(None, _NOT_CONTROL)) - data.count(0)
+
+
+def stray_nuls_allowed(size: int, by_offset: list[int]) -> bool:
+    """Whether the NULs of ``size`` bytes (counted by :func:`nuls_by_offset`) may be stray ones in text:
+    few (:func:`stray_nul_limit`), or at most :data:`MAX_STRAY_NUL_SHARE` of the bytes and not in a
+    UTF-16/32 pattern (:func:`wide_pattern`). Whether the rest is text is the caller's check."""
+    nuls = sum(by_offset)
+    if nuls <= stray_nul_limit(size):
+        return True
+    return nuls <= MAX_STRAY_NUL_SHARE * size and not wide_pattern(by_offset)
 
 
 def implausible_share(text: str, *, nul_is_bad: bool = False) -> float:
@@ -158,11 +205,10 @@ def _strict_utf8(data: bytes) -> str | None:
 
 def strip_stray_nuls(data: bytes, *, complete: bool = True) -> tuple[bytes, int] | None:
     """``(data without NUL bytes, how many were removed)`` when ``data`` is text with stray NULs
-    (or none); None when the NULs are too many (:func:`stray_nul_limit`) or the rest is not text
-    (:func:`looks_like_text`). Only for data that is not UTF-16/32 (check :func:`wide_encoding`
-    first). ``complete=False``: ``data`` is a prefix of the document."""
+    (or none); None when the NULs cannot be stray (:func:`stray_nuls_allowed`) or the rest is not
+    text (:func:`looks_like_text`). ``complete=False``: ``data`` is a prefix of the document."""
     nuls = data.count(0)
-    if nuls > stray_nul_limit(len(data)):
+    if nuls and not stray_nuls_allowed(len(data), nuls_by_offset(data)):
         return None
     stripped = data.replace(b"\x00", b"") if nuls else data
     return (stripped, nuls) if looks_like_text(stripped, complete=complete) else None

@@ -70,7 +70,7 @@ class ParseLimits:
     # OCR (issue 22; ocr.py, readers/image/reader.py, readers/pdf/reader.py): settings OCR_LANGUAGES,
     # OCR_TESSDATA_DIR, OCR_DPI, OCR_MAX_PAGES, IMAGE_MAX_PIXELS. 100 pages at ≈0.5-1 s each fit
     # PARSE_CPU_LIMIT_S (bench/ocr.py).
-    ocr_languages: str = "eng+deu+chi_sim"
+    ocr_languages: str = "eng+deu+chi_sim+kor+jpn"
     ocr_tessdata_dir: str = "/usr/share/tesseract-ocr/5/tessdata"
     ocr_dpi: int = 200
     ocr_max_pages: int = 100

@@ -233,6 +233,23 @@ async def test_search_shows_hits_with_scores(page: Any, tmp_path: Path) -> None:
     assert float(await first.locator(".score").text_content()) > 0
 
 
+async def test_a_hit_whose_text_two_documents_share_names_the_other(page: Any, tmp_path: Path) -> None:
+    """Issue 29: search shows the shared passage once, and names the other document under the hit."""
+    text = "The Tamberlyn depot closes at six; ask for Mr Ostrowick at the gate.\n"
+    first, second = tmp_path / "depot-notice.txt", tmp_path / "depot-copy.txt"
+    first.write_text(text)
+    second.write_text(text + "\n\n")  # other bytes (not a duplicate upload), the same chunk text
+    await upload(page, [first, second])
+    await pw.expect(page.locator('#docs tbody tr[data-status="INDEXED"]')).to_have_count(2, timeout=60 * MS)
+    await page.fill("#search-q", "Tamberlyn depot Ostrowick")
+    await page.click("#search-btn")
+    await pw.expect(page.locator("#results li.hit")).to_have_count(1)
+    hit = page.locator("#results li.hit").first
+    shown = await hit.locator(".meta").first.text_content() or ""
+    other = second.name if first.name in shown else first.name
+    await pw.expect(hit.locator(".also-in")).to_contain_text(f"also in: {other} #0 (document ")
+
+
 async def test_docs_page_loads_swagger_ui_offline(browser: Any, stack: dict[str, Any]) -> None:
     context = await browser.new_context()
     pg = await context.new_page()

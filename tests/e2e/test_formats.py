@@ -91,7 +91,57 @@ def _scans() -> dict[str, tuple[str, bytes, tuple[str, ...], tuple[str, ...]]]:
         "scanned pdf": ("scan.pdf", ocrgen.scanned_pdf([page, quillmoor]), ("Rookhaven", "Quillmoor"), ()),
         "half-scanned pdf": ("half.pdf", ocrgen.scanned_pdf([text_page("The Gantrell ferry sails at noon"), quillmoor]),
                              ("Gantrell", "Quillmoor"), ()),
+        **_scans_issue_29(),
     }
+
+
+def _scans_issue_29() -> dict[str, tuple[str, bytes, tuple[str, ...], tuple[str, ...]]]:
+    """Scanned tables with coloured cells, a ~100 dpi phone photo, Korean and Japanese pages, and
+    pictures of text as the only content of a PDF page (8 % of it), a slide and a sheet."""
+    import io
+
+    from tests.support import ocrgen
+
+    photo = io.BytesIO()
+    ocrgen.photo_page(100).save(photo, "JPEG", quality=90)
+    notice = ocrgen.text_picture(("The Tamberlyn depot closes at six.", "Ask for Mr Ostrowick at the gate."))
+    return {
+        "scanned table png": ("table.png", ocrgen.png_bytes(ocrgen.degrade_colour(ocrgen.table_page(200))),
+                              ("Brantwick", "Kasprzak"), ()),
+        "photo jpg": ("photo.jpg", photo.getvalue(), ("Rookhaven", "Ostrava"), ()),
+        "korean png": ("notice-ko.png", ocrgen.png_bytes(ocrgen.degrade(ocrgen.language_page("kor", 200))),
+                       ("도서관", "열람실"), ()),
+        "japanese png": ("notice-ja.png", ocrgen.png_bytes(ocrgen.degrade(ocrgen.language_page("jpn", 200))),
+                         ("図書館", "閲覧室"), ()),
+        "picture on 8 % of a pdf page": ("notice.pdf", ocrgen.pdf_with_picture(notice), ("Tamberlyn", "Ostrowick"), ()),
+        "picture-only slide pptx": ("notice.pptx", ocrgen.pptx_with_picture(notice), ("Tamberlyn", "Ostrowick"), ()),
+        "picture on a sheet xlsx": ("notice.xlsx", ocrgen.xlsx_with_picture(notice), ("Tamberlyn", "Ostrowick"), ()),
+        "text with stray nul bytes txt": ("build.log.txt", _stray_nuls(), ("Varnholt", "Quenbury"), ()),
+        "words in angle brackets txt": ("howto.txt", b"How to log in\n\nType <Zephyrine> as the user name, then\n"
+                                        b"call List<Brackwater> from the template.\n", ("Zephyrine", "Brackwater"), ()),
+        **_misnamed(),
+    }
+
+
+def _misnamed() -> dict[str, tuple[str, bytes, tuple[str, ...], tuple[str, ...]]]:
+    """Files whose bytes are another format than their name says: read as what they are (issue 29)."""
+    from tests.fidelity import docx_corpus, pptx_corpus
+    from tests.support import ocrgen
+    from tests.support.pdfgen import text_page
+
+    docx, pptx = docx_corpus.samples()[0], pptx_corpus.samples()[0]
+    pdf = ocrgen.scanned_pdf([text_page("The Harrowgate ferry sails at noon")])
+    return {
+        "docx named .doc": ("minutes.doc", docx.data, docx.must[:2], ()),
+        "pptx named .ppt": ("deck.ppt", pptx.data, pptx.must[:2], ()),
+        "pdf named .txt": ("ferry.txt", pdf, ("Harrowgate",), ()),
+    }
+
+
+def _stray_nuls() -> bytes:
+    """A log with a NUL per line and a zeroed 4 KiB block (a crash): text, its NULs removed (issue 29)."""
+    lines = b"".join(b"Release %03d of the Varnholt build passed its checks.\x00\n" % i for i in range(60))
+    return lines + b"\x00" * 4096 + b"The Quenbury mirror took over after the crash.\n"
 
 
 def _uploads() -> dict[str, tuple[str, bytes, tuple[str, ...], tuple[str, ...]]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.domain.errors import NoTextError
 from task_service.pipeline import ocr
 from task_service.pipeline.limits import DEFAULT_LIMITS
 from task_service.pipeline.parse import parse_document
@@ -58,8 +59,9 @@ def test_other_formats_and_exif_orientation(fmt: str) -> None:
 
 
 def test_a_blank_image_gives_no_text_and_says_so() -> None:
-    parsed = image.read(ocrgen.png_bytes(ocrgen.page_image((), 100)), DEFAULT_LIMITS)
-    assert parsed.blocks == () and parsed.warnings == ("1 image gave no text to OCR",)
+    with pytest.raises(NoTextError, match=r"OCR found no text in the image \(Tesseract read no word, mean confidence "
+                                          r"0 %; OCR_LANGUAGES=eng\+deu"):
+        image.read(ocrgen.png_bytes(ocrgen.page_image((), 100)), DEFAULT_LIMITS)
 
 
 def test_a_scanned_pdf_indexes_and_a_stray_header_joins_its_ocr_text() -> None:
@@ -133,3 +135,48 @@ def test_the_sandbox_reports_stage_ocr_per_page() -> None:
         parser.close()
     assert stages == [("OCR", 0.0), ("OCR", 0.5), ("OCR", 1.0), ("CHUNKING",)]
     assert "Quillmoor" in " ".join(c.content for c in extraction.chunks)
+
+
+# ---------------------------------------------------------------- issue 29: tables, photos, scripts, pictures
+
+_NOTICE = ("The Tamberlyn depot closes at six.", "Ask for Mr Ostrowick at the gate.")
+
+
+def test_a_scanned_table_with_coloured_cells_reads_its_cells_in_row_order() -> None:
+    scan = ocrgen.degrade_colour(ocrgen.table_page(200))
+    text = image.read(ocrgen.png_bytes(scan), DEFAULT_LIMITS).text
+    cells = [cell for row in ocrgen.TABLE for cell in row]
+    assert sum(cell in text for cell in cells) >= 14, text  # greyscale + global Otsu read 0 of 20
+    assert ocrgen.rows_in_order(ocrgen.TABLE[1:], text) >= 1, text
+
+
+def test_a_100_dpi_photo_of_a_page_reads_its_table() -> None:
+    text = image.read(ocrgen.png_bytes(ocrgen.photo_page(100)), DEFAULT_LIMITS).text
+    cells = [cell for row in ocrgen.TABLE for cell in row]
+    assert "Rookhaven" in text and sum(cell in text for cell in cells) >= 14, text  # before: 2 of 20
+
+
+@pytest.mark.parametrize("lang", ["kor", "jpn"])
+def test_korean_and_japanese_pages_are_read_with_the_default_languages(lang: str) -> None:
+    parsed = image.read(ocrgen.png_bytes(ocrgen.degrade(ocrgen.language_page(lang, 200))), DEFAULT_LIMITS)
+    assert ocrgen.cer("\n".join(ocrgen.TEXTS[lang]), parsed.text, lang) < 0.1, parsed.text
+
+
+def test_a_picture_on_8_percent_of_an_empty_pdf_page_is_ocred() -> None:
+    parsed = parse_document(ocrgen.pdf_with_picture(ocrgen.text_picture(_NOTICE)), "notice.pdf")
+    assert "Tamberlyn" in parsed.text and "Ostrowick" in parsed.text
+    assert any("read by OCR" in w for w in parsed.warnings)
+
+
+def test_a_slide_whose_only_content_is_a_picture_of_text_is_read_in_its_place() -> None:
+    parsed = parse_document(ocrgen.pptx_with_picture(ocrgen.text_picture(_NOTICE)), "deck.pptx")
+    picture = [b for b in parsed.blocks if "Tamberlyn" in b.text]
+    assert picture and picture[0].page == 2 and picture[0].section == "Slide 2"
+    assert "Ostrowick" in parsed.text and "1 image read by OCR" in parsed.warnings[-1]
+
+
+def test_a_picture_on_a_sheet_is_ocred_into_its_sheet() -> None:
+    parsed = parse_document(ocrgen.xlsx_with_picture(ocrgen.text_picture(_NOTICE)), "depots.xlsx")
+    picture = [b for b in parsed.blocks if "Tamberlyn" in b.text]
+    assert picture and picture[0].section == "Depots"
+    assert "Ostrowick" in parsed.text and parsed.warnings[0].startswith("1 image read by OCR")

@@ -416,3 +416,39 @@ async def test_a_last_part_failing_inside_the_swap_keeps_the_served_version_and_
     redo = await _claim(db, msg, 2)  # the redelivery, another worker
     assert await parts_repo.commit_part(db, _commit(msg, redo, vecs)) is PartCommitted.SWAPPED
     assert await _indexed(db, msg.document_id) == [(i, f"new chunk {i}") for i in range(N)]
+
+
+async def _cache_parts(conn: asyncpg.Connection, msg: IndexMessage, vecs: np.ndarray) -> int:
+    """Cache every staged text of the split (as its parts do after their stage commits); the
+    owner's entry count."""
+    from shared.adapters.postgres.repo import cache as cache_repo
+    from shared.domain.records import CacheNamespace
+
+    keys = [bytes(r[0]) for r in await conn.fetch(
+        "SELECT text_sha256 FROM staged_chunk WHERE task_id = $1 ORDER BY chunk_index", msg.task_id)]
+    await cache_repo.cache_store(conn, msg.user_id, msg.document_id, CacheNamespace("m", "r", 384), keys, vecs)
+    return int(await conn.fetchval("SELECT count(*) FROM embedding_cache WHERE user_id = $1", msg.user_id))
+
+
+async def test_a_split_fenced_out_or_deleted_releases_the_cache_entries_its_parts_wrote(db: asyncpg.Connection) -> None:
+    """What a delete of the document releases for its chunks it releases for its staged chunks too
+    (a deleted or re-armed split leaves no cache entry no chunk of the owner holds)."""
+    msg, _, vecs = await _split(db, dispatch_limit=None)
+    assert await _cache_parts(db, msg, vecs) == N
+    assert await documents_repo.delete_document(db, msg.document_id)
+    assert await db.fetchval("SELECT count(*) FROM embedding_cache WHERE user_id = $1", msg.user_id) == 0
+    msg, _, vecs = await _split(db, dispatch_limit=None)
+    assert await _cache_parts(db, msg, vecs) == N
+    await db.execute("UPDATE index_task SET update_time = now() - interval '1 day' WHERE id = $1", msg.task_id)
+    await issue(db, msg.task_id, RequestKind.NEW_CONTENT, force=True)
+    assert await db.fetchval("SELECT count(*) FROM embedding_cache WHERE user_id = $1", msg.user_id) == 0
+
+
+async def test_the_swap_keeps_the_cache_entries_of_the_texts_it_swapped_in(db: asyncpg.Connection) -> None:
+    msg, _, vecs = await _split(db, dispatch_limit=None)
+    assert await _cache_parts(db, msg, vecs) == N
+    for part in range(3):
+        claim = await _claim(db, msg, part)
+        await parts_repo.commit_part(db, _commit(msg, claim, vecs))
+    assert await db.fetchval("SELECT status FROM index_task WHERE id = $1", msg.task_id) == "SUCCESS"
+    assert await db.fetchval("SELECT count(*) FROM embedding_cache WHERE user_id = $1", msg.user_id) == N

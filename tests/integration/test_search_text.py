@@ -81,6 +81,28 @@ async def test_identical_chunk_texts_are_one_hit_within_and_across_documents(
     assert [h.chunk_id for h in top] == [first[0]]  # equal scores: the first chunk is kept
 
 
+async def test_a_collapsed_hit_names_every_other_chunk_holding_its_text(
+    db: asyncpg.Connection, pool: asyncpg.Pool
+) -> None:
+    """Issue 29: the passage two documents share is one hit, and the hit names the other document
+    (and the repeats within its own) in every mode; a text held once names none."""
+    kb = await _kb(db)
+    para = "The Tamberlyn depot closes at six; ask for Mr Ostrowick at the gate."
+    vecs = _unit(4, 12)
+    first = await _doc(db, kb, [para, "depot notes one", para], np.stack([vecs[0], vecs[1], vecs[0]]))
+    second = await _doc(db, kb, ["depot notes two", para], np.stack([vecs[2], vecs[0]]))
+    second_doc = await db.fetchval("SELECT document_id FROM document_chunk WHERE id = $1", second[1])
+    for mode in Mode:
+        for db_or_pool in (db, pool):
+            hits = await search(PgSearch(db_or_pool), kb, mode, "Tamberlyn depot Ostrowick", vecs[0], 5,
+                                SearchParams())
+            [hit] = [h for h in hits if h.content == para]
+            held = {hit.chunk_id, *(c.chunk_id for c in hit.also_in)}
+            assert held == {first[0], first[2], second[1]}, (mode, hit)
+            assert hit.also_in_total == 2 and second_doc in {c.document_id for c in hit.also_in}
+            assert all(h.also_in == () and h.also_in_total == 0 for h in hits if h.content != para)
+
+
 # ---------------------------------------------------------------- item 4: every script by keyword
 
 _RUNS = {
@@ -176,3 +198,101 @@ async def test_text_without_these_scripts_is_indexed_exactly_as_before(db: async
         rows = await db.fetch("SELECT t, rag_search_text(t) AS new, pg_temp.old_text(t) AS old"
                               " FROM unnest($1::text[]) t", texts)
     assert [(r["t"], r["new"]) for r in rows] == [(r["t"], r["old"]) for r in rows]
+
+
+# ---------------------------------------------------------------- issue 29: every token type of the parser
+
+#: A sample of each token type of PostgreSQL's default text parser (``ts_token_type('default')``) and
+#: the words a user types to find it. ``blank`` (spaces, punctuation) holds no word; ``protocol``
+#: ("https://") is indexed within its ``url``.
+TOKEN_SAMPLES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "asciiword": ("Quillmoor", ("Quillmoor", "quillmoor")),
+    "word": ("Brückenwärter", ("Brückenwärter", "bruckenwarter")),
+    "numword": ("rev2b7", ("rev2b7",)),
+    "asciihword": ("gantry-crane", ("gantry-crane", "gantry", "crane")),
+    "hword_asciipart": ("gantry-crane", ("crane",)),
+    "hword": ("über-brücke", ("über-brücke", "brücke")),
+    "hword_part": ("über-brücke", ("über",)),
+    "numhword": ("tank-4b", ("tank-4b", "4b")),
+    "hword_numpart": ("x2-y3", ("x2-y3", "y3")),
+    "email": ("dora@pumpworks.example", ("dora@pumpworks.example",)),
+    "protocol": ("https://pumpworks.example/docs/pump.html", ("https://pumpworks.example/docs/pump.html",)),
+    "url": ("https://pumpworks.example/docs/pump.html", ("pumpworks.example/docs/pump.html",)),
+    "host": ("pumpworks.example", ("pumpworks.example",)),
+    "url_path": ("https://pumpworks.example/docs/pump.html", ("/docs/pump.html",)),
+    "file": ("/etc/pump/valve.conf", ("/etc/pump/valve.conf",)),
+    "sfloat": ("6.02e23", ("6.02e23",)),
+    "float": ("3.1415", ("3.1415",)),
+    "int": ("-4471", ("-4471",)),
+    "uint": ("4471", ("4471",)),
+    "version": ("2.13.0", ("2.13.0",)),
+    "tag": ("<placeholder>", ("placeholder", "<placeholder>")),
+    "entity": ("&amp;", ("amp", "&amp;")),
+}
+_NO_WORD = {"blank"}
+
+
+async def test_the_samples_cover_every_token_type_of_the_default_parser(db: asyncpg.Connection) -> None:
+    aliases = {r["alias"] for r in await db.fetch("SELECT alias FROM ts_token_type('default')")}
+    assert set(TOKEN_SAMPLES) == aliases - _NO_WORD  # a new type of a newer PostgreSQL fails here
+    for alias, (sample, _) in TOKEN_SAMPLES.items():
+        seen = {r["alias"] for r in await db.fetch("SELECT alias FROM ts_debug('rag_simple', $1)", sample)}
+        assert alias in seen, (alias, sample, seen)
+
+
+async def test_every_word_of_every_token_type_has_a_lexeme(db: asyncpg.Connection) -> None:
+    """What ``rag_search_text`` hands the parser leaves no word without a lexeme (tags and entities
+    gave none: "List<Order>" was indexed as "list" alone)."""
+    for alias, (sample, _) in TOKEN_SAMPLES.items():
+        text = f"List<Order> code, then {sample} here"
+        rows = await db.fetch("SELECT alias, token, lexemes FROM ts_debug('rag_simple', rag_search_text($1))", text)
+        lost = [(r["alias"], r["token"]) for r in rows
+                if r["alias"] not in _NO_WORD | {"protocol"} and not r["lexemes"]]
+        assert lost == [], (alias, lost)
+        assert {"list", "order", "code"} <= set(await db.fetchval(
+            "SELECT tsvector_to_array(to_tsvector('rag_simple', rag_search_text($1)))", text))
+
+
+async def test_every_word_of_every_token_type_is_found_by_keyword(db: asyncpg.Connection) -> None:
+    kb = await _kb(db)
+    texts = [f"The pump notice {i} mentions {sample} among other things." for i, (sample, _) in
+             enumerate(TOKEN_SAMPLES.values())]
+    texts.append("How to call List<Order> from a template: replace <username> and <inline-image> first.")
+    ids = await _doc(db, kb, texts)
+    for (alias, (_, words)), chunk_id in zip(TOKEN_SAMPLES.items(), ids, strict=False):
+        for word in words:
+            found = [cid for cid, _ in await keyword_ranking(PgSearch(db), kb, word, 5, SearchParams())]
+            assert chunk_id in found, (alias, word, found)
+    for word in ("Order", "username", "inline-image", "<username>", "List<Order>"):
+        found = [cid for cid, _ in await keyword_ranking(PgSearch(db), kb, word, 5, SearchParams())]
+        assert found[:1] == [ids[-1]], (word, found)
+
+
+async def test_migration_0019_recomputes_the_keyword_index_and_the_term_statistics() -> None:
+    name = f"rag_mig_{uuid.uuid4().hex[:12]}"
+    dsn = f"postgresql://postgres@127.0.0.1:5432/{name}"
+    try:
+        await migrate(dsn, target=18)
+        conn = await asyncpg.connect(dsn)
+        await register_vector(conn)
+        try:
+            kb = await _kb(conn)
+            [chunk] = await _doc(conn, kb, ["Replace <placeholder> with the Quillmoor depot's name."])
+            assert await keyword_ranking(PgSearch(conn), kb, "placeholder", 5, SearchParams()) == []  # before: a tag
+            assert await migrate(dsn) == [19]
+            found = await keyword_ranking(PgSearch(conn), kb, "placeholder", 5, SearchParams())
+            assert [c for c, _ in found] == [chunk]
+            terms = {r["term"]: r["df"] for r in await conn.fetch(
+                "SELECT term, df FROM kb_term WHERE kb_id = $1", kb)}
+            assert terms["placeholder"] == 1 and terms["quillmoor"] == 1 and terms[""] == 1
+            assert await conn.fetchval("SELECT count(*) FROM kb_term_delta") == 0
+            assert await conn.fetchval(
+                "SELECT count(*) FROM pg_indexes WHERE indexname = 'document_chunk_kb_tsv_idx'") == 1
+        finally:
+            await conn.close()
+    finally:
+        admin = await asyncpg.connect(ADMIN_DSN)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()

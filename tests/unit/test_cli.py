@@ -3,6 +3,7 @@ collection, and the upload run (429 honoured) against a fake API (httpx.MockTran
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from rag_cli import app, file_label
+from rag_cli import also_in_text, app, file_label
 from rag_cli.client import (
     DEFAULT_RETRY_AFTER_S,
     MAX_RETRY_AFTER_S,
@@ -29,8 +30,8 @@ runner = CliRunner()
 
 COMMANDS = [
     ["create-user"], ["create-token"], ["list-tokens"], ["revoke-token"], ["create-kb"], ["upload"], ["status"],
-    ["retry"], ["reindex"], ["requeue-stuck"], ["dlq"], ["dlq", "list"], ["dlq", "replay"], ["worker"], ["api"],
-    ["ops"], *(["ops", job] for job in OPS), ["migrate"], ["build-model"],
+    ["search"], ["retry"], ["reindex"], ["requeue-stuck"], ["dlq"], ["dlq", "list"], ["dlq", "replay"], ["worker"],
+    ["api"], ["ops"], *(["ops", job] for job in OPS), ["migrate"], ["build-model"],
 ]
 
 
@@ -262,6 +263,33 @@ def test_status_names_an_archive_member_s_origin_and_an_archive_s_members() -> N
     archive = {"filename": "pack.zip", "origin": None, "members": 3}
     assert file_label(archive) == "pack.zip (archive: 3 member documents)"
     assert file_label({"filename": "plain.txt"}) == "plain.txt"
+
+def test_search_names_every_other_document_holding_a_hit_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: a collapsed hit's "also in" column names the other documents and chunks."""
+    hit = {"document_id": 7, "filename": "minutes.docx", "chunk_index": 2, "content": "The Tamberlyn depot closes.",
+           "page": None, "section": "Depots", "score": 0.5, "sources": {"keyword": 1}, "also_in_total": 53,
+           "also_in": [{"document_id": 9, "filename": "copy.txt", "chunk_index": 0, "page": None, "section": None}]}
+    asked: list[object] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append((request.url.path, request.content))
+        return httpx.Response(200, json={"mode": "hybrid", "results": [hit]})
+
+    real_connect = ApiClient.connect
+
+    def connect(url: str, token: str, timeout_s: float = 120.0) -> ApiClient:
+        client = real_connect(url, token, timeout_s)
+        client.http = httpx.Client(base_url=url, transport=httpx.MockTransport(handler))
+        return client
+
+    monkeypatch.setattr(ApiClient, "connect", staticmethod(connect))
+    r = runner.invoke(app, ["search", "1", "Tamberlyn depot", "--token", "t"])
+    assert r.exit_code == 0, r.output
+    assert "score" in r.output  # a table (its columns wrap at the terminal width)
+    assert also_in_text(hit) == "copy.txt #0 (doc 9) and 52 more"  # the column's text (the table may wrap it)
+    assert asked and asked[0][0] == "/api/v1/knowledge-bases/1/search"  # type: ignore[index]
+    r = runner.invoke(app, ["search", "1", "Tamberlyn depot", "--token", "t", "--json"])
+    assert json.loads(r.output[r.output.index("["):])[0]["also_in"][0]["filename"] == "copy.txt"
 
 
 def test_migrate_refuses_an_edited_migration_with_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:

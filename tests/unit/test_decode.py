@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from shared.domain import text_sniff
 from shared.domain.errors import UndecodableTextError
 from shared.domain.normalize import normalize_text
 from shared.domain.text_sniff import implausible_share, stray_nul_limit, wide_encoding
@@ -138,6 +139,32 @@ def test_a_run_of_nuls_in_a_utf8_log_is_removed() -> None:
     decoded = decode(data)
     assert decoded.text == "2024-01-01 started\n" * 20 + "2024-01-02 restarted\n"
     assert decoded.warnings == ("4096 NUL bytes removed",)
+
+
+def test_a_nul_per_line_is_stray_not_utf16() -> None:
+    # 33 NULs past stray_nul_limit, as many at even offsets as at odd: before issue 29 this read as
+    # UTF-16 BE mojibake ("剥汥慳攠...")
+    data = b"".join(b"Release notes line %03d of the Varnholt build.\x00\n" % i for i in range(120))
+    decoded = decode(data)
+    assert decoded.text.startswith("Release notes line 000 of the Varnholt build.\n")
+    assert decoded.warnings == ("120 NUL bytes removed",)
+
+
+@pytest.mark.parametrize(("by_offset", "wide"), [
+    ([0, 500, 0, 500], True),  # UTF-16 LE English: every odd byte
+    ([500, 0, 500, 0], True),  # UTF-16 BE
+    ([0, 500, 500, 500], True),  # UTF-32 LE
+    ([100, 100, 100, 100], False),  # a run of NUL padding
+    ([9, 8, 8, 8], False),  # one NUL per line
+])
+def test_the_utf16_32_pattern_is_where_nuls_fall(by_offset: list[int], wide: bool) -> None:
+    assert text_sniff.wide_pattern(by_offset) is wide
+
+
+def test_mostly_binary_or_mostly_nuls_is_not_stray() -> None:
+    assert text_sniff.strip_stray_nuls(b"header\n" + b"\x00" * 2000) is None  # 99.6 % NULs
+    assert text_sniff.strip_stray_nuls(bytes(range(256)) * 4) is None  # control codes: binary
+    assert text_sniff.strip_stray_nuls(b"header\n" * 100 + b"\x00" * 400) == (b"header\n" * 100, 400)
 
 
 def test_parse_reports_nul_warning_on_the_document() -> None:

@@ -241,11 +241,11 @@ def test_a_kind_without_a_reader_is_unsupported_type_at_dispatch(kind: str) -> N
 ])
 def test_legacy_office_is_accepted_by_name_and_by_content_and_read(ext: str, data: bytes, marker: str) -> None:
     """Issue 29: .doc/.xls/.ppt are read (``readers/legacy``), not refused; renamed to a ZIP kind they
-    are refused with what they are."""
-    for name_ext in (ext, ""):
+    are typed by their bytes and read as what they are (the worker by the content type); by name
+    alone the reader refuses them with what they are."""
+    for name_ext in (ext, "", "docx"):
         assert typed(name_ext, data).kind == ext
-    with pytest.raises(sniff.UnsupportedContentError, match=f"the content is {re.escape(by_kind(ext).label)}"):
-        typed("docx", data)
+    assert formats.parser_filename("renamed.docx", typed("docx", data).mime) == f"document.{ext}"
     assert marker in parse.parse_document(data, f"old.{ext}").text
     with pytest.raises(UnsupportedTypeError, match=f"upload it named .{ext}"):
         parse.parse_document(data, "renamed.docx")
@@ -268,22 +268,32 @@ def test_password_protected_docx_at_dispatch_is_encrypted() -> None:
 
 
 @pytest.mark.parametrize(("name", "data", "reason"), [
-    ("a.pptx", zip_with(["word/document.xml"]), "the name says PowerPoint presentation but the content is Word"),
-    ("a.odt", zip_with(["content.xml"], mimetype=f"{formats.by_kind('ods').mime}"),
-     "the name says .odt (OpenDocument text) but the content is OpenDocument spreadsheet"),
     ("a.xlsx", zip_with(["content.xml"]), "a ZIP archive without xl/workbook.xml, not a XLSX (Excel workbook)"),
-    ("a.msg", zip_with(["word/document.xml"]), "not an OLE2 compound file"),
-    ("a.xls", zip_with(["word/document.xml"]), "not an OLE2 compound file"),
     ("a.msg", write_cfb({"Random": b"x"}), "an OLE2 compound file that is none of: .msg, .doc, .xls, .ppt"),
     ("a.docx", cfb(["x"], loop=True), "not a readable OLE2 compound file"),
     ("a.png", b"GIF89a" + bytes(32), "not a PNG, JPEG, TIFF, WebP, BMP or HEIC/HEIF image"),
     ("a.rtf", b"plain text, no RTF header", "text that is not Rich Text Format"),
-    ("a.json", b"\x89PNG\r\n\x1a\n" + bytes(16), "an image (image/png)"),
     ("a.exe", b"MZ", "file type .exe is not allowed; allowed: pdf, docx, pptx, pptm, xlsx"),
 ])
 def test_content_that_disagrees_is_refused(name: str, data: bytes, reason: str) -> None:
     with pytest.raises(sniff.UnsupportedContentError, match=re.escape(reason)):
         typed(formats.extension(name), data)
+
+
+@pytest.mark.parametrize(("name", "data", "kind"), [
+    ("a.pptx", zip_with(["word/document.xml"]), "docx"),
+    ("a.odt", zip_with(["content.xml"], mimetype=f"{formats.by_kind('ods').mime}"), "ods"),
+    ("a.msg", zip_with(["word/document.xml"]), "docx"),
+    ("a.doc", zip_with(["word/document.xml"]), "docx"),
+    ("a.ppt", zip_with(["ppt/presentation.xml"]), "pptx"),
+    ("a.json", b"\x89PNG\r\n\x1a\n" + bytes(16), "image"),
+])
+def test_content_of_another_format_is_read_as_what_it_is(name: str, data: bytes, kind: str) -> None:
+    """Issue 29: a DOCX named .doc, a PPTX named .ppt... is typed by its bytes, and the worker reads it
+    by that type (``parser_filename``)."""
+    verdict = typed(formats.extension(name), data)
+    assert verdict.kind == kind
+    assert formats.extension(formats.parser_filename(name, verdict.mime)) in formats.by_kind(kind).extensions
 
 
 def test_text_kinds_by_content_alone() -> None:

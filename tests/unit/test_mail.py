@@ -187,3 +187,29 @@ def test_rtf_body_plain_and_encapsulated_html() -> None:
     assert [block.text for block in rtf.read(plain, DEFAULT_LIMITS).blocks] == ["café", "€x"]
     encapsulated = rb"{\rtf1\fromhtml1{\*\htmltag <p>}\htmlrtf{\htmlrtf0 Hi\htmlrtf}\htmlrtf0{\*\htmltag </p>}}"
     assert rtf.encapsulated_html(encapsulated) == "<p>Hi</p>"
+
+
+def _alternative(plain: str, html: str) -> bytes:
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["Subject"] = "Newsletter"
+    message.set_content(plain)
+    message.add_alternative(html, subtype="html")
+    return message.as_bytes()
+
+
+def test_a_thin_plain_part_beside_the_html_text_keeps_both() -> None:
+    # The plain part has more "words" (a tracking link's pieces) and none of the HTML's text (issue 29).
+    plain = "View this e-mail in your browser: https://mail.example/v?id=a1b2c3&u=d4e5f6&list=g7h8&src=nl-2026-12"
+    html = "<p>The Wexholm depot reopens on Monday; the Kasprzak shuttle runs hourly.</p>"
+    text = _eml(_alternative(plain, html)).text
+    assert "Wexholm" in text and "Kasprzak" in text and "View this e-mail" in text
+    assert text.index("View this e-mail") < text.index("Wexholm")  # plain first
+
+
+def test_two_copies_of_one_body_are_read_once_the_richer() -> None:
+    plain = "The Wexholm depot reopens on Monday.\nSee https://depot.example/wexholm"
+    html = "<p>The <b>Wexholm</b> depot reopens on Monday, and the Kasprzak shuttle runs hourly.</p>"
+    text = _eml(_alternative(plain, html)).text
+    assert text.count("Wexholm") == 1 and "Kasprzak" in text

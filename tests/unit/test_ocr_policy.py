@@ -21,7 +21,13 @@ def test_a_stray_header_over_a_scan_needs_ocr_but_a_real_text_layer_does_not() -
     assert ocr.needs_ocr(12, 0.004, 0.95)
     assert not ocr.needs_ocr(12, 0.05, 0.95)  # big letters: a real title page with a picture
     assert not ocr.needs_ocr(1_500, 0.01, 0.95)  # many characters
-    assert not ocr.needs_ocr(0, 0.0, 0.1)  # a blank page with a small logo: nothing to read
+    assert not ocr.needs_ocr(12, 0.004, 0.1)  # a stray line beside a small logo: a letterhead, not a scan
+
+
+def test_a_text_free_page_is_ocred_whatever_the_share_of_its_pictures() -> None:
+    assert ocr.needs_ocr(0, 0.0, 0.08)  # a picture of text on 8 % of an otherwise empty page
+    assert ocr.needs_ocr(0, 0.0, 0.001)
+    assert not ocr.needs_ocr(0, 0.0, 0.0)  # nothing to read
 
 
 def test_the_page_budget_refuses_the_page_after_the_limit() -> None:
@@ -104,7 +110,7 @@ def test_a_tiff_with_more_frames_than_the_budget_is_refused_before_ocr_of_the_ex
     frames[0].save(out, "TIFF", save_all=True, append_images=frames[1:])
     recognized: list[int] = []
 
-    def fake(frame: Image.Image, limits: ParseLimits) -> ocr.OcrResult:
+    def fake(frame: Image.Image, limits: ParseLimits, dpi: int | None = None) -> ocr.OcrResult:
         recognized.append(1)
         return ocr.OcrResult((), 0.0)
 
@@ -120,3 +126,13 @@ def test_bytes_that_are_no_image_are_corrupt() -> None:
 
     with pytest.raises(CorruptDocumentError):
         image.read(b"GIF89a-but-not-really", DEFAULT_LIMITS)
+
+
+def test_a_page_mostly_in_hangul_is_read_again_in_korean_alone() -> None:
+    every = "eng+deu+chi_sim+kor+jpn"
+    assert ocr.script_language(["시립 도서관은 다음 달에 OFS 다시"], every) == "kor"
+    assert ocr.script_language(["市立図書館は来月から再び開館します。"], every) is None  # read well in one pass
+    assert ocr.script_language(["城市图书馆将于下个月重新开放"], every) is None  # Han only: chi_sim among the rest
+    assert ocr.script_language(["The Rookhaven tunnel, 시립"], every) is None  # a Latin page with one word
+    assert ocr.script_language(["시립 도서관은"], "eng+deu") is None  # kor not configured
+    assert ocr.script_language(["시립 도서관은"], "kor") is None  # already alone

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from knowledge_service.search.retrieval import Mode, SearchParams, search
-from shared.domain.records import ChunkDetails
+from shared.domain.records import ChunkCopy, ChunkDetails
 
 
 class FakeReads:
@@ -50,6 +50,16 @@ class FakeReads:
     async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
         return {i: ChunkDetails(i, 1, "d.txt", i, self.text_of[i], None, None) for i in ids if i not in self.gone}
 
+    async def copies(self, ids: Sequence[int], limit: int) -> dict[int, tuple[list[ChunkCopy], int]]:
+        """Every other chunk with the same content key, as the port promises (issue 29)."""
+        out: dict[int, tuple[list[ChunkCopy], int]] = {}
+        for i in ids:
+            same = [ChunkCopy(j, 1, "d.txt", j, None, None) for j in sorted(self.text_of)
+                    if j != i and self.text_of[j] == self.text_of[i] and j not in self.gone]
+            if same:
+                out[i] = (same[:limit], len(same))
+        return out
+
 
 EMBEDDING = np.zeros(4, dtype=np.float32)
 
@@ -77,6 +87,12 @@ async def test_a_chunk_gone_before_its_details_is_left_out() -> None:
     reads = FakeReads([1, 2, 3], [], {1: "a", 2: "b", 3: "c"})
     reads.gone = {2}
     assert [h.chunk_id for h in await search(reads, 1, Mode.KEYWORD, "q", None, 3, SearchParams())] == [1, 3]
+
+
+async def test_a_hit_names_the_other_chunks_holding_its_text() -> None:
+    reads = FakeReads([1, 2, 3], [], {1: "same", 2: "other", 3: "same"})
+    hits = await search(reads, 1, Mode.KEYWORD, "q", None, 5, SearchParams())
+    assert [(h.chunk_id, [c.chunk_id for c in h.also_in], h.also_in_total) for h in hits] == [(1, [3], 1), (2, [], 0)]
 
 
 async def test_vector_and_hybrid_need_the_embedding() -> None:

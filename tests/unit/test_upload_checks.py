@@ -146,19 +146,29 @@ def test_judge_accepts(name: str, head: bytes, kind: str | None) -> None:
     assert verdict.check_package == (head == DOCX)
 
 
+@pytest.mark.parametrize(("name", "head", "kind", "mime"), [
+    ("a.docx", PDF, "pdf", "application/pdf"),
+    ("pdf-in-disguise.txt", PDF, "pdf", "application/pdf"),
+    ("zip-in-disguise.md", DOCX, None, sniff.ZIP_MIME),  # typed by its marker part once whole
+    ("page.html", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "image", "image/png"),
+    ("report.doc", DOCX, None, sniff.ZIP_MIME),  # a DOCX named .doc (issue 29)
+    ("sheet.xls", DOCX, None, sniff.ZIP_MIME),
+])
+def test_content_of_another_format_is_judged_as_what_it_is(name: str, head: bytes, kind: str | None,
+                                                            mime: str) -> None:
+    verdict = sniff.judge(extension(name), head)
+    assert (verdict.kind, verdict.mime, verdict.named) == (kind, mime, None)
+
+
 @pytest.mark.parametrize(("name", "head", "reason"), [
     ("fake.pdf", b"this is not a pdf at all", "not a PDF"),
     ("empty.pdf", b"", "not a PDF"),
     ("late.pdf", b" " * 2000 + PDF, "not a PDF"),
-    ("a.docx", PDF, "not a DOCX"),
     ("a.docx", b"plain", "not a DOCX"),
     ("binary.txt", bytes(range(256)) * 4, "binary data"),
-    ("pdf-in-disguise.txt", PDF, "a PDF"),
-    ("zip-in-disguise.md", DOCX, "a ZIP archive"),
-    ("page.html", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "an image (image/png)"),
     ("tool.exe", b"MZ\x90\x00", ".exe is not allowed"),
     ("archive.7z", b"7z\xbc\xaf\x27\x1c", ".7z is not allowed"),  # .zip is an archive now (issue 29)
-    ("sheet.xls", DOCX, "(Excel 97-2003 workbook) but the content is a ZIP archive, not an OLE2 compound file"),
+    ("sheet.xls", b"just text", "(Excel 97-2003 workbook) but the content is text, not an OLE2 compound file"),
     ("no-extension", b"\x7fELF\x02\x01\x01\x00", "binary data"),
 ])
 def test_judge_refuses(name: str, head: bytes, reason: str) -> None:
@@ -213,6 +223,8 @@ def test_judge_recognizes_bom_less_utf16_html() -> None:
     "人人生而自由\x00，在尊严和权利上一律平等。".encode("gbk"),
     b"abc\x00def",
     (b"a line of a log file\n" * 400)[:8000] + b"\x00" * 16,
+    b"header line\n" * 10 + b"\x00" * 200,  # a log cut short, padded with zeros (issue 29)
+    b"".join(b"line %d of an export\x00\n" % i for i in range(300)),  # a NUL per line
 ])
 def test_judge_accepts_text_with_stray_nul_bytes(data: bytes) -> None:
     verdict = sniff.judge("txt", data)
@@ -235,13 +247,16 @@ def _png() -> bytes:
     ("random", random.Random(5).randbytes(sniff.HEAD_BYTES)),
     ("random-few-nuls", random.Random(6).randbytes(sniff.HEAD_BYTES).replace(b"\x00", b"")[:-8] + b"\x00" * 3),
     ("int16-array", b"".join(i.to_bytes(2, "little") for i in range(4000))),
-    ("text-then-nul-run", b"header line\n" * 10 + b"\x00" * 200),
+    ("text-then-mostly-nuls", b"header line\n" * 10 + b"\x00" * 2000),
     ("zip", DOCX),
     ("pdf", PDF),
 ])
 def test_judge_still_refuses_binary_named_as_text(name: str, data: bytes) -> None:
-    typed_by_content = ("zip", "pdf", "png", "png-head-without-nul", "jpeg")  # no extension: accepted as such
-    for ext in ("txt", "html", "md", "") if name not in typed_by_content else ("txt", "html", "md"):
+    typed_by_content = ("zip", "pdf", "png", "png-head-without-nul", "jpeg")  # a container's signature:
+    for ext in ("txt", "html", "md", ""):
+        if name in typed_by_content:  # judged as what it is, whatever the name says (issue 29)
+            assert sniff.judge(ext, data[: sniff.HEAD_BYTES]).named is None
+            continue
         with pytest.raises(sniff.UnsupportedContentError):
             sniff.judge(ext, data[: sniff.HEAD_BYTES])
 
@@ -391,16 +406,17 @@ async def test_fake_pdf_is_refused_without_touching_storage() -> None:
 
 async def test_binary_after_the_head_refuses_text_and_removes_the_object() -> None:
     store = MemoryStore()
-    data = b"a" * (sniff.HEAD_BYTES * 3) + b"\x00\x01\x02\x00" * 100 + b"b" * 100
-    with pytest.raises(UnsupportedUploadError, match=r"binary \(\d+ NUL bytes in its first \d+ bytes\)"):
+    data = b"a" * (sniff.HEAD_BYTES * 3) + bytes(range(256)) * 200 + b"b" * 100  # then mostly binary
+    with pytest.raises(UnsupportedUploadError, match=r"binary \(\d+ NUL bytes and \d+ other control bytes in its "
+                                                     r"first \d+ bytes\)"):
         await _receive(store, _multipart([("file", "late-binary.txt", data)]), chunk=4096)
     assert store.objects == {}
 
 
-async def test_nuls_in_a_long_first_chunk_past_the_judged_head_are_counted() -> None:
+async def test_binary_in_a_long_first_chunk_past_the_judged_head_is_counted() -> None:
     store = MemoryStore()
-    data = b"a" * (sniff.HEAD_BYTES + 800) + b"\x00" * 100  # one 64 KiB chunk, the whole file
-    with pytest.raises(UnsupportedUploadError, match=r"binary \(100 NUL bytes"):
+    data = b"a" * (sniff.HEAD_BYTES + 800) + b"\x00\x01" * 100  # one 64 KiB chunk, the whole file
+    with pytest.raises(UnsupportedUploadError, match=r"binary \(100 NUL bytes and 100 other control bytes"):
         await _receive(store, _multipart([("file", "tail-binary.txt", data)]), chunk=65536)
     assert store.objects == {} and (store.puts, store.streams) == (0, 0)
 
@@ -409,6 +425,13 @@ async def test_a_stray_nul_after_the_head_is_accepted() -> None:
     store = MemoryStore()
     data = b"a" * (sniff.HEAD_BYTES * 3) + b"\x00" + b"b" * 100
     got = await _receive(store, _multipart([("file", "late-nul.txt", data)]), chunk=4096)
+    assert store.objects[got.object_key] == data and got.content_type == "text/plain"
+
+
+async def test_a_text_with_a_run_of_nul_padding_after_the_head_is_accepted() -> None:
+    store = MemoryStore()
+    data = b"a log line\n" * 2000 + b"\x00" * 4096 + b"the log goes on\n"  # a crash left a zeroed block
+    got = await _receive(store, _multipart([("file", "app.txt", data)]), chunk=4096)
     assert store.objects[got.object_key] == data and got.content_type == "text/plain"
 
 

@@ -508,11 +508,22 @@ async function search(query, mode) {
       el("div", { class: "meta" }, el("span", { class: "score" }, h.score.toFixed(4)),
         ` · ${h.filename} #${h.chunk_index} · `, provenance(h),
         Object.entries(h.sources).map(([k, v]) => `${k} rank ${v}`).join(", ")),
-      el("div", { class: "content" }, h.content))));
+      el("div", { class: "content" }, h.content),
+      alsoIn(h))));
     if (!r.results.length) $("#results").append(el("li", {}, "no hits"));
   } catch (err) {
     $("#search-error").textContent = detailText(err);
   }
+}
+
+// Search shows one hit per text; the other documents and chunks holding it are named under the hit.
+function alsoIn(h) {
+  const copies = h.also_in || [];
+  if (!copies.length) return null;
+  const more = (h.also_in_total || 0) - copies.length;
+  return el("div", { class: "also-in meta" }, "also in: ",
+    copies.map((c) => `${c.filename} #${c.chunk_index} (document ${c.document_id})`).join("; "),
+    more > 0 ? ` and ${more} more` : "");
 }
 
 // ------------------------------------------------------------------ wiring

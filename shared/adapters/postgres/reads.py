@@ -24,7 +24,7 @@ from shared.adapters.postgres.repo import search as search_repo
 from shared.adapters.postgres.repo import streams as streams_repo
 from shared.adapters.postgres.repo import tasks as tasks_repo
 from shared.adapters.postgres.repo import users as users_repo
-from shared.domain.records import ChunkDetails
+from shared.domain.records import ChunkCopy, ChunkDetails
 
 
 class PgReads:
@@ -87,3 +87,7 @@ class PgSearch:
     async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
         async with self._conn() as conn:
             return await search_repo.details(conn, ids)
+
+    async def copies(self, ids: Sequence[int], limit: int) -> dict[int, tuple[list[ChunkCopy], int]]:
+        async with self._conn() as conn:
+            return await search_repo.copies(conn, ids, limit)

@@ -117,9 +117,12 @@ async def cache_release_unused(conn: asyncpg.Connection, owner: int) -> int:
 
 
 async def chunk_keys(conn: asyncpg.Connection, document_ids: Sequence[int]) -> list[bytes]:
-    """The distinct text keys of the chunks of ``document_ids`` (what a delete releases)."""
+    """The distinct text keys of the chunks of ``document_ids`` and of their splits' staged chunks
+    (a big document's parts cache their vectors before the swap): what a delete releases."""
     rows = await conn.fetch(
-        "SELECT DISTINCT text_sha256 FROM document_chunk WHERE document_id = ANY($1::bigint[])", list(document_ids)
+        "SELECT text_sha256 FROM document_chunk WHERE document_id = ANY($1::bigint[])"
+        " UNION SELECT s.text_sha256 FROM staged_chunk s JOIN index_task t ON t.id = s.task_id"
+        " WHERE t.document_id = ANY($1::bigint[])", list(document_ids)
     )
     return [bytes(r[0]) for r in rows]
 

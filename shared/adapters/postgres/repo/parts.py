@@ -318,7 +318,7 @@ async def _swap(
     await promote(conn, document_id, chunks, int(ok), json.loads(split["warnings"]))
     if doc["pending_object_key"] is not None:  # the swap released the served object
         await queue_object_removal(conn, doc["object_key"])
-    await drop_split(conn, task_id)  # staged rows, and part messages not yet published (duplicates now)
+    await drop_split(conn, task_id, swapped=True)  # staged rows, part messages not yet published (duplicates now)
 
 
 def _count(status: str) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 
+from shared.adapters.postgres.repo.cache import cache_release
 from shared.adapters.postgres.repo.objects import queue_object_removal
 from shared.adapters.postgres.repo.outbox import delete_part_outbox, insert_outbox
 from shared.adapters.postgres.repo.sql import (
@@ -306,11 +307,20 @@ async def fail_dead_lettered(
     return True
 
 
-async def drop_split(conn: asyncpg.Connection, task_id: int) -> None:
+async def drop_split(conn: asyncpg.Connection, task_id: int, *, swapped: bool = False) -> None:
     """Inside a transaction that ends or re-arms the task (new generation, failure, DLQ drain):
-    the task's split (parts and staged rows cascade) and its unpublished part outbox rows go."""
+    the task's split (parts and staged rows cascade) and its unpublished part outbox rows go.
+    Unless the split was just ``swapped`` in (its texts are chunks now), the embedding cache
+    entries its parts wrote that no chunk of the owner holds are released (``cache_release``), as
+    a delete of the document releases its chunks' entries."""
+    keys = [] if swapped else await conn.fetch(
+        "SELECT DISTINCT s.text_sha256, d.user_id FROM staged_chunk s JOIN index_task t ON t.id = s.task_id"
+        " JOIN document_info d ON d.id = t.document_id WHERE s.task_id = $1", task_id,
+    )
     await conn.execute("DELETE FROM index_split WHERE task_id = $1", task_id)
     await delete_part_outbox(conn, task_id)
+    if keys:
+        await cache_release(conn, int(keys[0]["user_id"]), [bytes(r["text_sha256"]) for r in keys])
 
 
 #: The transaction-scoped advisory lock serializing one user's new work (``$1``: user id).

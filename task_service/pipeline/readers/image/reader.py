@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pillow_heif
 from PIL import Image, UnidentifiedImageError
 
-from shared.domain.errors import CorruptDocumentError, ParseLimitError
+from shared.domain.errors import CorruptDocumentError, NoTextError, ParseLimitError
 from task_service.pipeline import ocr
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits, check_ocr_pixels
@@ -38,9 +38,9 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
     Raises ``CorruptDocumentError`` (not an image Pillow can read, truncated data),
     ``ParseLimitError`` (a frame over ``IMAGE_MAX_PIXELS``, more frames than ``OCR_MAX_PAGES``, more
     pixels in all than ``OCR_MAX_PIXELS``),
-    ``DependencyMissingError`` (tesserocr or the language data not installed). A frame OCR reads
-    nothing from is counted in a warning; an image with no text at all gives no blocks (``parse.py``
-    then raises ``NoTextError``).
+    ``DependencyMissingError`` (tesserocr or the language data not installed), ``NoTextError`` when
+    OCR finds no word in any frame (thresholded both ways, ``ocr.recognize``), saying so with the
+    languages tried. A frame OCR reads nothing from is counted in a warning.
     """
     blocks: list[Block] = []
     tally = ocr.OcrTally()
@@ -48,11 +48,26 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
         for number, frame, total in _frames(data, limits, budget):
-            result = ocr.recognize(ocr.prepare(frame), limits)
+            result = ocr.recognize(ocr.prepare(frame), limits, _stated_dpi(frame))
             tally.add(result)
             blocks.extend(Block(text, page=number) for text in result.paragraphs)
             ocr.report_progress(number, total)
+    if not blocks:
+        frames = f"{budget.used:,} frames" if budget.used > 1 else "the image"
+        raise NoTextError(f"OCR found no text in {frames} (Tesseract read no word, mean confidence 0 %; "
+                          f"OCR_LANGUAGES={limits.ocr_languages})")
     return ParsedDocument(tuple(blocks), tally.warnings("page" if budget.used > 1 else "image"))
+
+
+def _stated_dpi(frame: Image.Image) -> int | None:
+    """The resolution the file states (a scanner's TIFF or PNG), when plausible (100-600 dpi); else
+    ``None`` (``ocr.estimated_dpi``): cameras write 72 dpi whatever they took."""
+    stated = frame.info.get("dpi")
+    try:
+        dpi = round(float(stated[0])) if stated else 0
+    except (TypeError, ValueError, IndexError):
+        return None
+    return dpi if 100 <= dpi <= 600 else None
 
 
 def _frames(data: bytes, limits: ParseLimits, budget: ocr.PageBudget) -> Iterator[tuple[int, Image.Image, int]]:

@@ -5,7 +5,8 @@ A message becomes, in reading order:
 1. one header block ``"Subject: … / From: … / To: … / Cc: … / Date: …"`` (fields that are
    present, RFC 2047 words decoded by the caller);
 2. its body: the plain text, or the HTML through our HTML walker (``html.extract_html``) when
-   that has more words; one of them, never both copies of a ``multipart/alternative``;
+   that has more words; both (plain first) when they differ (the poorer holds more than 3, and
+   more than 20 %, of distinct words the richer lacks: ``richer_body``), never two copies of one text;
 3. each attachment a supported reader can read, as blocks whose ``section`` starts with
    ``"attachment: report.docx"`` (then the attachment's own heading path); a nested message
    the same way, read by the mail reader itself one level deeper.
@@ -114,15 +115,29 @@ def plain_blocks(text: str) -> list[Block]:
     return [Block(p) for p in re.split(r"\n\s*\n", text.replace("\r\n", "\n")) if p.strip()]
 
 
+#: Two bodies of one message are copies when the poorer one's distinct words (case folded) missing
+#: from the richer one are at most this many, or this share of them: a plain part that is the HTML
+#: part's text re-wrapped, with its links shown or a word such as "Plain" for "HTML".
+SAME_BODY_MISSING = (3, 0.2)
+
+
 def richer_body(plain: str | None, html: str | None) -> ParsedDocument:
-    """The plain body, or the HTML body's blocks when they hold more words (one of the two)."""
+    """The richer of the plain body and the HTML body's blocks (more words), or both, plain first,
+    when they differ: the poorer holds more words the richer lacks than ``SAME_BODY_MISSING`` allows,
+    e.g. a plain part saying "view this message in a browser: <link>" beside the HTML text."""
     html_doc = extract_html(sanitize(html)) if html else None
     plain_doc = ParsedDocument(tuple(plain_blocks(plain))) if plain else None
     if html_doc is None:
         return plain_doc or ParsedDocument(())
-    if plain_doc is None or word_count(html_doc.text) > word_count(plain_doc.text):
+    if plain_doc is None:
         return html_doc
-    return plain_doc
+    richer, poorer = ((html_doc, plain_doc) if word_count(html_doc.text) > word_count(plain_doc.text)
+                      else (plain_doc, html_doc))
+    words = {w.casefold() for w in _WORD.findall(poorer.text)}
+    missing = words - {w.casefold() for w in _WORD.findall(richer.text)}
+    if len(missing) <= max(SAME_BODY_MISSING[0], SAME_BODY_MISSING[1] * len(words)):
+        return richer
+    return ParsedDocument(plain_doc.blocks + html_doc.blocks, plain_doc.warnings + html_doc.warnings)
 
 
 def read_file(

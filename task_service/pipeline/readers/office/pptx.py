@@ -7,10 +7,9 @@ Why our own walker: measured with ``python -m bench.parsers pptx`` (markers of
 figures in ``bench/RESULTS.md``, section ``parsers-msg-eml-pptx-xlsx-ods-odp``): a python-pptx
 walker (every shape recursively, tables, chart titles, alt text, notes) misses
 ``mc:AlternateContent`` shapes, Office math, SmartArt, chart series names and layout text, and is
-slower; markitdown
-misses title-only alt text, ``mc:AlternateContent``, math, SmartArt and layout text, and is slower
-still; unstructured's ``partition_pptx`` is not measured (its ``pptx`` extra is not installed; it
-reads through python-pptx as well).
+slower; markitdown misses title-only alt text, ``mc:AlternateContent``, math, SmartArt and layout
+text, and is slower still; unstructured's ``partition_pptx`` is not measured (its ``pptx`` extra
+is not installed; it reads through python-pptx as well).
 
 What is read (ECMA-376 Part 1, §19 PresentationML, §20 DrawingML), slide by slide in the order of
 ``p:sldIdLst`` (hidden slides included, their section marked "(hidden slide)", no warning; a slide
@@ -33,13 +32,12 @@ named again is read once, with a warning):
 - the text of non-placeholder shapes on the layouts and masters the slides use (a logo caption, a
   "Confidential" banner): once each, after the last slide, without page or section (as DOCX
   headers and footers). Placeholder prompt text of layouts ("Click to add title") is not text;
-- counted in warnings, not read: pictures (their alt text is read; ``read_with_images`` lists
-  them for OCR: part name, bytes, pixel size), chart data, embedded OLE objects, comments.
+- pictures big enough for text (``ocr.MIN_EMBEDDED_SIZE``) OCRed in their place, before their alt text;
+  counted in warnings, not read: smaller pictures (``read_with_images``), charts' data, OLE objects, comments.
 
-Errors: ``CorruptDocumentError`` (not a ZIP, no presentation part, unreadable entry, malformed
-XML), ``UnsupportedTypeError`` (Strict Open XML), ``ParseLimitError`` (the ZIP-bomb pre-check
-``limits.check_zip_limits``, run first; XML nested deeper than 256 levels or a text node over
-10,000,000 bytes).
+Errors: ``CorruptDocumentError`` (not a ZIP, no presentation part, unreadable entry, malformed XML),
+``UnsupportedTypeError`` (Strict Open XML), ``ParseLimitError`` (the ZIP-bomb pre-check
+``limits.check_zip_limits``, run first; XML nested deeper than 256 levels or a text node over 10 MB).
 """
 
 from __future__ import annotations
@@ -50,6 +48,7 @@ from collections.abc import Callable, Iterable
 from lxml import etree
 
 from shared.domain.errors import CorruptDocumentError, UnsupportedTypeError
+from task_service.pipeline import ocr
 from task_service.pipeline.document import Block, ParsedDocument, count_warnings
 from task_service.pipeline.limits import ParseLimits
 from task_service.pipeline.readers._shared.pictures import SkippedImage, skipped_image
@@ -90,7 +89,7 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
 
 
 def read_with_images(data: bytes, limits: ParseLimits) -> tuple[ParsedDocument, tuple[SkippedImage, ...]]:
-    """``read``, plus the pictures counted in the "images not read" warning (for an OCR stage)."""
+    """``read``, plus the pictures counted in the "images not read" warning (too small for OCR)."""
     package = Package.open(data, limits, "PPTX", ".ppt")
     main = package.related("", "officeDocument") or "ppt/presentation.xml"
     presentation = package.xml(main)
@@ -105,7 +104,7 @@ def read_with_images(data: bytes, limits: ParseLimits) -> tuple[ParsedDocument, 
         )
     if presentation.tag != P + "presentation":
         raise CorruptDocumentError(f"PPTX main part {main!r} is not a PresentationML presentation")
-    deck = _Deck(package)
+    deck = _Deck(package, ocr.EmbeddedOcr(limits))
     read_once: set[str] = set()
     for number, rid in enumerate(slide_ids(presentation), 1):
         part = package.target(main, rid)
@@ -121,8 +120,9 @@ def read_with_images(data: bytes, limits: ParseLimits) -> tuple[ParsedDocument, 
 class _Deck:
     """Walks slides into ``blocks``; ``counts`` of what was not read, ``images`` for OCR."""
 
-    def __init__(self, package: Package) -> None:
+    def __init__(self, package: Package, pictures: ocr.EmbeddedOcr) -> None:
         self.package = package
+        self.pictures = pictures
         self.blocks: list[Block] = []
         self.counts: Counter[str] = Counter()
         self.images: list[SkippedImage] = []
@@ -219,9 +219,8 @@ class _Deck:
             kind, inherited = self._inherit(ph)
             title = kind in _TITLES
             position = position or inherited
-        for blip in shape.iterfind(f"{P}spPr/{_A}blipFill/{_A}blip"):
-            self._image(blip)
-        return _Item(position or (0, 0), texts + alt_text(shape), title)
+        pictured = [text for blip in shape.iterfind(f"{P}spPr/{_A}blipFill/{_A}blip") for text in self._image(blip)]
+        return _Item(position or (0, 0), texts + pictured + alt_text(shape), title)
 
     def _inherit(self, ph: etree._Element) -> tuple[str | None, Position | None]:
         """A placeholder's type and offset, from the layout (same idx, else type) or the master."""
@@ -236,15 +235,17 @@ class _Deck:
         return kind, None
 
     def _picture(self, pic: etree._Element) -> _Item:
-        for blip in pic.iterfind(f"{P}blipFill/{_A}blip"):
-            self._image(blip)
-        return _Item(shape_offset(pic.find(f"{P}spPr/{_A}xfrm")) or (0, 0), alt_text(pic))
+        texts = [text for blip in pic.iterfind(f"{P}blipFill/{_A}blip") for text in self._image(blip)]
+        return _Item(shape_offset(pic.find(f"{P}spPr/{_A}xfrm")) or (0, 0), texts + alt_text(pic))
 
-    def _image(self, blip: etree._Element) -> None:
-        self.counts["image"] += 1
+    def _image(self, blip: etree._Element) -> tuple[str, ...]:
+        """The picture's OCR paragraphs if big enough for text (or of unknown size); else counted, listed."""
         image = skipped_image(self.package, self.package.target(self.part, blip.get(R + "embed", "")), self.page)
-        if image is not None:
-            self.images.append(image)
+        if image is not None and (image.pixels is None or ocr.big_enough(*image.pixels)):
+            return self.pictures.read(self.package.read(image.part) or b"")
+        self.counts["image"] += 1
+        self.images.extend(() if image is None else (image,))
+        return ()
 
     def _group(self, group: etree._Element) -> _Item:
         items = self._items(group)
@@ -289,7 +290,7 @@ class _Deck:
         return texts
 
     def warnings(self) -> tuple[str, ...]:
-        return count_warnings(self.counts, _WARNINGS)
+        return count_warnings(self.counts, _WARNINGS) + tuple(self.pictures.warnings())
 
 
 _WARNINGS = SLIDE_WARNINGS | {

@@ -13,7 +13,9 @@ format to tell a date from a number), date-times "2026-03-14 10:30:00", duration
 booleans TRUE/FALSE as Excel shows them. Not rendered: other number formats (a percentage comes out
 as its value, 0.25 for 25 %; currency symbols and thousands separators are lost) — calamine does not
 expose the format string. A merged cell's value comes once (calamine leaves the covered cells
-empty). Rows become blocks through ``tables.table_blocks``.
+empty). Rows become blocks through ``tables.table_blocks``. Pictures placed on a sheet
+(``xlsx_pictures``) that are big enough to hold text are OCRed (``ocr.EmbeddedOcr``, as DOCX
+images): their paragraphs follow the sheet's rows, ``section`` = the sheet name.
 
 Bounds: ``check_zip_limits`` (ZIP bomb) first; a sheet of ``xl/workbook.xml`` naming a worksheet part
 an earlier sheet names is read once (a warning); then, because calamine allocates the used range of a
@@ -31,16 +33,18 @@ import datetime as dt
 import io
 import re
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from shared.domain.errors import CorruptDocumentError, ParseLimitError
 from shared.domain.ole import OLE_MAGIC
+from task_service.pipeline import ocr
 from task_service.pipeline.document import Block, ParsedDocument
 from task_service.pipeline.limits import ParseLimits, check_zip_limits
 from task_service.pipeline.readers._shared.tables import Budget, Cell, Row, letter_name, table_blocks
 from task_service.pipeline.readers._shared.xmlzip import ZIP_ERRORS, read_entry
 from task_service.pipeline.readers.office.ooxml import Package, R
+from task_service.pipeline.readers.office.xlsx_pictures import sheet_pictures
 
 # A cell with content: ``<c r="B7" ...>`` (self-closing ``<c .../>`` cells are styled but empty).
 _CELL_REF = re.compile(rb'<(?:\w+:)?c\s[^>]*?\br="([A-Z]{1,3})([0-9]{1,7})"[^>]*(?<!/)>')
@@ -63,6 +67,8 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
     import python_calamine
 
     budget = Budget(limits, "XLSX")
+    pictures, read_part = _pictures(data)
+    reader = ocr.EmbeddedOcr(limits)
     blocks: list[Block] = []
     try:
         workbook = python_calamine.CalamineWorkbook.from_filelike(io.BytesIO(data))
@@ -71,11 +77,26 @@ def read(data: bytes, limits: ParseLimits) -> ParsedDocument:
                 continue
             sheet = workbook.get_sheet_by_name(meta.name)
             blocks.extend(table_blocks(sheet_rows(sheet, budget), meta.name, letter_name))
+            for part in pictures.get(meta.name, ()):
+                blocks.extend(Block(text, meta.name) for text in reader.read(read_part(part)))
     except python_calamine.CalamineError as exc:
         raise CorruptDocumentError(f"XLSX cannot be read: {exc}") from exc
     plural = "s" if len(repeated) != 1 else ""
     once = f"{len(repeated):,} sheet{plural} naming a worksheet already read (each read once)"
-    return ParsedDocument(tuple(blocks), (once,) if repeated else ())
+    return ParsedDocument(tuple(blocks), ((once,) if repeated else ()) + tuple(reader.warnings()))
+
+
+def _pictures(data: bytes) -> tuple[dict[str, list[str]], Callable[[str], bytes]]:
+    """Sheet name → its pictures' parts (``xlsx_pictures``), and a reader of a part's bytes (b"" when
+    absent); the package is opened again for each part read (only sheets with pictures read any)."""
+    with Package.load(data, "XLSX") as package:
+        pictures = sheet_pictures(package)
+
+    def read_part(part: str) -> bytes:
+        with Package.load(data, "XLSX") as again:
+            return again.read(part) or b""
+
+    return pictures, read_part
 
 
 def _repeated_sheets(data: bytes) -> set[str]:

@@ -149,19 +149,21 @@ def _ocr_pages(pdf: pdfium.PdfDocument, indexes: list[int], limits: ParseLimits)
     ocr.report_progress(0, len(indexes))
     for done, index in enumerate(indexes, 1):
         budget.take()
-        results[index] = ocr.recognize(_render(pdf, index, limits), limits)
+        image, dpi = _render(pdf, index, limits)
+        results[index] = ocr.recognize(image, limits, dpi)
         ocr.report_progress(done, len(indexes))
     return results
 
 
-def _render(pdf: pdfium.PdfDocument, index: int, limits: ParseLimits) -> Any:
-    """Page ``index`` as a greyscale PIL image at ``OCR_DPI``, scaled down to fit ``IMAGE_MAX_PIXELS``."""
+def _render(pdf: pdfium.PdfDocument, index: int, limits: ParseLimits) -> tuple[Any, int]:
+    """Page ``index`` as a greyscale PIL image at ``OCR_DPI``, scaled down to fit ``IMAGE_MAX_PIXELS``,
+    and its resolution (dots per inch, told to Tesseract)."""
     page = pdf[index]
     try:
         scale, _ = _render_pixels(page.get_size(), limits)
         bitmap = page.render(scale=scale, grayscale=True, may_draw_forms=False)
         try:
-            return bitmap.to_pil().copy()
+            return bitmap.to_pil().copy(), max(round(scale * 72), 1)
         finally:
             bitmap.close()
     finally:
