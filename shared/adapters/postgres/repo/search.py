@@ -107,25 +107,19 @@ async def _local_transaction(conn: asyncpg.Connection, settings: str) -> AsyncIt
         raise
     await conn.execute("COMMIT")
 
-# The other chunks of the KB whose text is a hit's ($1 hit chunk ids, $2 copies listed per hit). A copy holds
-# every lexeme of the hit: the hit's four rarest lexemes in its KB (sql/0018's folded counts: an order, not a
-# score) select candidates from the (kb_id, content_tsv) GIN index (sql/0015), then the text is compared.
-# A chunk without any lexeme (punctuation only) lists no copies.
+# The other chunks of the KB whose text is a hit's ($1 hit chunk ids, $2 copies listed per hit): the
+# md5(content) index of sql/0021 finds the candidates, then the KB and the text itself are compared. A chunk
+# without any lexeme (punctuation only) lists no copies.
 _ALSO_IN = r"""
 SELECT hit_id, chunk_id, document_id, filename, chunk_index, page, section, total FROM (
     SELECT h.id AS hit_id, c.id AS chunk_id, c.document_id, d.filename, c.chunk_index, c.page, c.section,
            count(*) OVER (PARTITION BY h.id) AS total,
            row_number() OVER (PARTITION BY h.id ORDER BY c.document_id, c.chunk_index, c.id) AS n
       FROM document_chunk h
-     CROSS JOIN LATERAL (
-           SELECT string_agg('''' || replace(replace(r.lexeme, '\', '\\'), '''', '''''') || '''', ' & ')::tsquery AS q
-             FROM (SELECT t.lexeme FROM unnest(h.content_tsv) t
-                     LEFT JOIN kb_term k ON k.kb_id = h.kb_id AND k.term = t.lexeme
-                    ORDER BY coalesce(k.df, 0), t.lexeme LIMIT 4) r
-           ) s
-      JOIN document_chunk c ON c.kb_id = h.kb_id AND c.content_tsv @@ s.q AND c.id <> h.id AND c.content = h.content
+      JOIN document_chunk c ON c.kb_id = h.kb_id AND md5(c.content) = md5(h.content) AND c.id <> h.id
+                           AND c.content = h.content
       JOIN document_info d ON d.id = c.document_id
-     WHERE h.id = ANY($1::bigint[]) AND s.q IS NOT NULL
+     WHERE h.id = ANY($1::bigint[]) AND length(h.content_tsv) > 0
 ) x WHERE n <= $2
 ORDER BY hit_id, n
 """
