@@ -215,8 +215,10 @@ def report_steps(steps: list[Step], mode: str, words_each: int, load: tuple[floa
     where = (f"each worker on a simulated host of its own (bench.hosts), the embedding stand-in answering after "
              f"{LATENCY_MS} ms per batch of {BATCH}" if mode == "standin"
              else "the real model (ONNX Runtime) on this machine, workers as local processes")
+    what = (f"one plain-text document of {words_each:,} words" if mode != "busy"
+            else f"plain-text documents (the first of {words_each:,} words) indexed one after the other")
     return "\n".join([
-        f"`python -m bench.parts --mode {mode}`: one plain-text document of {words_each:,} words, {where}; "
+        f"`python -m bench.parts --mode {mode}`: {what}, {where}; "
         f"cache off, prefetch 1, default SPLIT_MIN_CHUNKS / PART_CHUNKS unless the row says otherwise; one run on "
         f"{os.cpu_count()} cores (load average {load[0]:.1f} before, {load[1]:.1f} after).",
         "",
@@ -252,7 +254,7 @@ def main() -> None:
     elif args.mode == "busy":
         sizes = (words_each,) if args.smoke else tuple(args.words or BUSY_WORDS)
         steps = asyncio.run(busy(sizes, 1 if args.smoke else HOGS))
-        text = report_steps(steps, args.mode, words_each, (before, os.getloadavg()[0]))
+        text = report_steps(steps, args.mode, sizes[0], (before, os.getloadavg()[0]))
     else:
         text = report_small(asyncio.run(small(4 if args.smoke else SMALL_DOCS)), (before, os.getloadavg()[0]))
     print(text)
