@@ -237,7 +237,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="a small document, 1-2 workers, print only (CI)")
     ap.add_argument("--mode", choices=["standin", "real", "busy", "small"], default="standin")
-    ap.add_argument("--words", type=int, action="append", help="busy mode: document sizes in words (repeatable)")
+    ap.add_argument("--words", type=int, action="append", help="busy: sizes in words (repeatable); real: the size")
     args = ap.parse_args()
     before = os.getloadavg()[0]
     words_each = 60_000 if args.smoke else WORDS
@@ -249,6 +249,7 @@ def main() -> None:
         steps = asyncio.run(standin([1, 2] if args.smoke else [1, 2, 4, 8], words_each, split))
         text = report_steps(steps, args.mode, words_each, (before, os.getloadavg()[0]))
     elif args.mode == "real":
+        words_each = args.words[0] if args.words and not args.smoke else words_each
         steps = asyncio.run(real(words_each, [1] if args.smoke else [1, 2], split))
         text = report_steps(steps, args.mode, words_each, (before, os.getloadavg()[0]))
     elif args.mode == "busy":
