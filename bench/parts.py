@@ -50,7 +50,7 @@ BUSY_WORDS = (1_020_000, WORDS)  # ~6,400 and ~19,400 chunks
 SMALL_WORDS = 300
 #: the single path in ``real`` mode: never split, and a per-chunk budget that keeps the start-up
 #: guard (PREFETCH x (base + 20,000 x per chunk) < CONSUMER_TIMEOUT_S) satisfied
-SINGLE_PATH = {"split_min_chunks": "100000", "task_budget_per_chunk_s": "0.07"}
+SINGLE_PATH = {"split_min_chunks": "20001", "task_budget_per_chunk_s": "0.07"}
 #: ``--smoke``: a document of a few hundred chunks, split into parts of 64 (the harness, not a figure)
 SMOKE_SPLIT = {"split_min_chunks": "64", "part_chunks": "64"}
 
