@@ -50,7 +50,7 @@ BUSY_WORDS = (1_020_000, WORDS)  # ~6,400 and ~19,400 chunks
 SMALL_WORDS = 300
 #: the single path in ``real`` mode: never split, and a per-chunk budget that keeps the start-up
 #: guard (PREFETCH x (base + 20,000 x per chunk) < CONSUMER_TIMEOUT_S) satisfied
-SINGLE_PATH = {"split_min_chunks": "100000", "task_budget_per_chunk_s": "0.07"}
+SINGLE_PATH = {"split_min_chunks": "20001", "task_budget_per_chunk_s": "0.07"}
 #: ``--smoke``: a document of a few hundred chunks, split into parts of 64 (the harness, not a figure)
 SMOKE_SPLIT = {"split_min_chunks": "64", "part_chunks": "64"}
 
@@ -215,8 +215,10 @@ def report_steps(steps: list[Step], mode: str, words_each: int, load: tuple[floa
     where = (f"each worker on a simulated host of its own (bench.hosts), the embedding stand-in answering after "
              f"{LATENCY_MS} ms per batch of {BATCH}" if mode == "standin"
              else "the real model (ONNX Runtime) on this machine, workers as local processes")
+    what = (f"one plain-text document of {words_each:,} words" if mode != "busy"
+            else f"plain-text documents (the first of {words_each:,} words) indexed one after the other")
     return "\n".join([
-        f"`python -m bench.parts --mode {mode}`: one plain-text document of {words_each:,} words, {where}; "
+        f"`python -m bench.parts --mode {mode}`: {what}, {where}; "
         f"cache off, prefetch 1, default SPLIT_MIN_CHUNKS / PART_CHUNKS unless the row says otherwise; one run on "
         f"{os.cpu_count()} cores (load average {load[0]:.1f} before, {load[1]:.1f} after).",
         "",
@@ -235,7 +237,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="a small document, 1-2 workers, print only (CI)")
     ap.add_argument("--mode", choices=["standin", "real", "busy", "small"], default="standin")
-    ap.add_argument("--words", type=int, action="append", help="busy mode: document sizes in words (repeatable)")
+    ap.add_argument("--words", type=int, action="append", help="busy: sizes in words (repeatable); real: the size")
     args = ap.parse_args()
     before = os.getloadavg()[0]
     words_each = 60_000 if args.smoke else WORDS
@@ -247,12 +249,13 @@ def main() -> None:
         steps = asyncio.run(standin([1, 2] if args.smoke else [1, 2, 4, 8], words_each, split))
         text = report_steps(steps, args.mode, words_each, (before, os.getloadavg()[0]))
     elif args.mode == "real":
+        words_each = args.words[0] if args.words and not args.smoke else words_each
         steps = asyncio.run(real(words_each, [1] if args.smoke else [1, 2], split))
         text = report_steps(steps, args.mode, words_each, (before, os.getloadavg()[0]))
     elif args.mode == "busy":
         sizes = (words_each,) if args.smoke else tuple(args.words or BUSY_WORDS)
         steps = asyncio.run(busy(sizes, 1 if args.smoke else HOGS))
-        text = report_steps(steps, args.mode, words_each, (before, os.getloadavg()[0]))
+        text = report_steps(steps, args.mode, sizes[0], (before, os.getloadavg()[0]))
     else:
         text = report_small(asyncio.run(small(4 if args.smoke else SMALL_DOCS)), (before, os.getloadavg()[0]))
     print(text)

@@ -11,7 +11,7 @@ machine), from the outside in:
   and one small statement;
 - HTTP ``POST .../search``, keyword / vector / hybrid: the whole request;
 - in-process ``retrieval.search(PgSearch(pool), ...)``, keyword: the search's round
-  trips (pool, transaction, ``SET LOCAL``, statement, content keys, details) without HTTP and auth;
+  trips (pool, ``BEGIN; SET LOCAL``, statement, ``COMMIT``, the chunks' details) without HTTP and auth;
 - the keyword statement alone on one held connection;
 - in-process query embedding (the API's embedder on its ``SEARCH_EMBED_THREADS`` threads).
 
@@ -69,7 +69,7 @@ async def run(rounds: int) -> str:
                 return call
 
             async def statement() -> object:
-                async with pool.acquire() as conn:
+                async with pool.acquire() as conn, search_repo.keyword_transaction(conn):
                     t0 = time.perf_counter()
                     await search_repo.keyword_ranking(conn, kb, question, 5, budget=params.keyword_budget,
                                                       max_candidates=params.keyword_max_candidates)

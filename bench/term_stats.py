@@ -86,7 +86,7 @@ async def run(chunks: int, rounds: int) -> str:
 
         async def keyword() -> float:
             t0 = time.perf_counter()
-            async with search_repo.ranking_transaction(conn):
+            async with search_repo.keyword_transaction(conn):
                 await search_repo.keyword_ranking(conn, kb, query, 10, budget=2000, max_candidates=5000)
             return (time.perf_counter() - t0) * 1000
 

@@ -16,6 +16,7 @@ import logging
 from typing import Annotated, Any
 
 import asyncpg
+import numpy as np
 from fastapi import APIRouter, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
@@ -318,15 +319,28 @@ async def retry_task(
 # ------------------------------------------------------------------ search
 
 
+async def _query_vector(res: Res, query: str) -> np.ndarray:
+    """The query's embedding, ``(dim,) float32``."""
+    vector: np.ndarray = (await res.embedder.embed([query]))[0]
+    return vector
+
+
 @router.post("/knowledge-bases/{kb_id}/search", response_model=schemas.SearchResponse)
 async def search(kb_id: Id, body: schemas.SearchRequest, res: Res, user_id: UserId) -> schemas.SearchResponse:
     """Vector, keyword or hybrid (default) search; scores per mode in :mod:`knowledge_service.search.retrieval`."""
     if body.top_k > res.config.search_max_top_k:
         raise TopKTooLargeError(body.top_k, res.config.search_max_top_k)  # 422, FastAPI's validation-error shape
-    await _owned_kb(res, user_id, kb_id)
     mode = body.mode
-    vector = None if mode is SearchMode.KEYWORD else (await res.embedder.embed([body.query]))[0]
-    hits = await retrieval.search(res.search, kb_id, mode, body.query, vector, body.top_k, res.config.search)
+    # The query is embedded while the KB is checked and the keyword list runs (hybrid); only the vector list waits.
+    vector = None if mode is SearchMode.KEYWORD else asyncio.ensure_future(_query_vector(res, body.query))
+    try:
+        await _owned_kb(res, user_id, kb_id)
+        hits = await retrieval.search(res.search, kb_id, mode, body.query, vector, body.top_k, res.config.search)
+    finally:
+        if vector is not None:
+            vector.cancel()  # the KB check or a list failed first (a no-op once done)
+            if vector.done() and not vector.cancelled():
+                vector.exception()  # retrieved: it was raised to the caller, or the KB check failed first
     return schemas.SearchResponse(mode=body.mode, results=[
         schemas.SearchHit(document_id=h.document_id, filename=h.filename, chunk_index=h.chunk_index,
                           content=h.content, page=h.page, section=h.section, score=h.score, sources=h.sources,

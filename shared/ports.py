@@ -271,10 +271,6 @@ class SearchReads(Protocol):
         statistics; about ``budget`` candidates, at most ``max_candidates``."""
         ...
 
-    async def content_keys(self, ids: Sequence[int]) -> dict[int, str]:
-        """``{chunk id: MD5 of its text}`` (collapses copies of one text)."""
-        ...
-
     async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
         """The chunks still there among ``ids``."""
         ...

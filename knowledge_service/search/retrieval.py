@@ -33,7 +33,7 @@ commits insert outside the index, issue 31); the threshold comes from ``bench/re
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -89,7 +89,10 @@ class Hit:
 ALSO_IN_MAX = 50
 
 Ranked = list[tuple[int, float]]  # (chunk id, score), best first
+#: The query embedding ``(dim,) float32``, or a future of it: the keyword list starts while the query is embedded.
+QueryVector = np.ndarray | asyncio.Future[np.ndarray]
 ContentOf = dict[int, str]  # chunk id → MD5 of the chunk text (hex)
+DetailsOf = dict[int, ChunkDetails]  # chunk id → its document, text, page, section (the chunks still there)
 _REFILL_ROUNDS = 4  # a list short of results after collapsing copies is fetched again, twice as deep
 
 
@@ -121,31 +124,47 @@ async def _ranking(reads: SearchReads, name: str, kb_id: int, text: str, embeddi
     return await keyword_ranking(reads, kb_id, text, limit, params)
 
 
-async def _one_list(reads: SearchReads, name: str, kb_id: int, text: str, embedding: np.ndarray | None, depth: int,
-                    params: SearchParams) -> tuple[Ranked, ContentOf]:
+async def _one_list(reads: SearchReads, name: str, kb_id: int, text: str, query: QueryVector | None, depth: int,
+                    params: SearchParams) -> tuple[Ranked, ContentOf, DetailsOf]:
     """The top ``depth`` of list ``name`` with one chunk per chunk text: copies of a document
-    (uploaded with ``allow_duplicate``) and repeated paragraphs hold the same text and would fill the list."""
+    (uploaded with ``allow_duplicate``) and repeated paragraphs hold the same text and would fill the list.
+    The details of the list's chunks come in the same read as their content keys (the MD5 of the text, as
+    PostgreSQL's ``md5(content)``): one round trip per round, none after the ranking."""
+    embedding = None
+    if name == "vector":  # the keyword list never waits for the query's embedding
+        embedding = await query if isinstance(query, asyncio.Future) else query
     limit = depth
     for round_ in range(_REFILL_ROUNDS):
         raw = await _ranking(reads, name, kb_id, text, embedding, limit, params)
-        content_of = await reads.content_keys([cid for cid, _ in raw])
+        details = await reads.details([cid for cid, _ in raw])
+        content_of = {cid: hashlib.md5(d.content.encode(), usedforsecurity=False).hexdigest()
+                      for cid, d in details.items()}
         kept = collapse(raw, content_of)
         if len(kept) >= depth or len(raw) < limit or round_ == _REFILL_ROUNDS - 1:
-            return kept[:depth], content_of
+            return kept[:depth], content_of, details
         limit *= 2
     raise AssertionError("unreachable")
 
 
 async def rank(
-    reads: SearchReads, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int,
+    reads: SearchReads, kb_id: int, mode: Mode, text: str, embedding: QueryVector | None, top_k: int,
     params: SearchParams,
 ) -> list[tuple[int, float, dict[str, int]]]:
     """``[(chunk id, score, {list: rank})]`` best first, at most ``top_k``, never two chunks with
     the same text.
 
     Hybrid mode runs its two lists at once when ``reads.parallel``, else one after the other.
-    ``embedding`` is required unless ``mode`` is keyword (ValueError otherwise).
+    ``embedding`` is required unless ``mode`` is keyword (ValueError otherwise); a future of it lets the
+    keyword list run while the query is embedded (only the vector list awaits it).
     """
+    return (await _rank(reads, kb_id, mode, text, embedding, top_k, params))[0]
+
+
+async def _rank(
+    reads: SearchReads, kb_id: int, mode: Mode, text: str, embedding: QueryVector | None, top_k: int,
+    params: SearchParams,
+) -> tuple[list[tuple[int, float, dict[str, int]]], DetailsOf]:
+    """:func:`rank`, and the details of the chunks the lists read."""
     names = {Mode.VECTOR: ["vector"], Mode.KEYWORD: ["keyword"], Mode.HYBRID: ["vector", "keyword"]}[mode]
     if embedding is None and "vector" in names:
         raise ValueError("vector and hybrid search need the query embedding")
@@ -155,28 +174,27 @@ async def rank(
     else:
         got = [await _one_list(reads, n, kb_id, text, embedding, depth, params) for n in names]
     content_of: ContentOf = {}
-    for _, keys in got:
+    details: DetailsOf = {}
+    for _, keys, found in got:
         content_of |= keys
-    lists = canonicalize({n: ranked for n, (ranked, _) in zip(names, got, strict=True)}, content_of)
+        details |= found
+    lists = canonicalize({n: ranked for n, (ranked, _, _) in zip(names, got, strict=True)}, content_of)
     if mode is not Mode.HYBRID:
         ((name, ranked),) = lists.items()
-        return [(cid, score, {name: i}) for i, (cid, score) in enumerate(ranked, start=1)]
+        return [(cid, score, {name: i}) for i, (cid, score) in enumerate(ranked, start=1)], details
     fused = fuse_hybrid(lists["vector"], lists["keyword"], k=params.rrf_k, depth=depth, max_group=top_k)
-    return [(f.key, f.score, f.sources) for f in fused[:top_k]]
+    return [(f.key, f.score, f.sources) for f in fused[:top_k]], details
 
 
 async def search(
-    reads: SearchReads, kb_id: int, mode: Mode, text: str, embedding: np.ndarray | None, top_k: int,
+    reads: SearchReads, kb_id: int, mode: Mode, text: str, embedding: QueryVector | None, top_k: int,
     params: SearchParams,
 ) -> list[Hit]:
-    """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section.
-    Raises what ``reads`` raises (``DatabaseUnavailableError`` from the pooled adapter)."""
-    ranked = await rank(reads, kb_id, mode, text, embedding, top_k, params)
-    details = await reads.details(_ids(ranked))
-    copies = await reads.copies(_ids(ranked), ALSO_IN_MAX)
+    """Top ``top_k`` hits of the KB, best first, with the chunk's document, page and section (read with
+    the lists: a chunk gone by then is left out) and the other chunks holding its text. Raises what ``reads``
+    raises (``DatabaseUnavailableError`` from the pooled adapter)."""
+    ranked, details = await _rank(reads, kb_id, mode, text, embedding, top_k, params)
+    copies = await reads.copies([cid for cid, _, _ in ranked], ALSO_IN_MAX)
     return [_hit(details[cid], score, sources, copies.get(cid, ([], 0)))
             for cid, score, sources in ranked if cid in details]
 
-
-def _ids(ranked: Sequence[tuple[int, float, dict[str, int]]]) -> list[int]:
-    return [cid for cid, _, _ in ranked]

@@ -237,7 +237,8 @@ class IndexHandler:
         except Exception as exc:  # a bug or an untranslated library error: fail, don't loop
             log.exception("task failed with an unexpected error")
             return await self._finish(unit, TaskStatus.FAILED, InternalError.error_code, f"{type(exc).__name__}: {exc}")
-        log.info(done.event, extra={"chunks": done.chunks, "seconds": round(time.monotonic() - started, 3)})
+        fields: dict[str, object] = {"chunks": done.chunks, "seconds": round(time.monotonic() - started, 3)}
+        log.info(done.event, extra=fields | ({"parts": done.parts} if done.parts else {}))
         if done.indexed:
             self.metrics.finished(TaskStatus.SUCCESS.value)
         self.metrics.embedded_chunks.inc(done.committed)

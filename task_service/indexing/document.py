@@ -90,7 +90,7 @@ class DocumentRun:
         if rows is None:
             raise StaleGenerationError("fenced out at split")
         await deps.publish_parts(rows)
-        return UnitDone(f"task split into {len(parts)} parts", len(chunks), 0, indexed=False)
+        return UnitDone("task split into parts", len(chunks), 0, indexed=False, parts=len(parts))
 
     async def _download(self) -> tuple[bytes, str]:
         """The bytes of the version to index, and the file name to parse them by (the API typed

@@ -94,8 +94,8 @@ class PartRun:
         await deps.cache.update(msg.user_id, msg.document_id, embedded.plan, embedded.fresh, embedded.hit_keys())
         if committed is PartCommitted.SWAPPED:
             await deps.released.remove_released()  # a swapped-out version's object
-            return UnitDone(f"part {claim.part} staged, document swapped", len(chunks), len(chunks), indexed=True)
-        return UnitDone(f"part {claim.part} staged", len(chunks), len(chunks), indexed=False)
+            return UnitDone("part staged, document swapped", len(chunks), len(chunks), indexed=True)
+        return UnitDone("part staged", len(chunks), len(chunks), indexed=False)
 
     async def _record(self, p: Plan) -> None:
         await self.deps.store.record_embedding_run(

@@ -74,15 +74,16 @@ class Budget:
 
 @dataclass(frozen=True)
 class UnitDone:
-    """How a unit succeeded: ``event`` (the log line), the unit's ``chunks``, the chunks it
-    ``committed`` with their vectors (0 for a split), and whether its task reached SUCCESS
-    (``indexed``: a single-path commit or the swap; not a split, not a part staged before the
-    last)."""
+    """How a unit succeeded: ``event`` (the log line's event name, a constant: numbers go in
+    fields), the unit's ``chunks``, the chunks it ``committed`` with their vectors (0 for a
+    split), whether its task reached SUCCESS (``indexed``: a single-path commit or the swap; not a
+    split, not a part staged before the last) and, for a split, its ``parts``."""
 
     event: str
     chunks: int
     committed: int
     indexed: bool
+    parts: int = 0
 
 
 class ReportsProgress(Protocol):

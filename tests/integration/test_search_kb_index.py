@@ -16,7 +16,7 @@ from shared.adapters.postgres.migrate import migrate
 from shared.adapters.postgres.reads import PgSearch
 from shared.adapters.postgres.repo import term_stats as term_stats_repo
 from shared.adapters.postgres.repo import users as users_repo
-from shared.adapters.postgres.repo.search import KEYWORD_SQL
+from shared.adapters.postgres.repo.search import KEYWORD_SQL, keyword_transaction, ranking_transaction
 
 ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 DIM = 384
@@ -95,10 +95,10 @@ async def test_keyword_candidates_come_from_the_kb_index_and_stay_in_the_kb(db: 
     await _doc(db, other, ["the freight ledger QX-7731 copied elsewhere"], _unit(1, 2))
     got = await keyword_ranking(PgSearch(db), mine, "QX-7731 ledger", 5, SearchParams())
     assert [cid for cid, _ in got] == [ids[0]]
-    async with db.transaction():
-        await db.execute("SET LOCAL enable_seqscan = off")  # a tiny test table: the planner would scan
+    async with keyword_transaction(db):  # as the search runs it: no sequential scan, the generic plan
         plan = "\n".join(r[0] for r in await db.fetch("EXPLAIN " + KEYWORD_SQL, "QX-7731 ledger", mine, 5, 2000, 5000))
     assert "document_chunk_kb_tsv_idx" in plan
+    assert "Seq Scan on document_chunk" not in plan
     assert "document_info" not in plan  # the KB filter is inside the index, no join per candidate
 
 
@@ -129,3 +129,24 @@ async def test_hybrid_keeps_a_code_only_the_keyword_list_finds(db: asyncpg.Conne
             hits = await search(PgSearch(pool), kb, Mode.HYBRID, text, query_vec, 5, SearchParams())
             assert hits[0].chunk_id == ids[i], text
             assert hits[0].score > 1  # decisive exact hit
+
+
+async def test_ranking_transactions_set_local_settings_and_end(db: asyncpg.Connection) -> None:
+    """BEGIN and SET LOCAL in one round trip: the settings hold inside only; an error rolls back; inside an
+    open transaction it is a savepoint that leaves the outer transaction open."""
+    async with keyword_transaction(db):
+        assert await db.fetchval("SHOW enable_seqscan") == "off"
+        assert await db.fetchval("SHOW plan_cache_mode") == "force_generic_plan"
+    assert not db.is_in_transaction()
+    assert await db.fetchval("SHOW enable_seqscan") == "on"
+    with pytest.raises(asyncpg.DivisionByZeroError):
+        async with ranking_transaction(db):
+            assert await db.fetchval("SHOW plan_cache_mode") == "force_custom_plan"
+            await db.fetchval("SELECT 1 / 0")
+    assert not db.is_in_transaction()
+    async with db.transaction():
+        await db.execute("CREATE TEMP TABLE kept (x int)")
+        async with keyword_transaction(db):
+            assert await db.fetchval("SHOW jit") == "off"
+        assert db.is_in_transaction()
+        assert await db.fetchval("SELECT count(*) FROM kept") == 0

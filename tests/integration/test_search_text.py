@@ -279,7 +279,7 @@ async def test_migration_0019_recomputes_the_keyword_index_and_the_term_statisti
             kb = await _kb(conn)
             [chunk] = await _doc(conn, kb, ["Replace <placeholder> with the Quillmoor depot's name."])
             assert await keyword_ranking(PgSearch(conn), kb, "placeholder", 5, SearchParams()) == []  # before: a tag
-            assert await migrate(dsn) == [19]
+            assert await migrate(dsn, target=19) == [19]
             found = await keyword_ranking(PgSearch(conn), kb, "placeholder", 5, SearchParams())
             assert [c for c, _ in found] == [chunk]
             terms = {r["term"]: r["df"] for r in await conn.fetch(

@@ -69,7 +69,8 @@ VHOST = f"rag_test_{TEST_ID}"
 
 
 def claim_redis_db() -> int:
-    """A Redis DB (1-15) no other live pytest session holds: lock keys are per document id, and
+    """A Redis DB (1-15) no other live pytest session holds, and none holding keys no session
+    claimed (a developer's instance; the session flushes its DB): lock keys are per document id, and
     ids restart at 1 in every session's database. Claimed in DB 0 for 3 h, inherited by children.
     Called by the ``services_env`` fixture, never at import: the unit tier stays offline."""
     if "RAG_TEST_REDIS_DB" in os.environ:
@@ -80,6 +81,8 @@ def claim_redis_db() -> int:
     start = int(hashlib.sha256(TEST_ID.encode()).hexdigest(), 16) % 15
     for i in range(15):
         db = 1 + (start + i) % 15
+        if r.get(f"rag-test:redis-db:{db}") is None and redis.Redis.from_url(redis_url_for(db)).dbsize():
+            continue  # keys no test session claimed: a developer's instance (README: a second checkout)
         if r.set(f"rag-test:redis-db:{db}", TEST_ID, nx=True, ex=3 * 3600) or \
                 r.get(f"rag-test:redis-db:{db}") == TEST_ID.encode():
             os.environ["RAG_TEST_REDIS_DB"] = str(db)

@@ -47,9 +47,6 @@ class FakeReads:
                       max_candidates: int) -> list[tuple[int, float]]:
         return await self._ranked("keyword", self.keyword_ids, limit)
 
-    async def content_keys(self, ids: Sequence[int]) -> dict[int, str]:
-        return {i: self.text_of[i] for i in ids}
-
     async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
         return {i: ChunkDetails(i, 1, "d.txt", i, self.text_of[i], None, None) for i in ids if i not in self.gone}
 
@@ -104,3 +101,17 @@ async def test_vector_and_hybrid_need_the_embedding() -> None:
         with pytest.raises(ValueError):
             await search(reads, 1, mode, "q", None, 3, SearchParams())
     assert reads.calls == []
+
+
+async def test_the_keyword_list_runs_while_the_query_is_embedded() -> None:
+    """A future of the embedding: the keyword list is fetched before it resolves; only the vector list waits."""
+    text_of = {i: f"t{i}" for i in range(1, 7)}
+    reads = FakeReads([1, 2, 3], [4, 5, 6], text_of)
+    future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+    task = asyncio.ensure_future(search(reads, 1, Mode.HYBRID, "q", future, 3, SearchParams(candidate_depth=3)))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert [name for name, _ in reads.calls] == ["keyword"]  # the vector list still waits for the embedding
+    future.set_result(EMBEDDING)
+    hits = await task
+    assert len(hits) == 3 and sorted(name for name, _ in reads.calls) == ["keyword", "vector"]

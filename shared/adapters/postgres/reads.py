@@ -80,13 +80,9 @@ class PgSearch:
 
     async def keyword(self, kb_id: int, text: str, limit: int, *, budget: int,
                       max_candidates: int) -> list[tuple[int, float]]:
-        async with self._conn() as conn, search_repo.ranking_transaction(conn):
+        async with self._conn() as conn, search_repo.keyword_transaction(conn):
             return await search_repo.keyword_ranking(conn, kb_id, text, limit, budget=budget,
                                                      max_candidates=max_candidates)
-
-    async def content_keys(self, ids: Sequence[int]) -> dict[int, str]:
-        async with self._conn() as conn:
-            return await search_repo.content_keys(conn, ids)
 
     async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
         async with self._conn() as conn:

@@ -1,10 +1,10 @@
-"""Repository of the search statements (vector, keyword, the chunks' details and text keys).
+"""Repository of the search statements (vector, keyword, the chunks' details).
 
 The ranking itself (refill after collapsing copies, fusion) is
 :mod:`knowledge_service.search.retrieval`, which reads through the ``SearchReads`` port
 (:class:`shared.adapters.postgres.reads.PgSearch`); ``bench/retrieval.py`` measures these
-statements. Every function takes an open connection; the two rankings must run inside
-:func:`ranking_transaction`.
+statements. Every function takes an open connection; the vector ranking must run inside
+:func:`ranking_transaction`, the keyword ranking inside :func:`keyword_transaction`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,10 @@ _HNSW = (
 # Keyword ranking in one statement. $1 query text (cleaned), $2 kb id, $3 limit, $4 candidate budget (chunks of
 # the KB the selecting terms may hold), $5 hard cap on the KB's candidates. Every frequency is the KB's own, exact:
 # the folded counts of sql/0018 plus the deltas not yet folded, read in this statement's one snapshot (the term
-# '' is the KB's chunk count). Candidates come from the (kb_id, content_tsv) GIN index (sql/0015).
+# '' is the KB's chunk count). Candidates come from the (kb_id, content_tsv) GIN index (sql/0015), always
+# (:func:`keyword_transaction`): the selecting tsquery is known only at run time, so the planner guessed a
+# handful of rows and scanned the whole table, detoasting every chunk's tsvector (3x slower on a KB of 3,800
+# chunks, bench/RESULTS.md "search-load"). Nothing depends on the literal query: one generic plan per connection.
 KEYWORD_SQL = r"""
 WITH lexemes AS (
     SELECT t.lexeme, '''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || '''' AS lit
@@ -62,18 +65,19 @@ WITH lexemes AS (
     SELECT string_agg(lit, ' | ')::tsquery AS q
       FROM weighted, n
      WHERE rarer = 0 OR (rarer + freq) * n.rows <= $4
-), cand AS MATERIALIZED (
-    SELECT c.id, c.content_tsv
+), phrase AS MATERIALIZED (  -- once per statement: a generic plan would not fold it
+    SELECT phraseto_tsquery('rag_simple', rag_search_text($1)) AS q
+), cand AS MATERIALIZED (  -- each candidate read once, cut to the query's lexemes (positions kept): every @@
+    -- below gives what it gives on the whole tsvector, on a dozen entries instead of hundreds
+    SELECT c.id, ts_filter(setweight(c.content_tsv, 'A', (SELECT terms FROM keys)), '{a}') AS tsv
       FROM document_chunk c
      WHERE c.kb_id = $2 AND c.content_tsv @@ (SELECT q FROM sel)
      LIMIT $5
-), copied AS MATERIALIZED (  -- the KB's candidates detoasted once each, not at every @@ below
-    SELECT id, content_tsv || ''::tsvector AS tsv FROM cand
 )
 SELECT c.id AS chunk_id,
        (SELECT sum(t.w) FROM weighted t WHERE c.tsv @@ t.q) / (SELECT nullif(sum(w), 0) FROM weighted WHERE freq > 0)
-       + CASE WHEN c.tsv @@ phraseto_tsquery('rag_simple', rag_search_text($1)) THEN 1 ELSE 0 END AS score
-  FROM copied c
+       + CASE WHEN c.tsv @@ (SELECT q FROM phrase) THEN 1 ELSE 0 END AS score
+  FROM cand c
  ORDER BY score DESC, c.id
  LIMIT $3
 """
@@ -84,27 +88,38 @@ _DETAILS = (
 )
 
 
-_CONTENT_KEYS = "SELECT c.id, md5(c.content) AS text_md5 FROM document_chunk c WHERE c.id = ANY($1::bigint[])"
+@contextlib.asynccontextmanager
+async def _local_transaction(conn: asyncpg.Connection, settings: str) -> AsyncIterator[asyncpg.Connection]:
+    """A transaction whose ``BEGIN`` and ``SET LOCAL settings`` go in one round trip (asyncpg's
+    ``transaction()`` sends them in two). Inside an open transaction: a savepoint, as asyncpg nests."""
+    if conn.is_in_transaction():
+        async with conn.transaction():
+            await conn.execute(settings)
+            yield conn
+        return
+    await conn.execute(f"BEGIN; {settings}")
+    try:
+        yield conn
+    except BaseException:
+        if not conn.is_closed():
+            with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+                await conn.execute("ROLLBACK")  # else the pool's reset rolls back; the first error is the one raised
+        raise
+    await conn.execute("COMMIT")
 
-# The other chunks of the KB whose text is a hit's ($1 hit chunk ids, $2 copies listed per hit). A copy holds
-# every lexeme of the hit: the hit's four rarest lexemes in its KB (sql/0018's folded counts: an order, not a
-# score) select candidates from the (kb_id, content_tsv) GIN index (sql/0015), then the text is compared.
-# A chunk without any lexeme (punctuation only) lists no copies.
+# The other chunks of the KB whose text is a hit's ($1 hit chunk ids, $2 copies listed per hit): the
+# md5(content) index of sql/0021 finds the candidates, then the KB and the text itself are compared. A chunk
+# without any lexeme (punctuation only) lists no copies.
 _ALSO_IN = r"""
 SELECT hit_id, chunk_id, document_id, filename, chunk_index, page, section, total FROM (
     SELECT h.id AS hit_id, c.id AS chunk_id, c.document_id, d.filename, c.chunk_index, c.page, c.section,
            count(*) OVER (PARTITION BY h.id) AS total,
            row_number() OVER (PARTITION BY h.id ORDER BY c.document_id, c.chunk_index, c.id) AS n
       FROM document_chunk h
-     CROSS JOIN LATERAL (
-           SELECT string_agg('''' || replace(replace(r.lexeme, '\', '\\'), '''', '''''') || '''', ' & ')::tsquery AS q
-             FROM (SELECT t.lexeme FROM unnest(h.content_tsv) t
-                     LEFT JOIN kb_term k ON k.kb_id = h.kb_id AND k.term = t.lexeme
-                    ORDER BY coalesce(k.df, 0), t.lexeme LIMIT 4) r
-           ) s
-      JOIN document_chunk c ON c.kb_id = h.kb_id AND c.content_tsv @@ s.q AND c.id <> h.id AND c.content = h.content
+      JOIN document_chunk c ON c.kb_id = h.kb_id AND md5(c.content) = md5(h.content) AND c.id <> h.id
+                           AND c.content = h.content
       JOIN document_info d ON d.id = c.document_id
-     WHERE h.id = ANY($1::bigint[]) AND s.q IS NOT NULL
+     WHERE h.id = ANY($1::bigint[]) AND length(h.content_tsv) > 0
 ) x WHERE n <= $2
 ORDER BY hit_id, n
 """
@@ -114,8 +129,17 @@ ORDER BY hit_id, n
 async def ranking_transaction(conn: asyncpg.Connection) -> AsyncIterator[asyncpg.Connection]:
     """A transaction for one ranking statement: no JIT (it compiles for 10s of ms; these queries
     are short) and custom plans (a generic plan ignores the KB and the terms)."""
-    async with conn.transaction():
-        await conn.execute("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
+    async with _local_transaction(conn, "SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan"):
+        yield conn
+
+
+@contextlib.asynccontextmanager
+async def keyword_transaction(conn: asyncpg.Connection) -> AsyncIterator[asyncpg.Connection]:
+    """A transaction for :func:`keyword_ranking`: no JIT, candidates through the GIN index (no sequential scan,
+    which reads every chunk's tsvector), and the generic plan (planned once per connection: the statement's
+    shape does not depend on its parameters)."""
+    async with _local_transaction(conn, "SET LOCAL jit = off; SET LOCAL enable_seqscan = off;"
+                                        " SET LOCAL plan_cache_mode = force_generic_plan"):
         yield conn
 
 
@@ -150,7 +174,7 @@ async def keyword_ranking(conn: asyncpg.Connection, kb_id: int, text: str, limit
                           max_candidates: int) -> Ranked:
     """Top ``limit`` chunks of the KB by full-text match of ``text`` (score:
     :mod:`knowledge_service.search.retrieval`); candidates: chunks holding the rarest terms, about
-    ``budget`` of them, at most ``max_candidates``."""
+    ``budget`` of them, at most ``max_candidates``. Must run inside :func:`keyword_transaction`."""
     rows = await conn.fetch(KEYWORD_SQL, text, kb_id, limit, budget, max_candidates)
     return [(r["chunk_id"], float(r["score"])) for r in rows]
 
@@ -160,12 +184,6 @@ async def details(conn: asyncpg.Connection, ids: Sequence[int]) -> dict[int, Chu
     return {r["chunk_id"]: ChunkDetails(r["chunk_id"], r["document_id"], r["filename"], r["chunk_index"],
                                         r["content"], r["page"], r["section"])
             for r in await conn.fetch(_DETAILS, list(ids))}
-
-
-async def content_keys(conn: asyncpg.Connection, ids: Sequence[int]) -> dict[int, str]:
-    """``{chunk id: MD5 of the chunk text (hex)}``: the key that collapses copies of one text
-    (a de-duplication key, not a security one)."""
-    return {r["id"]: r["text_md5"] for r in await conn.fetch(_CONTENT_KEYS, list(ids))}
 
 
 async def copies(conn: asyncpg.Connection, ids: Sequence[int], limit: int) -> dict[int, tuple[list[ChunkCopy], int]]:
