@@ -385,3 +385,11 @@ def test_word_count_cache_is_bounded_and_stays_exact(monkeypatch: pytest.MonkeyP
     assert len(small._word_tokens) < len(set(text.lower().replace("=", " ").split()))  # it was cleared
     assert_well_formed_fast(chunks, text, max_tokens=40, max_chars=300)
     assert_covers(text, chunks)
+
+
+@pytest.mark.parametrize("text", ["[UNK]", "see [CLS] and [SEP] here", "a [MASK] b [PAD]"])
+def test_a_special_tokens_text_is_counted_as_the_tokenizer_counts_it(text: str) -> None:
+    """``[UNK]`` in a document is ONE token to the model's tokenizer (an added token), not the four
+    pieces the word-level path would count (found by test_property_any_text)."""
+    chunks = Chunker(tokenizer(), 40, 0).split(text)
+    assert [c.token_count for c in chunks] == [count(text)]

@@ -80,6 +80,7 @@ class Chunker:
         self.overlap_chars = max_chars * overlap_tokens // max_tokens
         self._tokenizer = _counting_copy(tokenizer)
         self._fast_ascii = _bert_like(self._tokenizer)
+        self._specials = _special_tokens(self._tokenizer)
         self._word_tokens: dict[bytes, int] = {}  # lower-cased ASCII word → WordPiece tokens
 
     @classmethod
@@ -134,7 +135,8 @@ class Chunker:
 
     def ascii_ok(self, text: str) -> bool:
         """True if ``text`` can take the word-level path (``ascii_units``)."""
-        return self._fast_ascii and text.isascii() and not _CONTROL.search(text)
+        return (self._fast_ascii and text.isascii() and not _CONTROL.search(text)
+                and not (self._specials is not None and self._specials.search(text)))
 
     def _word_counts(self, words: list[bytes]) -> np.ndarray:
         """Tokens of each lower-cased ASCII word, from a cache filled by the tokenizer itself
@@ -231,6 +233,14 @@ def _bert_like(tokenizer: Tokenizer) -> bool:
     return (normalizer.get("type") == "BertNormalizer" and bool(normalizer.get("lowercase"))
             and (config.get("pre_tokenizer") or {}).get("type") == "BertPreTokenizer"
             and (config.get("model") or {}).get("type") == "WordPiece")
+
+
+def _special_tokens(tokenizer: Tokenizer) -> re.Pattern[str] | None:
+    """The tokenizer's added tokens as they stand in text (``[UNK]``, ``[CLS]`` ...): the tokenizer
+    reads each as ONE token, where the word-level path would count its pieces, so text holding one
+    takes the slow path. ``None`` when there are none."""
+    added = [t["content"] for t in json.loads(tokenizer.to_str()).get("added_tokens") or [] if t.get("content")]
+    return re.compile("|".join(map(re.escape, sorted(added, key=len, reverse=True)))) if added else None
 
 
 def _counting_copy(tokenizer: Tokenizer) -> Tokenizer:
