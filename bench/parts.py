@@ -45,6 +45,7 @@ LATENCY_MS = 200
 BATCH = 8
 WORDS = 3_100_000  # ~160 words per chunk of 250 tokens with 32 of overlap: ~19,400 chunks
 SMALL_DOCS = 30
+HOST_BASE = 16
 HOGS = 4
 BUSY_WORDS = (1_020_000, WORDS)  # ~6,400 and ~19,400 chunks
 SMALL_WORDS = 300
@@ -97,7 +98,8 @@ async def standin(counts: list[int], words_each: int, split: dict[str, str]) -> 
     port = free_port()
     server = await fake_server(port)
     tag = str(os.getpid() % 100000)
-    hosts = [Host(i + 1, tag) for i in range(max(counts))]
+    # hosts 17.. (10.213.17.x ...): bench.hosts, which bench.smoke runs at the same time, takes 1..8
+    hosts = [Host(HOST_BASE + i + 1, tag) for i in range(max(counts))]
     doc = documents(words(), 1, words_each, seed=31)[0]
     steps: list[Step] = []
     try:

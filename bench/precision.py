@@ -43,6 +43,7 @@ from pgvector.asyncpg import register_vector
 from bench.embed_threads import novel_windows
 from bench.lookalike import lookalike_docs
 from bench.peer import CORPUS_DIR, loadavg
+from shared.adapters.postgres.reads import PgSearch
 
 ADMIN_DSN = os.environ.get("BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 GOALS = {"self": 0.99, "identifiers": 1.0, "agreement": 0.95}
@@ -225,14 +226,14 @@ async def retrieval(dsn: str, gs: list[Graph], model_dir: Path, texts: list[str]
             hits = {"vector": 0, "hybrid": 0}
             for (fname, text), q in zip(passages, qv, strict=True):
                 for mode in ("vector", "hybrid"):
-                    got = [where[c] for c, _, _ in await rank(conn, kb, Mode(mode), text, q, 10, params)]
+                    got = [where[c] for c, _, _ in await rank(PgSearch(conn), kb, Mode(mode), text, q, 10, params)]
                     tops[g.name][mode].append(got)
                     hits[mode] += fname in {f for f, _ in got[:5]}
             forms = [(d.name, text) for i, d in enumerate(looks) for text in d.queries(i).values()]
             lv = embed([t for _, t in forms])
             found = 0
             for (name, text), q in zip(forms, lv, strict=True):
-                ids = [c for c, _, _ in await rank(conn, look_kb, Mode.HYBRID, text, q, 5, params)]
+                ids = [c for c, _, _ in await rank(PgSearch(conn), look_kb, Mode.HYBRID, text, q, 5, params)]
                 owners = await conn.fetch("SELECT d.filename FROM document_chunk c JOIN document_info d ON"
                                           " d.id = c.document_id WHERE c.id = ANY($1::bigint[])", ids)
                 found += name in {r["filename"] for r in owners}

@@ -13,9 +13,11 @@ from tests.fidelity import Sample, mail_corpus
 
 
 def ours(data: bytes) -> str:
+    from task_service.pipeline.limits import DEFAULT_LIMITS
+    from task_service.pipeline.parse import attachment_reader
     from task_service.pipeline.readers.mail.eml import read
 
-    return read(data).text
+    return read(data, DEFAULT_LIMITS, attachment_reader(DEFAULT_LIMITS)).text
 
 
 def stdlib_default(data: bytes) -> str:

@@ -14,9 +14,11 @@ from tests.fidelity import Sample, mail_corpus
 
 
 def ours(data: bytes) -> str:
+    from task_service.pipeline.limits import DEFAULT_LIMITS
+    from task_service.pipeline.parse import attachment_reader
     from task_service.pipeline.readers.mail.msg import read
 
-    return read(data).text
+    return read(data, DEFAULT_LIMITS, attachment_reader(DEFAULT_LIMITS)).text
 
 
 def _extract_msg_text(message: Any) -> str:
