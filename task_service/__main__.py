@@ -223,7 +223,7 @@ async def _start_background(conn: AbstractConnection, pool: asyncpg.Pool, jobs: 
     if jobs.scan.interval_s > 0:
         tasks.append(asyncio.create_task(every(
             "scan", partial(scanner.once, pool, await conn.channel(), jobs.scan.thresholds, metrics),
-            jobs.scan.interval_s, stop)))
+            jobs.scan.interval_s, stop, errors=scanner.ERRORS)))
     if jobs.sample:
         tasks.append(asyncio.create_task(every(
             "metrics sampling", partial(metrics_sampler.once, metrics, PgMaintenance(pool), await conn.channel()),

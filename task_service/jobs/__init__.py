@@ -37,8 +37,11 @@ async def every(name: str, fn: Callable[[], Awaitable[T]], interval_s: float, st
     - ``delay_first``: the first pass runs after one interval, not at once.
     - ``wake``: setting it starts the next pass at once (it is cleared before each pass).
     - ``again(result)`` true: the pass left work behind (a full batch); the next runs at once.
-    - A pass raising one of ``errors`` is logged as the warning ``"<name> failed"`` (field
-      ``error``) and the loop goes on; any other exception ends the loop (the caller's task).
+    - A pass raising one of ``errors`` (an outage: expected) is logged as the warning
+      ``"<name> failed"`` (field ``error``); any other exception (a bug, an error no adapter
+      translated) as the error ``"<name> crashed"`` with its traceback. Either way the loop goes
+      on with the next pass: a job that ended silently would leave the worker consuming with no
+      recovery scanner, relay or sweep behind it until its next restart.
     """
     if delay_first:
         await _pause(stop, wake, interval_s)
@@ -49,6 +52,8 @@ async def every(name: str, fn: Callable[[], Awaitable[T]], interval_s: float, st
             result = await fn()
         except errors as exc:
             log.warning(f"{name} failed", extra={"job": name, "error": f"{type(exc).__name__}: {exc}"})
+        except Exception as exc:
+            log.exception(f"{name} crashed", extra={"job": name, "error": f"{type(exc).__name__}: {exc}"})
         else:
             if again is not None and again(result):
                 continue

@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
+from shared.adapters import rabbitmq
 from shared.adapters.postgres.pool import connection, row_locked
 from shared.adapters.postgres.repo import dead_letters as dead_letters_repo
 from shared.adapters.postgres.repo import parts as parts_repo
@@ -33,6 +34,9 @@ from shared.settings import WorkerSettings
 from task_service.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
+#: what ends a pass as an outage (a warning; the next pass tries again): the database's, and the
+#: broker's while the DLQ is drained (a channel closed under it)
+ERRORS: tuple[type[BaseException], ...] = (TransientError, *rabbitmq.BROKER_ERRORS)
 
 
 @dataclass

@@ -110,12 +110,42 @@ async def test_a_failed_pass_is_logged_and_the_loop_goes_on(caplog: pytest.LogCa
     assert record.error == "DatabaseUnavailableError: connection refused"  # type: ignore[attr-defined]
 
 
-async def test_an_error_not_listed_ends_the_loop() -> None:
-    async def one_pass() -> None:
-        raise ValueError("a bug")
+async def test_an_unexpected_error_is_logged_with_its_traceback_and_the_loop_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A bug in one pass (an error no adapter translated) must not end the job for the worker's
+    lifetime: the scanner that died so left forgotten tasks unrecovered (issue 31's e2e run)."""
+    stop, wake = asyncio.Event(), asyncio.Event()
+    calls = 0
 
-    with pytest.raises(ValueError, match="a bug"):
-        await _finish(every("job", one_pass, LONG, asyncio.Event()))
+    async def one_pass() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            wake.set()
+            raise ValueError("a bug")
+        stop.set()
+
+    with caplog.at_level(logging.WARNING, logger="task_service.jobs"):
+        await _finish(every("scan", one_pass, LONG, stop, wake=wake))
+    assert calls == 2
+    [record] = [r for r in caplog.records if r.getMessage() == "scan crashed"]
+    assert record.levelno == logging.ERROR and record.exc_info is not None
+    assert record.error == "ValueError: a bug"  # type: ignore[attr-defined]
+
+
+async def test_cancellation_still_ends_the_loop() -> None:
+    started = asyncio.Event()
+
+    async def one_pass() -> None:
+        started.set()
+        await asyncio.sleep(LONG)
+
+    task = asyncio.create_task(every("job", one_pass, LONG, asyncio.Event()))
+    await _finish(started.wait())
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await _finish(task)
 
 
 def _job_modules() -> list[str]:
