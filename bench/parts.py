@@ -1,6 +1,6 @@
 """Issue 31 item 4: one big document with 1, 2, 4 and 8 workers, and small-document latency.
 
-``python -m bench.parts [--smoke] [--mode standin|real|small]``
+``python -m bench.parts [--smoke] [--mode standin|real|busy|small] [--words N] [--workers N] [--threads N]``
 
 * ``standin`` (default): every worker on a simulated host of its own (:mod:`bench.hosts`: a network
   namespace, services reached over a veth pair) against the OpenAI-compatible embedding stand-in
@@ -135,7 +135,10 @@ async def _with_workers(stack: Stack, n: int, **overrides: str) -> list[Proc]:
     return [await stack.start_worker(**overrides) for _ in range(n)]
 
 
-async def real(words_each: int, counts: list[int], split: dict[str, str]) -> list[Step]:
+async def real(words_each: int, counts: list[int], split: dict[str, str], threads: int = 0) -> list[Step]:
+    """The single path with one worker, then the parts with each of ``counts`` workers;
+    ``threads`` > 0: the parts' workers run with ``EMBEDDING_THREADS`` = ``threads`` (several
+    workers sharing this machine's cores: one intra-op thread pool per core, not per worker)."""
     doc = documents(words(), 1, words_each, seed=31)[0]
     steps: list[Step] = []
     async with Stack("partsreal") as stack:
@@ -143,7 +146,9 @@ async def real(words_each: int, counts: list[int], split: dict[str, str]) -> lis
         url = await stack.start_api(**common)
         _, token = await stack.create_user()
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=300) as http:
-            legs = [("single path (today)", 1, SINGLE_PATH)] + [("parts", n, split) for n in counts]
+            parts_env = {**split, "embedding_threads": str(threads)} if threads else split
+            label = f"parts, EMBEDDING_THREADS={threads}" if threads else "parts"
+            legs = [("single path (today)", 1, SINGLE_PATH)] + [(label, n, parts_env) for n in counts]
             for i, (label, n, extra) in enumerate(legs):
                 procs = await _with_workers(stack, n, prefetch="1", **common, **NO_CACHE, **extra)
                 try:
@@ -240,6 +245,8 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="a small document, 1-2 workers, print only (CI)")
     ap.add_argument("--mode", choices=["standin", "real", "busy", "small"], default="standin")
     ap.add_argument("--words", type=int, action="append", help="busy: sizes in words (repeatable); real: the size")
+    ap.add_argument("--workers", type=int, action="append", help="real: the parts' worker counts (default 1 and 2)")
+    ap.add_argument("--threads", type=int, default=0, help="real: EMBEDDING_THREADS of the parts' workers (0: default)")
     args = ap.parse_args()
     before = os.getloadavg()[0]
     words_each = 60_000 if args.smoke else WORDS
@@ -252,7 +259,8 @@ def main() -> None:
         text = report_steps(steps, args.mode, words_each, (before, os.getloadavg()[0]))
     elif args.mode == "real":
         words_each = args.words[0] if args.words and not args.smoke else words_each
-        steps = asyncio.run(real(words_each, [1] if args.smoke else [1, 2], split))
+        counts = [1] if args.smoke else (args.workers or [1, 2])
+        steps = asyncio.run(real(words_each, counts, split, args.threads))
         text = report_steps(steps, args.mode, words_each, (before, os.getloadavg()[0]))
     elif args.mode == "busy":
         sizes = (words_each,) if args.smoke else tuple(args.words or BUSY_WORDS)
