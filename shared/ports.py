@@ -272,7 +272,8 @@ class SearchReads(Protocol):
         ...
 
     async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
-        """The chunks still there among ``ids``."""
+        """The chunks still there among ``ids``, each saying whether another chunk of its KB holds exactly its
+        text (``has_copies``, as :meth:`copies` would find it: only those are looked up there)."""
         ...
 
     async def copies(self, ids: Sequence[int], limit: int) -> dict[int, tuple[list[ChunkCopy], int]]:

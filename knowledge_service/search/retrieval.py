@@ -194,7 +194,8 @@ async def search(
     the lists: a chunk gone by then is left out) and the other chunks holding its text. Raises what ``reads``
     raises (``DatabaseUnavailableError`` from the pooled adapter)."""
     ranked, details = await _rank(reads, kb_id, mode, text, embedding, top_k, params)
-    copies = await reads.copies([cid for cid, _, _ in ranked], ALSO_IN_MAX)
+    with_copies = [cid for cid, _, _ in ranked if cid in details and details[cid].has_copies]
+    copies = await reads.copies(with_copies, ALSO_IN_MAX) if with_copies else {}
     return [_hit(details[cid], score, sources, copies.get(cid, ([], 0)))
             for cid, score, sources in ranked if cid in details]
 

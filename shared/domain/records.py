@@ -86,6 +86,7 @@ class ChunkDetails:
     content: str
     page: int | None
     section: str | None
+    has_copies: bool = False  #: another chunk of the KB holds exactly this text (the hit lists it in ``also_in``)
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,8 @@ async def test_a_collapsed_hit_names_every_other_chunk_holding_its_text(
             assert held == {first[0], first[2], second[1]}, (mode, hit)
             assert hit.also_in_total == 2 and second_doc in {c.document_id for c in hit.also_in}
             assert all(h.also_in == () and h.also_in_total == 0 for h in hits if h.content != para)
+    details = await PgSearch(db).details([*first, *second])
+    assert {cid for cid, d in details.items() if d.has_copies} == {first[0], first[2], second[1]}
 
 
 # ---------------------------------------------------------------- item 4: every script by keyword

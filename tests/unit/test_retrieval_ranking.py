@@ -26,6 +26,7 @@ class FakeReads:
         self.running = 0
         self.overlapped = False
         self.gone: set[int] = set()
+        self.copies_asked: list[list[int]] = []
 
     @property
     def parallel(self) -> bool:
@@ -48,10 +49,15 @@ class FakeReads:
         return await self._ranked("keyword", self.keyword_ids, limit)
 
     async def details(self, ids: Sequence[int]) -> dict[int, ChunkDetails]:
-        return {i: ChunkDetails(i, 1, "d.txt", i, self.text_of[i], None, None) for i in ids if i not in self.gone}
+        return {i: ChunkDetails(i, 1, "d.txt", i, self.text_of[i], None, None, self._has_copies(i))
+                for i in ids if i not in self.gone}
+
+    def _has_copies(self, i: int) -> bool:
+        return any(j != i and t == self.text_of[i] and j not in self.gone for j, t in self.text_of.items())
 
     async def copies(self, ids: Sequence[int], limit: int) -> dict[int, tuple[list[ChunkCopy], int]]:
         """Every other chunk with the same content key, as the port promises (issue 29)."""
+        self.copies_asked.append(list(ids))
         out: dict[int, tuple[list[ChunkCopy], int]] = {}
         for i in ids:
             same = [ChunkCopy(j, 1, "d.txt", j, None, None) for j in sorted(self.text_of)
@@ -115,3 +121,12 @@ async def test_the_keyword_list_runs_while_the_query_is_embedded() -> None:
     future.set_result(EMBEDDING)
     hits = await task
     assert len(hits) == 3 and sorted(name for name, _ in reads.calls) == ["keyword", "vector"]
+
+
+async def test_the_copies_are_read_only_for_hits_that_have_some() -> None:
+    reads = FakeReads([1, 2, 3], [], {1: "a", 2: "b", 3: "c"})
+    await search(reads, 1, Mode.KEYWORD, "q", None, 5, SearchParams())
+    assert reads.copies_asked == []  # no hit has a copy: no read after the ranking
+    reads = FakeReads([1, 2, 3], [], {1: "same", 2: "other", 3: "same", 4: "other"})
+    await search(reads, 1, Mode.KEYWORD, "q", None, 5, SearchParams())
+    assert reads.copies_asked == [[1, 2]]  # 3 collapsed into 1; 2's copy 4 is not a hit

@@ -82,8 +82,12 @@ SELECT c.id AS chunk_id,
  LIMIT $3
 """
 
+# has_copies: the test of _ALSO_IN below as one probe of the md5(content) index per chunk (sql/0021), so the
+# search reads the copies only of the hits that have some (most have none: no round trip after the ranking).
 _DETAILS = (
-    "SELECT c.id AS chunk_id, d.id AS document_id, d.filename, c.chunk_index, c.content, c.page, c.section"
+    "SELECT c.id AS chunk_id, d.id AS document_id, d.filename, c.chunk_index, c.content, c.page, c.section,"
+    " length(c.content_tsv) > 0 AND EXISTS (SELECT 1 FROM document_chunk o WHERE md5(o.content) = md5(c.content)"
+    " AND o.kb_id = c.kb_id AND o.id <> c.id AND o.content = c.content) AS has_copies"
     " FROM document_chunk c JOIN document_info d ON d.id = c.document_id WHERE c.id = ANY($1::bigint[])"
 )
 
@@ -180,9 +184,10 @@ async def keyword_ranking(conn: asyncpg.Connection, kb_id: int, text: str, limit
 
 
 async def details(conn: asyncpg.Connection, ids: Sequence[int]) -> dict[int, ChunkDetails]:
-    """``{chunk id: its document, filename, index, text, page, section}`` of the chunks still there among ``ids``."""
+    """``{chunk id: its document, filename, index, text, page, section, has_copies}`` of the chunks still there
+    among ``ids`` (``has_copies``: :func:`copies` would list some)."""
     return {r["chunk_id"]: ChunkDetails(r["chunk_id"], r["document_id"], r["filename"], r["chunk_index"],
-                                        r["content"], r["page"], r["section"])
+                                        r["content"], r["page"], r["section"], r["has_copies"])
             for r in await conn.fetch(_DETAILS, list(ids))}
 
 
