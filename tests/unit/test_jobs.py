@@ -91,7 +91,8 @@ async def test_stop_during_the_first_delay_runs_no_pass() -> None:
     await _finish(every("job", one_pass, LONG, stop, delay_first=True))
 
 
-async def test_a_failed_pass_is_logged_and_the_loop_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+async def _fail_once_then_stop(name: str, error: Exception, caplog: pytest.LogCaptureFixture) -> int:
+    """Run ``every`` over a pass that raises ``error`` once, then stops the job; how many passes ran."""
     stop, wake = asyncio.Event(), asyncio.Event()
     calls = 0
 
@@ -100,12 +101,16 @@ async def test_a_failed_pass_is_logged_and_the_loop_goes_on(caplog: pytest.LogCa
         calls += 1
         if calls == 1:
             wake.set()
-            raise DatabaseUnavailableError("connection refused")
+            raise error
         stop.set()
 
     with caplog.at_level(logging.WARNING, logger="task_service.jobs"):
-        await _finish(every("orphan sweep", one_pass, LONG, stop, wake=wake))
-    assert calls == 2
+        await _finish(every(name, one_pass, LONG, stop, wake=wake))
+    return calls
+
+
+async def test_a_failed_pass_is_logged_and_the_loop_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    assert await _fail_once_then_stop("orphan sweep", DatabaseUnavailableError("connection refused"), caplog) == 2
     [record] = [r for r in caplog.records if r.getMessage() == "orphan sweep failed"]
     assert record.error == "DatabaseUnavailableError: connection refused"  # type: ignore[attr-defined]
 
@@ -115,20 +120,7 @@ async def test_an_unexpected_error_is_logged_with_its_traceback_and_the_loop_goe
 ) -> None:
     """A bug in one pass (an error no adapter translated) must not end the job for the worker's
     lifetime: the scanner that died so left forgotten tasks unrecovered (issue 31's e2e run)."""
-    stop, wake = asyncio.Event(), asyncio.Event()
-    calls = 0
-
-    async def one_pass() -> None:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            wake.set()
-            raise ValueError("a bug")
-        stop.set()
-
-    with caplog.at_level(logging.WARNING, logger="task_service.jobs"):
-        await _finish(every("scan", one_pass, LONG, stop, wake=wake))
-    assert calls == 2
+    assert await _fail_once_then_stop("scan", ValueError("a bug"), caplog) == 2
     [record] = [r for r in caplog.records if r.getMessage() == "scan crashed"]
     assert record.levelno == logging.ERROR and record.exc_info is not None
     assert record.error == "ValueError: a bug"  # type: ignore[attr-defined]
