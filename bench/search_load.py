@@ -1,12 +1,13 @@
 """Keyword and hybrid search on the peer's data, idle and beside a fixed CPU load (issue 30, item 4).
 
-``python -m bench.search_load [--smoke] [--load N] [--explain] [--before DIR]``: an isolated stack (:mod:`bench.stack`),
-the files :mod:`bench.peer` indexes (the shared corpus, the novel included) in one KB and a look-alike set
-(:mod:`bench.lookalike`) in another, indexed by one worker whose embeddings come from the stand-in
-(:mod:`bench.fake_embeddings`, no latency: the keyword side needs no model; the API embeds queries with its
-own model, so hybrid pays the real query embedding). Queries as :mod:`bench.peer` makes them: 12-word
-passages of the corpus' chunks and the look-alike codes, alone and in a question. Each query is timed, in
-turn in the same loop, as:
+``python -m bench.search_load [--smoke] [--load N] [--explain] [--before DIR] [--with-worker]``: an isolated
+stack (:mod:`bench.stack`), the files :mod:`bench.peer` indexes (the shared corpus, the novel included) in one KB
+and a look-alike set (:mod:`bench.lookalike`) in another, indexed by one worker whose embeddings come from the
+stand-in (:mod:`bench.fake_embeddings`, no latency: the keyword side needs no model; the API embeds queries with
+its own model, so hybrid pays the real query embedding); the worker is stopped before the timings, or
+(``--with-worker``) left running idle beside them, as beside a production API. Queries as :mod:`bench.peer`
+makes them: 12-word passages of the corpus' chunks and the look-alike codes, alone and in a question. Each
+query is timed, in turn in the same loop, as:
 
 - HTTP ``POST .../search`` keyword and hybrid (the whole request), on today's API and (``--before DIR``) on the
   API of another checkout started on the same stack;
@@ -22,12 +23,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -187,9 +189,12 @@ async def explain(pool: asyncpg.Pool, kb: int, q: str) -> None:
         print(f"--- {q!r}\n" + "\n".join(r[0] for r in plan), flush=True)
 
 
-async def index(stack: Stack, http: httpx.AsyncClient, paths: list[Path], looks: list[LookAlike]
-                ) -> tuple[int, int]:
-    """The two KBs (peer's files, look-alikes), indexed by a worker on the stand-in embeddings; their ids."""
+@contextlib.asynccontextmanager
+async def indexed(stack: Stack, http: httpx.AsyncClient, paths: list[Path], looks: list[LookAlike],
+                  keep_worker: bool) -> AsyncIterator[tuple[int, int]]:
+    """The two KBs (peer's files, look-alikes), indexed by a worker on the stand-in embeddings; their ids.
+    The worker is stopped before the timings unless ``keep_worker`` (then it runs idle beside them, as it
+    does beside a production API and in :mod:`bench.peer`, and is stopped after)."""
     port = free_port()
     fake = await fake_server(port)
     try:
@@ -199,12 +204,21 @@ async def index(stack: Stack, http: httpx.AsyncClient, paths: list[Path], looks:
         docs = await upload_all(http, kb_self, [(p.name, p.read_bytes()) for p in paths])
         docs += await upload_all(http, kb_look, [(d.name, d.text.encode()) for d in looks])
         await stack.wait_indexed(docs)
-        await stack.stop(worker)
+        if not keep_worker:
+            await stack.stop(worker)
+        await stack.fetch("ANALYZE")
+        yield kb_self, kb_look
+        if keep_worker:
+            await stack.stop(worker)
     finally:
         fake.terminate()
         fake.wait(10)
-    await stack.fetch("ANALYZE")
-    return kb_self, kb_look
+
+
+def _commit_of(root: Path) -> str:
+    """The short commit of the checkout at ``root`` (its path if it is no git checkout)."""
+    got = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return got.stdout.strip() or str(root)
 
 
 def _spawn(root: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -234,7 +248,7 @@ async def start_before_api(stack: Stack, root: Path) -> str:
     return url
 
 
-async def run(smoke: bool, load: int, show_plan: bool, before_root: Path | None) -> str:
+async def run(smoke: bool, load: int, show_plan: bool, before_root: Path | None, keep_worker: bool = False) -> str:
     from shared.adapters.postgres.pool import PoolConfig, create_pool
     from shared.settings import KnowledgeSettings
 
@@ -251,23 +265,27 @@ async def run(smoke: bool, load: int, show_plan: bool, before_root: Path | None)
         before_url = await start_before_api(stack, before_root) if before_root else url
         async with httpx.AsyncClient(base_url=url, headers=auth, timeout=600) as http, \
                 httpx.AsyncClient(base_url=before_url, headers=auth, timeout=600) as before:
-            kb_self, kb_look = await index(stack, http, paths, looks)
-            texts = [r["content"] for r in await stack.fetch(
-                "SELECT content FROM document_chunk WHERE kb_id = $1 ORDER BY id", kb_self)]
-            queries = make_queries(texts, kb_self, kb_look, n_pass, looks)
-            calls = layers(http, pool, before if before_root else None)
-            results = [await timed(calls, queries, n) for _, n in phases]
-            if show_plan:
-                _, kb, q = max(r[2] for r in results)
-                await explain(pool, kb, q)
+            async with indexed(stack, http, paths, looks, keep_worker) as (kb_self, kb_look):
+                texts = [r["content"] for r in await stack.fetch(
+                    "SELECT content FROM document_chunk WHERE kb_id = $1 ORDER BY id", kb_self)]
+                queries = make_queries(texts, kb_self, kb_look, n_pass, looks)
+                calls = layers(http, pool, before if before_root else None)
+                results = [await timed(calls, queries, n) for _, n in phases]
+                if show_plan:
+                    _, kb, q = max(r[2] for r in results)
+                    await explain(pool, kb, q)
         await pool.close()
+    before_name = _commit_of(before_root) if before_root else ""
+    http_of = (f"('now': today's API; 'before': the API of {before_name}; one stack, one database)" if before_name
+               else "(today's API)")
+    side = "API and an idle worker" if keep_worker else "API only"
     lines = [
         "Keyword and hybrid search on the peer's data (issue 30, item 4): `python -m bench.search_load`. "
-        f"Isolated stack, API only; one KB of the {len(paths)} files bench/peer.py indexes ({len(texts)} chunks), "
+        f"Isolated stack, {side}; one KB of the {len(paths)} files bench/peer.py indexes ({len(texts)} chunks), "
         f"one of {n_look} look-alike documents; {len(queries)} queries (12-word passages of the chunks, the codes "
-        "alone and in a question), top 5, each timed in turn in the same loop as an HTTP request (on the API before "
-        "issue 30 item 4 and on today's, one stack, one database) and as the keyword statement alone (before and "
-        "now, on one held connection); idle, then beside "
+        f"alone and in a question), top 5, each timed in turn in the same loop as an HTTP request {http_of} and as "
+        "the keyword statement alone (the one before issue 30 item 4 and today's, on one held connection); "
+        "idle, then beside "
         f"{load} busy processes (`while True: pass`, not niced). Load average {os.getloadavg()[0]:.1f} at the end. "
         f"Queries whose statements' results (ids and scores) differ, before / now: {sum(r[1] for r in results)}. "
         "p50 / p99 ms:",
@@ -285,10 +303,12 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="two small files, a few queries, print only")
     ap.add_argument("--load", type=int, default=2, help="busy processes beside the second phase (0: idle only)")
     ap.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE of the slowest query")
+    ap.add_argument("--with-worker", action="store_true",
+                    help="keep the indexing worker running, idle, beside the timings (as beside a production API)")
     ap.add_argument("--before", type=Path, metavar="DIR",
                     help="also time the API of this checkout (e.g. `git worktree add DIR <commit>`) on the same data")
     args = ap.parse_args()
-    text = asyncio.run(run(args.smoke, args.load, args.explain, args.before))
+    text = asyncio.run(run(args.smoke, args.load, args.explain, args.before, args.with_worker))
     print(text)
     if not args.smoke:
         from bench.report import write_section
